@@ -1,0 +1,1 @@
+"""pyretrieve: policy-filtered hybrid retrieval inside Postgres."""

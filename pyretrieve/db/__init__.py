@@ -1,0 +1,1 @@
+"""Database layer: connections, installation, migrations and the SQLSTATE error map."""

@@ -1,0 +1,73 @@
+"""Install and upgrade the schema with Alembic; the revisions execute versioned SQL files."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import Connection
+from sqlalchemy.pool import NullPool
+
+from pyretrieve import resources
+
+BRANCH = "pyretrieve"
+VERSION_TABLE = "pyretrieve_alembic_version"
+
+
+def run_sql_file(bind: Connection, name: str) -> None:
+    """Execute one file of sql/migrations on the Alembic connection, in its transaction."""
+    sql = resources.migration_script(name).read_text(encoding="utf-8")
+    raw: Any = bind.connection.dbapi_connection
+    # No parameters: psycopg sends the simple query protocol, which runs many statements and
+    # keeps the file's dollar-quoted bodies intact.
+    raw.execute(sql)
+    # The file may SET LOCAL ROLE and search_path; make sure Alembic's own bookkeeping runs as the installer.
+    bind.execute(text("RESET ROLE"))
+    bind.execute(text("RESET search_path"))
+
+
+def _config(connection: Connection) -> Any:
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(resources.alembic_dir()))
+    cfg.attributes["connection"] = connection
+    return cfg
+
+
+def _engine(dsn: str) -> Any:
+    return create_engine(
+        "postgresql+psycopg://", creator=lambda: psycopg.connect(dsn), poolclass=NullPool
+    )
+
+
+def upgrade(dsn: str, revision: str = f"{BRANCH}@head") -> None:
+    """Bring the database to ``revision`` (default: pyretrieve's head). Idempotent."""
+    from alembic import command
+
+    with _engine(dsn).begin() as conn:
+        command.upgrade(_config(conn), revision)
+
+
+def downgrade(dsn: str, revision: str = "base") -> None:
+    from alembic import command
+
+    with _engine(dsn).begin() as conn:
+        command.downgrade(_config(conn), revision)
+
+
+def current(dsn: str) -> str | None:
+    """The applied pyretrieve revision, or None when the schema is not installed."""
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT to_regclass(%s) IS NOT NULL", (f"public.{VERSION_TABLE}",)
+        ).fetchone()
+        if not row or not row[0]:
+            return None
+        rev = conn.execute(f"SELECT version_num FROM public.{VERSION_TABLE}").fetchone()
+        return str(rev[0]) if rev else None
+
+
+def install_script_sql() -> str:
+    return resources.install_script().read_text(encoding="utf-8")

