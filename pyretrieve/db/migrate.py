@@ -42,12 +42,34 @@ def _engine(dsn: str) -> Any:
     )
 
 
+def _sql_installed_revision(conn: Connection) -> str | None:
+    """The revision of a schema installed from sql/pyretrieve.sql (not by Alembic), if any."""
+    installed = conn.execute(text("SELECT to_regclass('pyretrieve.installation') IS NOT NULL")).scalar()
+    if not installed:
+        return None
+    tracked = conn.execute(
+        text("SELECT to_regclass(:t) IS NOT NULL"), {"t": f"public.{VERSION_TABLE}"}
+    ).scalar()
+    if tracked and conn.execute(text(f"SELECT count(*) FROM public.{VERSION_TABLE}")).scalar():
+        return None
+    version = conn.execute(text("SELECT schema_version FROM pyretrieve.installation")).scalar()
+    return f"{BRANCH}_{version}" if version else None
+
+
 def upgrade(dsn: str, revision: str = f"{BRANCH}@head") -> None:
-    """Bring the database to ``revision`` (default: pyretrieve's head). Idempotent."""
+    """Bring the database to ``revision`` (default: pyretrieve's head). Idempotent.
+
+    A schema installed with the SQL script (psql, the Docker image) is first stamped with the
+    revision it corresponds to, so Alembic continues from there instead of re-creating it.
+    """
     from alembic import command
 
     with _engine(dsn).begin() as conn:
-        command.upgrade(_config(conn), revision)
+        cfg = _config(conn)
+        stamped = _sql_installed_revision(conn)
+        if stamped is not None:
+            command.stamp(cfg, stamped)
+        command.upgrade(cfg, revision)
 
 
 def downgrade(dsn: str, revision: str = "base") -> None:
