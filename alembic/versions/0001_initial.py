@@ -7,7 +7,6 @@ Revises:
 from __future__ import annotations
 
 from alembic import op
-
 from pyretrieve.db.migrate import run_sql_file
 
 revision = "pyretrieve_0001"

@@ -13,8 +13,11 @@ def test_each_test_gets_the_installed_schema(db: Database) -> None:
     with db.admin() as admin:
         row = admin.execute("SELECT schema_version FROM pyretrieve.installation").fetchone()
         assert row == {"schema_version": "0001"}
-        ext = admin.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
-        assert ext is not None and ext["extversion"] >= "0.7"
+        ext = admin.execute(
+            "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+        ).fetchone()
+        assert ext is not None
+        assert ext["extversion"] >= "0.7"
 
 
 def test_databases_are_isolated(db: Database) -> None:
@@ -40,4 +43,5 @@ def test_principals_are_neither_superuser_nor_bypassrls(conn: psycopg.Connection
             ).fetchone()
             assert row == {"who": role(nick), "rolsuper": False, "rolbypassrls": False}
     who = conn.execute("SELECT session_user AS s, current_setting('is_superuser') AS su").fetchone()
-    assert who is not None and who["su"] == "off"
+    assert who is not None
+    assert who["su"] == "off"

@@ -1,0 +1,1 @@
+"""Quality and speed measurements for pyretrieve."""

@@ -1,0 +1,430 @@
+"""The thin client: one request is one transaction, in a fixed order.
+
+authorize → lexical candidates → vector candidates (when mode, intent and policy allow and an
+embedding exists) → authoritative records → the pure ranker. Nothing but digests and intent
+reaches authorize(); a deny or an error ends the request before any candidate query runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Literal, cast
+from uuid import UUID
+
+import numpy as np
+import psycopg
+from numpy.typing import NDArray
+from psycopg import sql
+from psycopg.pq import TransactionStatus
+from psycopg.rows import dict_row
+
+from pyretrieve import ranking
+from pyretrieve.db.errors import translate
+from pyretrieve.embedders import Embedder
+from pyretrieve.errors import (
+    InvalidEmbedding,
+    InvalidInput,
+    LexicalFailure,
+    PyretrieveError,
+    SemanticRequired,
+    UnknownModel,
+)
+from pyretrieve.types import (
+    DegradationReason,
+    JsonValue,
+    Scope,
+    SearchResult,
+    SemanticStatus,
+    Weights,
+)
+from pyretrieve.vectors import canonical_embedding, embedding_digest, to_pgvector_text
+
+Mode = Literal["hybrid", "lexical", "vector"]
+SemanticIntent = Literal["optional", "required", "disabled"]
+
+MAX_QUERY_CHARS = 4096
+MAX_LIMIT = 1000
+_IDENT = "abcdefghijklmnopqrstuvwxyz0123456789_.-"
+
+Row = dict[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SearchRequest:
+    """A validated, frozen request. The query text goes only to the lexical function."""
+
+    query: str
+    scope: Scope
+    mode: Mode
+    semantic: SemanticIntent
+    limit: int
+    candidate_limit: int | None
+    model: str | None
+    embedding: bytes | None  # float32 little-endian, canonical
+    weights: Weights
+    query_digest: bytes
+
+    @property
+    def wants_vector(self) -> bool:
+        return self.mode != "lexical" and self.semantic != "disabled"
+
+    @property
+    def wants_lexical(self) -> bool:
+        return self.mode != "vector"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _VectorLeg:
+    rows: list[Row] | None
+    status: SemanticStatus
+    digest: bytes | None
+
+
+def _check_ident(value: object, what: str) -> str:
+    if (
+        not isinstance(value, str)
+        or not 1 <= len(value) <= 63
+        or value[0] in "_.-"
+        or any(c not in _IDENT for c in value)
+    ):
+        raise InvalidInput(f"invalid {what}")
+    return value
+
+
+def _check_int(value: object, what: str, low: int, high: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise InvalidInput(f"{what} must be an integer between {low} and {high}")
+    return value
+
+
+def build_request(
+    query: str,
+    *,
+    scope: Scope,
+    mode: str = "hybrid",
+    semantic: str = "optional",
+    limit: int = 10,
+    candidate_limit: int | None = None,
+    embedding: Sequence[float] | NDArray[np.floating] | None = None,
+    model: str | None = None,
+    weights: Weights | None = None,
+) -> SearchRequest:
+    """Validate everything that can be validated before touching the database."""
+    if not isinstance(query, str) or not 1 <= len(query) <= MAX_QUERY_CHARS:
+        raise InvalidInput(f"query must be 1 to {MAX_QUERY_CHARS} characters")
+    if not isinstance(scope, Scope):
+        raise InvalidInput("scope must be a Scope")
+    _check_ident(scope.workspace, "workspace")
+    _check_ident(scope.project, "project")
+    _check_ident(scope.purpose, "purpose")
+    if mode not in ("hybrid", "lexical", "vector"):
+        raise InvalidInput("mode must be hybrid, lexical or vector")
+    if semantic not in ("optional", "required", "disabled"):
+        raise InvalidInput("semantic must be optional, required or disabled")
+    if mode == "vector" and semantic == "disabled":
+        raise InvalidInput("vector mode needs semantic retrieval")
+    _check_int(limit, "limit", 1, MAX_LIMIT)
+    if candidate_limit is not None:
+        _check_int(candidate_limit, "candidate_limit", 1, MAX_LIMIT)
+    if model is not None and (not isinstance(model, str) or not 1 <= len(model) <= 128):
+        raise InvalidInput("invalid model id")
+    if weights is None:
+        weights = Weights()
+    elif not isinstance(weights, Weights):
+        raise InvalidInput("weights must be Weights")
+    vector_bytes = None
+    if embedding is not None:
+        vector_bytes = canonical_embedding(embedding).tobytes()
+    return SearchRequest(
+        query=query,
+        scope=scope,
+        mode=cast(Mode, mode),
+        semantic=cast(SemanticIntent, semantic),
+        limit=limit,
+        candidate_limit=candidate_limit,
+        model=model,
+        embedding=vector_bytes,
+        weights=weights,
+        query_digest=hashlib.sha256(query.encode("utf-8")).digest(),
+    )
+
+
+class Retriever:
+    """Policy-filtered hybrid search over a psycopg connection or pool.
+
+    ``principal``: a role to act as for each request (``SET LOCAL ROLE`` inside the
+    request's transaction); without it the connection's own role is the principal.
+    ``embedders``: embedders by model id, used when a search names a ``model`` and passes no
+    ``embedding``.
+    """
+
+    def __init__(
+        self,
+        source: psycopg.Connection[Any] | Any,
+        *,
+        principal: str | None = None,
+        embedders: Iterable[Embedder] = (),
+    ) -> None:
+        self._source = source
+        self._principal = principal
+        self._embedders: dict[str, Embedder] = {e.model_id: e for e in embedders}
+        self._owned = False
+
+    @classmethod
+    def connect(
+        cls, dsn: str, *, principal: str | None = None, embedders: Iterable[Embedder] = ()
+    ) -> Retriever:
+        try:
+            conn = psycopg.connect(dsn, autocommit=True)
+        except psycopg.Error as exc:
+            raise translate(exc) from None
+        retriever = cls(conn, principal=principal, embedders=embedders)
+        retriever._owned = True
+        return retriever
+
+    def close(self) -> None:
+        if self._owned:
+            self._source.close()
+
+    def __enter__(self) -> Retriever:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def register_embedder(self, embedder: Embedder) -> None:
+        self._embedders[embedder.model_id] = embedder
+
+    @contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+        if isinstance(self._source, psycopg.Connection):
+            yield self._source
+            return
+        with self._source.connection() as conn:
+            yield conn
+
+    def search(
+        self,
+        query: str,
+        *,
+        scope: Scope,
+        mode: str = "hybrid",
+        semantic: str = "optional",
+        limit: int = 10,
+        candidate_limit: int | None = None,
+        embedding: Sequence[float] | NDArray[np.floating] | None = None,
+        model: str | None = None,
+        weights: Weights | None = None,
+    ) -> SearchResult:
+        request = build_request(
+            query,
+            scope=scope,
+            mode=mode,
+            semantic=semantic,
+            limit=limit,
+            candidate_limit=candidate_limit,
+            embedding=embedding,
+            model=model,
+            weights=weights,
+        )
+        return self.execute(request)
+
+    def execute(self, request: SearchRequest) -> SearchResult:
+        vector_input, adapter_status = self._query_embedding(request)
+        digest = None if vector_input is None else embedding_digest(vector_input)
+        with self._connection() as conn:
+            if conn.info.transaction_status != TransactionStatus.IDLE:
+                raise InvalidInput(
+                    "the connection is inside a transaction; a request needs its own"
+                )
+            try:
+                with conn.transaction():
+                    return self._run(conn, request, vector_input, digest, adapter_status)
+            except PyretrieveError:
+                raise
+            except Exception as exc:
+                raise translate(exc) from None
+
+    # ------------------------------------------------------------------------------------
+
+    def _query_embedding(
+        self, request: SearchRequest
+    ) -> tuple[NDArray[np.float32] | None, SemanticStatus | None]:
+        if not request.wants_vector:
+            return None, None
+        if request.embedding is not None:
+            return np.frombuffer(request.embedding, dtype="<f4"), None
+        embedder = self._embedders.get(request.model) if request.model else None
+        if embedder is None:
+            return None, SemanticStatus.degraded(
+                DegradationReason.MISSING_EMBEDDING,
+                {"model": request.model, "embedder_registered": False},
+            )
+        try:
+            return canonical_embedding(embedder.embed_query(request.query)), None
+        except Exception:
+            # The adapter is outside our control; its error text may quote the query.
+            return None, SemanticStatus.degraded(
+                DegradationReason.ADAPTER_FAILURE, {"model": request.model}
+            )
+
+    def _run(
+        self,
+        conn: psycopg.Connection[Any],
+        request: SearchRequest,
+        vector_input: NDArray[np.float32] | None,
+        digest: bytes | None,
+        adapter_status: SemanticStatus | None,
+    ) -> SearchResult:
+        cur = conn.cursor(row_factory=dict_row)
+        if self._principal is not None:
+            cur.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(self._principal)))
+        intent = "disabled" if not request.wants_vector else request.semantic
+        decision = _one(
+            cur.execute(
+                "SELECT * FROM pyretrieve.authorize(p_workspace => %s, p_project => %s,"
+                " p_purpose => %s, p_query_digest => %s, p_semantic_intent => %s,"
+                " p_embedding_digest => %s, p_requested_limit => %s)",
+                (
+                    request.scope.workspace,
+                    request.scope.project,
+                    request.scope.purpose,
+                    request.query_digest,
+                    intent,
+                    digest,
+                    request.limit,
+                ),
+            ).fetchall()
+        )
+        decision_id: UUID = decision["decision_id"]
+        cap = int(decision["candidate_limit"])
+        per_leg = min(cap, request.candidate_limit or cap)
+
+        lexical_rows: list[Row] | None = None
+        if request.wants_lexical:
+            lexical_rows = self._lexical(cur, decision_id, request.query, per_leg)
+
+        leg = self._vector(conn, request, decision, vector_input, digest, adapter_status, per_leg)
+
+        ids = sorted(
+            {r["fragment_id"] for r in lexical_rows or []}
+            | {r["fragment_id"] for r in leg.rows or []},
+            key=str,
+        )
+        records = cur.execute(
+            "SELECT * FROM pyretrieve.fragments(p_decision => %s, p_ids => %s)",
+            (decision_id, ids),
+        ).fetchall()
+        return ranking.rank(
+            decision=decision,
+            lexical=lexical_rows,
+            vector=leg.rows,
+            records=records,
+            limit=request.limit,
+            semantic=leg.status,
+            query_digest=request.query_digest,
+            embedding_digest=leg.digest,
+            weights=request.weights,
+        )
+
+    @staticmethod
+    def _lexical(cur: psycopg.Cursor[Row], decision_id: UUID, query: str, limit: int) -> list[Row]:
+        try:
+            return cur.execute(
+                "SELECT * FROM pyretrieve.lexical_candidates(p_decision => %s, p_query => %s,"
+                " p_limit => %s)",
+                (decision_id, query, limit),
+            ).fetchall()
+        except psycopg.Error as exc:
+            error = translate(exc)
+            if isinstance(error, InvalidInput | LexicalFailure) or error.code.endswith("DECISION"):
+                raise error from None
+            raise LexicalFailure() from None
+
+    def _vector(
+        self,
+        conn: psycopg.Connection[Any],
+        request: SearchRequest,
+        decision: Row,
+        vector_input: NDArray[np.float32] | None,
+        digest: bytes | None,
+        adapter_status: SemanticStatus | None,
+        limit: int,
+    ) -> _VectorLeg:
+        required = (
+            request.mode == "vector"
+            or request.semantic == "required"
+            or decision["semantic_policy"] == "required"
+        )
+
+        def degrade(reason: DegradationReason, evidence: Mapping[str, JsonValue]) -> _VectorLeg:
+            if required:
+                raise SemanticRequired()
+            return _VectorLeg(
+                rows=None, status=SemanticStatus.degraded(reason, evidence), digest=digest
+            )
+
+        if not request.wants_vector:
+            return _VectorLeg(rows=None, status=SemanticStatus.not_requested(), digest=None)
+        if decision["semantic_policy"] == "disabled":
+            if required:
+                raise SemanticRequired()
+            return _VectorLeg(
+                rows=None,
+                status=SemanticStatus.not_requested(
+                    DegradationReason.DISABLED, {"policy": "disabled"}
+                ),
+                digest=None,
+            )
+        if adapter_status is not None:
+            if required:
+                raise SemanticRequired()
+            return _VectorLeg(rows=None, status=adapter_status, digest=digest)
+        if vector_input is None or request.model is None:
+            return degrade(DegradationReason.MISSING_EMBEDDING, {"model": request.model})
+        try:
+            # A savepoint: a failed vector leg must not abort the request's transaction.
+            with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
+                rows = cur.execute(
+                    "SELECT * FROM pyretrieve.vector_candidates(p_decision => %s, p_model => %s,"
+                    " p_embedding => %s::public.vector, p_limit => %s)",
+                    (decision["decision_id"], request.model, to_pgvector_text(vector_input), limit),
+                ).fetchall()
+        except psycopg.Error as exc:
+            error = translate(exc)
+            if isinstance(error, UnknownModel):
+                return degrade(
+                    DegradationReason.UNAVAILABLE,
+                    {"model": request.model, "cause": "unknown_model"},
+                )
+            if isinstance(error, InvalidEmbedding):
+                return degrade(
+                    DegradationReason.CORRUPT,
+                    {"model": request.model, "cause": "invalid_embedding"},
+                )
+            return degrade(
+                DegradationReason.UNAVAILABLE, {"model": request.model, "cause": error.code}
+            )
+        stale = [
+            r
+            for r in rows
+            if r["source_digest"] != r["content_digest"]
+            or r["vector_generation"] < r["lexical_generation"]
+        ]
+        if stale:
+            return degrade(
+                DegradationReason.STALE,
+                {"model": request.model, "stale_candidates": len(stale), "candidates": len(rows)},
+            )
+        return _VectorLeg(
+            rows=rows, status=SemanticStatus.used({"model": request.model}), digest=digest
+        )
+
+
+def _one(rows: list[Row]) -> Row:
+    if len(rows) != 1:
+        raise InvalidInput("authorization returned no decision")
+    return rows[0]

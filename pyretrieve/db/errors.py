@@ -1,0 +1,93 @@
+"""The one place where database errors become pyretrieve's typed errors.
+
+Only the SQLSTATE is read. Messages come from pyretrieve's own classes (or, for the PR class
+the schema raises, from the schema's fixed texts, which name no row, id or content), so no SQL
+text, driver message, parameter or stored content crosses this boundary. The original
+exception is not chained (``from None``): a traceback printed by the caller shows the typed
+error only, while ``sqlstate`` stays available for diagnosis.
+"""
+
+from __future__ import annotations
+
+from typing import NoReturn
+
+import psycopg
+
+from pyretrieve.errors import (
+    AccessDenied,
+    Conflict,
+    DatabaseUnavailable,
+    InternalError,
+    InvalidDecision,
+    InvalidEmbedding,
+    InvalidInput,
+    NotFound,
+    PyretrieveError,
+    UnknownModel,
+)
+
+# SQLSTATEs raised by sql/pyretrieve.sql, with the fixed messages the schema uses.
+_SCHEMA_ERRORS: dict[str, type[PyretrieveError]] = {
+    "PR001": AccessDenied,
+    "PR002": InvalidDecision,
+    "PR003": InvalidDecision,
+    "PR010": InvalidInput,
+    "PR011": InvalidEmbedding,
+    "PR012": UnknownModel,
+    "PR013": Conflict,
+    "PR020": NotFound,
+}
+
+_SAFE_SCHEMA_MESSAGES = {
+    "PR003": "transaction already bound to another scope",
+}
+
+# Standard SQLSTATEs, most specific first.
+_STANDARD_ERRORS: dict[str, type[PyretrieveError]] = {
+    "42501": AccessDenied,  # insufficient_privilege, including row-level security violations
+    "23505": Conflict,  # unique_violation
+    "40001": Conflict,  # serialization_failure
+    "40P01": Conflict,  # deadlock_detected
+    "55P03": Conflict,  # lock_not_available
+    "57014": DatabaseUnavailable,  # query_canceled (statement timeout)
+}
+
+_STANDARD_CLASSES: dict[str, type[PyretrieveError]] = {
+    "08": DatabaseUnavailable,  # connection exception
+    "53": DatabaseUnavailable,  # insufficient resources
+    "57": DatabaseUnavailable,  # operator intervention
+    "22": InvalidInput,  # data exception (bad literal, NaN in a vector, out of range)
+    "23": InvalidInput,  # integrity constraint violation (a CHECK on an argument)
+}
+
+
+def translate(exc: BaseException) -> PyretrieveError:
+    """The typed error for a driver exception (or any exception from the database layer)."""
+    if isinstance(exc, PyretrieveError):
+        return exc
+    if not isinstance(exc, psycopg.Error):
+        return InternalError()
+    state = exc.sqlstate or ""
+    schema_error = _SCHEMA_ERRORS.get(state)
+    if schema_error is not None:
+        return _from_schema(state, schema_error)
+    standard = _STANDARD_ERRORS.get(state) or _STANDARD_CLASSES.get(state[:2])
+    if standard is not None:
+        error = standard()
+    elif isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+        error = DatabaseUnavailable()
+    else:
+        error = InternalError()
+    error.sqlstate = state or None
+    return error
+
+
+def _from_schema(state: str, cls: type[PyretrieveError]) -> PyretrieveError:
+    message = _SAFE_SCHEMA_MESSAGES.get(state)
+    error = cls(message) if message else cls()
+    error.sqlstate = state
+    return error
+
+
+def raise_translated(exc: BaseException) -> NoReturn:
+    raise translate(exc) from None

@@ -1,0 +1,30 @@
+"""The package stays typed and linted: mypy --strict and ruff run as part of the suite."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
+
+
+def test_mypy_strict_is_clean() -> None:
+    result = _run("mypy", "--strict", "pyretrieve")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_ruff_check_is_clean() -> None:
+    result = _run("ruff", "check", "pyretrieve", "tests", "alembic", "evals", "docs")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_ruff_format_is_clean() -> None:
+    result = _run("ruff", "format", "--check", "pyretrieve", "tests", "alembic", "evals", "docs")
+    assert result.returncode == 0, result.stdout + result.stderr
