@@ -1,0 +1,139 @@
+"""Typed errors with stable codes.
+
+Every error carries a stable machine-readable ``code`` and a message that is safe to
+show to a caller: it never holds SQL text, driver text or stored content, because
+error messages end up in logs and API responses that sit outside the policy boundary.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import ClassVar
+from uuid import UUID
+
+__all__ = [
+    "AccessDenied",
+    "Conflict",
+    "DatabaseUnavailable",
+    "IntegrityViolation",
+    "InternalError",
+    "InvalidDecision",
+    "InvalidEmbedding",
+    "InvalidInput",
+    "LexicalFailure",
+    "NotFound",
+    "PyretrieveError",
+    "SemanticRequired",
+    "UnknownModel",
+]
+
+# Check names and field names are interpolated into messages, so they are restricted
+# to identifiers: nothing read from a row's content can ride along.
+_IDENTIFIER = re.compile(r"[a-z][a-z0-9_]{0,62}")
+
+
+class PyretrieveError(Exception):
+    """Base class: a stable ``code`` plus a safe, human-readable message."""
+
+    code: ClassVar[str] = "VES_MEMORY_INTERNAL"
+    default_message: ClassVar[str] = "internal error"
+
+    def __init__(self, message: str | None = None) -> None:
+        self.message: str = self.default_message if message is None else message
+        super().__init__(self.message)
+
+    def as_dict(self) -> dict[str, str]:
+        return {"code": self.code, "message": self.message}
+
+
+class AccessDenied(PyretrieveError):
+    code = "VES_MEMORY_ACCESS_DENIED"
+    default_message = "access denied"
+
+
+class InvalidDecision(PyretrieveError):
+    code = "VES_MEMORY_INVALID_DECISION"
+    default_message = "the authorization decision is invalid or no longer applies"
+
+
+class InvalidInput(PyretrieveError):
+    code = "VES_MEMORY_INVALID_INPUT"
+    default_message = "invalid input"
+
+
+class InvalidEmbedding(PyretrieveError):
+    code = "VES_MEMORY_INVALID_EMBEDDING"
+    default_message = "invalid embedding"
+
+
+class UnknownModel(PyretrieveError):
+    code = "VES_MEMORY_UNKNOWN_MODEL"
+    default_message = "unknown embedding model"
+
+
+class NotFound(PyretrieveError):
+    code = "VES_MEMORY_NOT_FOUND"
+    default_message = "not found"
+
+
+class Conflict(PyretrieveError):
+    code = "VES_MEMORY_CONFLICT"
+    default_message = "conflicting concurrent change"
+
+
+class IntegrityViolation(PyretrieveError):
+    """Data returned by the database contradicts the contract; nothing is returned.
+
+    ``check`` names the failed check (for example ``digest_mismatch``). The optional
+    ``field`` and ``fragment_id`` locate the breach without quoting any content.
+    """
+
+    code = "VES_MEMORY_INTEGRITY_VIOLATION"
+    default_message = "integrity check failed"
+
+    def __init__(
+        self,
+        check: str,
+        *,
+        field: str | None = None,
+        fragment_id: UUID | None = None,
+    ) -> None:
+        if not _IDENTIFIER.fullmatch(check):
+            raise ValueError("integrity check names must be lowercase identifiers")
+        if field is not None and not _IDENTIFIER.fullmatch(field):
+            # An unrecognised key may be anything; keep it out of the message.
+            field = "unnamed"
+        self.check: str = check
+        self.field: str | None = field
+        self.fragment_id: UUID | None = fragment_id
+        message = f"integrity check failed: {check}"
+        if field is not None:
+            message += f" (field {field})"
+        if fragment_id is not None:
+            message += f" (fragment {fragment_id})"
+        super().__init__(message)
+
+    def as_dict(self) -> dict[str, str]:
+        out = super().as_dict()
+        out["check"] = self.check
+        return out
+
+
+class SemanticRequired(PyretrieveError):
+    code = "VES_MEMORY_SEMANTIC_REQUIRED"
+    default_message = "semantic retrieval is required by policy but was not available"
+
+
+class LexicalFailure(PyretrieveError):
+    code = "VES_MEMORY_LEXICAL_FAILURE"
+    default_message = "lexical retrieval failed"
+
+
+class DatabaseUnavailable(PyretrieveError):
+    code = "VES_MEMORY_DATABASE_UNAVAILABLE"
+    default_message = "database unavailable"
+
+
+class InternalError(PyretrieveError):
+    code = "VES_MEMORY_INTERNAL"
+    default_message = "internal error"

@@ -1,0 +1,702 @@
+"""Result types, enums and the canonical JSON rendering.
+
+Rows coming back from the database are parsed strictly by the ``from_row``
+constructors: an unknown key, a missing key or a value of the wrong type raises
+:class:`~pyretrieve.errors.IntegrityViolation`, because a row that does not match
+the contract cannot be trusted to have been policy-filtered either.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from typing import Any, Final, TypeAlias
+from uuid import UUID
+
+from pyretrieve.errors import IntegrityViolation, InvalidInput
+
+__all__ = [
+    "DEGRADED_CONFIDENCE_FACTOR",
+    "DIGEST_SIZE",
+    "FRESHNESS_FLOOR",
+    "RANK_BASE",
+    "RRF_FORMULA",
+    "RRF_K",
+    "TRUST_LABEL",
+    "Classification",
+    "Decision",
+    "DegradationReason",
+    "FragmentRecord",
+    "FragmentState",
+    "JsonValue",
+    "LexicalCandidate",
+    "Omission",
+    "OmissionReason",
+    "Result",
+    "Scope",
+    "SearchResult",
+    "SemanticOutcome",
+    "SemanticPolicy",
+    "SemanticStatus",
+    "VectorCandidate",
+    "Weights",
+    "canonical_json",
+    "hex_digest",
+    "iso_utc",
+    "micros",
+]
+
+JsonValue: TypeAlias = bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"] | None
+
+# Contract constants. The SQL side mirrors these; changing one changes every score.
+RRF_K: Final = 60
+RANK_BASE: Final = 1
+RRF_FORMULA: Final = (
+    "sum of w/(60+rank) over modalities, 1-based ranks, missing modality contributes 0"
+)
+FRESHNESS_FLOOR: Final = 0.5
+DEGRADED_CONFIDENCE_FACTOR: Final = 0.75
+DIGEST_SIZE: Final = 32
+# A constant label, never derived from the content: retrieved text is data, whatever
+# it claims about itself.
+TRUST_LABEL: Final = "untrusted-data"
+
+_ONE_MICROSECOND: Final = timedelta(microseconds=1)
+
+
+# --------------------------------------------------------------------------- enums
+
+
+class Classification(StrEnum):
+    """Sensitivity, ordered public < internal < confidential < restricted.
+
+    Comparison operators follow the sensitivity order. They refuse plain strings,
+    since falling back to ``str`` ordering would put ``confidential`` below
+    ``internal``.
+    """
+
+    PUBLIC = "public"
+    INTERNAL = "internal"
+    CONFIDENTIAL = "confidential"
+    RESTRICTED = "restricted"
+
+    @property
+    def level(self) -> int:
+        return _CLASSIFICATION_ORDER.index(self)
+
+    def at_most(self, ceiling: Classification) -> bool:
+        """True when this classification may be shown under ``ceiling``."""
+        return self.level <= ceiling.level
+
+    def _level_of(self, other: object) -> int:
+        if not isinstance(other, Classification):
+            raise TypeError("classifications compare only with classifications")
+        return other.level
+
+    def __lt__(self, other: object) -> bool:
+        return self.level < self._level_of(other)
+
+    def __le__(self, other: object) -> bool:
+        return self.level <= self._level_of(other)
+
+    def __gt__(self, other: object) -> bool:
+        return self.level > self._level_of(other)
+
+    def __ge__(self, other: object) -> bool:
+        return self.level >= self._level_of(other)
+
+
+_CLASSIFICATION_ORDER: Final = (
+    Classification.PUBLIC,
+    Classification.INTERNAL,
+    Classification.CONFIDENTIAL,
+    Classification.RESTRICTED,
+)
+
+
+class FragmentState(StrEnum):
+    ACTIVE = "active"
+    SUPERSEDED = "superseded"
+    RETRACTED = "retracted"
+
+
+class SemanticPolicy(StrEnum):
+    DISABLED = "disabled"
+    OPTIONAL = "optional"
+    REQUIRED = "required"
+
+
+class SemanticOutcome(StrEnum):
+    USED = "used"
+    NOT_REQUESTED = "not_requested"
+    DEGRADED = "degraded"
+
+
+class DegradationReason(StrEnum):
+    DISABLED = "disabled"
+    UNAVAILABLE = "unavailable"
+    STALE = "stale"
+    CORRUPT = "corrupt"
+    MISSING_EMBEDDING = "missing_embedding"
+    ADAPTER_FAILURE = "adapter_failure"
+
+
+class OmissionReason(StrEnum):
+    RESULT_LIMIT = "result_limit"
+
+
+# ------------------------------------------------------------------ JSON rendering
+
+
+def iso_utc(value: datetime) -> str:
+    """ISO 8601 in UTC, always with microseconds and a ``Z`` suffix."""
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError("naive datetimes have no canonical rendering")
+    return value.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+
+
+def micros(value: timedelta) -> int:
+    """A timedelta as an exact integer count of microseconds."""
+    return value // _ONE_MICROSECOND
+
+
+def hex_digest(value: bytes) -> str:
+    return value.hex()
+
+
+def canonical_json(value: JsonValue) -> str:
+    """The one JSON rendering used for output and for hashing."""
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+
+
+def _plain_json(value: object, depth: int = 0) -> JsonValue:
+    """Deep-copy ``value`` if, and only if, it is made of plain JSON values."""
+    if depth > 32:
+        raise InvalidInput("evidence is nested too deeply")
+    # Exact types only: a str or int subclass (an enum, say) could render differently.
+    if value is None or type(value) is bool or type(value) is int or type(value) is str:
+        return value
+    if type(value) is float:
+        if not math.isfinite(value):
+            raise InvalidInput("evidence must not hold non-finite numbers")
+        return value
+    if type(value) is list:
+        return [_plain_json(item, depth + 1) for item in value]
+    if type(value) is dict:
+        out: dict[str, JsonValue] = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                raise InvalidInput("evidence keys must be strings")
+            out[key] = _plain_json(item, depth + 1)
+        return out
+    raise InvalidInput("evidence must hold plain JSON values only")
+
+
+# ------------------------------------------------------------------ strict parsing
+
+_Parser: TypeAlias = Callable[[str, object], Any]
+
+
+def _type_error(name: str) -> IntegrityViolation:
+    return IntegrityViolation("field_type", field=name)
+
+
+def _value_error(name: str) -> IntegrityViolation:
+    return IntegrityViolation("field_value", field=name)
+
+
+def _p_uuid(name: str, value: object) -> UUID:
+    if not isinstance(value, UUID):
+        raise _type_error(name)
+    return value
+
+
+def _p_str(name: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise _type_error(name)
+    return str(value)
+
+
+def _p_ident(name: str, value: object) -> str:
+    text = _p_str(name, value)
+    if not text:
+        raise _value_error(name)
+    return text
+
+
+def _p_int(name: str, value: object) -> int:
+    # bool is an int subclass; a boolean where a count belongs is a contract breach.
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise _type_error(name)
+    return int(value)
+
+
+def _p_rank(name: str, value: object) -> int:
+    number = _p_int(name, value)
+    if number < RANK_BASE:
+        raise _value_error(name)
+    return number
+
+
+def _p_generation(name: str, value: object) -> int:
+    number = _p_int(name, value)
+    if number < 0:
+        raise _value_error(name)
+    return number
+
+
+def _p_float(name: str, value: object) -> float:
+    if not isinstance(value, float):
+        raise _type_error(name)
+    number = float(value)
+    if not math.isfinite(number):
+        raise _value_error(name)
+    return number
+
+
+def _p_distance(name: str, value: object) -> float:
+    # pgvector clamps cosine similarity to [-1, 1], so the distance lives in [0, 2].
+    number = _p_float(name, value)
+    if not 0.0 <= number <= 2.0:
+        raise _value_error(name)
+    return number
+
+
+def _p_digest(name: str, value: object) -> bytes:
+    if not isinstance(value, bytes):
+        raise _type_error(name)
+    if len(value) != DIGEST_SIZE:
+        raise _value_error(name)
+    return bytes(value)
+
+
+def _p_datetime(name: str, value: object) -> datetime:
+    if not isinstance(value, datetime):
+        raise _type_error(name)
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise _value_error(name)
+    return value
+
+
+def _p_max_age(name: str, value: object) -> timedelta | None:
+    if value is None:
+        return None
+    if not isinstance(value, timedelta):
+        raise _type_error(name)
+    # Zero or negative would make every fragment too old and divide by zero.
+    if value <= timedelta(0):
+        raise _value_error(name)
+    return value
+
+
+def _p_body(name: str, value: object) -> str:
+    text = _p_str(name, value)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _value_error(name) from None
+    return text
+
+
+def _p_enum(kind: type[StrEnum]) -> _Parser:
+    def parse(name: str, value: object) -> StrEnum:
+        if not isinstance(value, str):
+            raise _type_error(name)
+        try:
+            return kind(value)
+        except ValueError:
+            raise _value_error(name) from None
+
+    return parse
+
+
+def _optional(parser: _Parser) -> _Parser:
+    def parse(name: str, value: object) -> Any:
+        return None if value is None else parser(name, value)
+
+    return parse
+
+
+def _parse_row(row: object, spec: Mapping[str, _Parser]) -> dict[str, Any]:
+    if not isinstance(row, Mapping):
+        raise IntegrityViolation("row_type")
+    for key in row:
+        if key not in spec:
+            raise IntegrityViolation("unknown_field", field=key if isinstance(key, str) else None)
+    for key in spec:
+        if key not in row:
+            raise IntegrityViolation("missing_field", field=key)
+    return {key: parser(key, row[key]) for key, parser in spec.items()}
+
+
+# ------------------------------------------------------------------- dataclasses
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Scope:
+    workspace: str
+    project: str
+    purpose: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Decision:
+    """An authorization decision as returned by ``pyretrieve.authorize``."""
+
+    decision_id: UUID
+    principal: str
+    workspace_id: str
+    project_id: str
+    purpose: str
+    evaluated_at: datetime
+    ceiling: Classification
+    max_age: timedelta | None
+    semantic_policy: SemanticPolicy
+    candidate_limit: int
+    grant_id: UUID
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, object]) -> Decision:
+        parsed = _parse_row(row, _DECISION_SPEC)
+        if parsed["candidate_limit"] < 1:
+            raise _value_error("candidate_limit")
+        return cls(**parsed)
+
+    @property
+    def scope(self) -> Scope:
+        return Scope(workspace=self.workspace_id, project=self.project_id, purpose=self.purpose)
+
+    def to_plain(self) -> dict[str, JsonValue]:
+        return {
+            "decision_id": str(self.decision_id),
+            "principal": self.principal,
+            "workspace_id": self.workspace_id,
+            "project_id": self.project_id,
+            "purpose": self.purpose,
+            "evaluated_at": iso_utc(self.evaluated_at),
+            "ceiling": self.ceiling.value,
+            "max_age_us": None if self.max_age is None else micros(self.max_age),
+            "semantic_policy": self.semantic_policy.value,
+            "candidate_limit": self.candidate_limit,
+            "grant_id": str(self.grant_id),
+        }
+
+
+_DECISION_SPEC: Final[Mapping[str, _Parser]] = {
+    "decision_id": _p_uuid,
+    "principal": _p_ident,
+    "workspace_id": _p_ident,
+    "project_id": _p_ident,
+    "purpose": _p_ident,
+    "evaluated_at": _p_datetime,
+    "ceiling": _p_enum(Classification),
+    "max_age": _p_max_age,
+    "semantic_policy": _p_enum(SemanticPolicy),
+    "candidate_limit": _p_int,
+    "grant_id": _p_uuid,
+}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LexicalCandidate:
+    """One row of ``pyretrieve.lexical_candidates``."""
+
+    rank: int
+    fragment_id: UUID
+    content_digest: bytes
+    score: float
+    lexical_generation: int
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, object]) -> LexicalCandidate:
+        return cls(**_parse_row(row, _LEXICAL_SPEC))
+
+
+_LEXICAL_SPEC: Final[Mapping[str, _Parser]] = {
+    "rank": _p_rank,
+    "fragment_id": _p_uuid,
+    "content_digest": _p_digest,
+    "score": _p_float,
+    "lexical_generation": _p_generation,
+}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class VectorCandidate:
+    """One row of ``pyretrieve.vector_candidates``."""
+
+    rank: int
+    fragment_id: UUID
+    content_digest: bytes
+    distance: float
+    source_digest: bytes
+    vector_generation: int
+    lexical_generation: int
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, object]) -> VectorCandidate:
+        return cls(**_parse_row(row, _VECTOR_SPEC))
+
+
+_VECTOR_SPEC: Final[Mapping[str, _Parser]] = {
+    "rank": _p_rank,
+    "fragment_id": _p_uuid,
+    "content_digest": _p_digest,
+    "distance": _p_distance,
+    "source_digest": _p_digest,
+    "vector_generation": _p_generation,
+    "lexical_generation": _p_generation,
+}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FragmentRecord:
+    """One row of ``pyretrieve.fragments``."""
+
+    workspace_id: str
+    project_id: str
+    fragment_id: UUID
+    body: str
+    content_digest: bytes
+    classification: Classification
+    state: FragmentState
+    superseded_by: UUID | None
+    observed_at: datetime
+    expires_at: datetime | None
+    ingested_at: datetime
+    source_uri: str | None
+    source_revision: str | None
+    manifest_id: str | None
+    ts_config: str
+    lexical_generation: int
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, object]) -> FragmentRecord:
+        return cls(**_parse_row(row, _RECORD_SPEC))
+
+    @property
+    def identity(self) -> str:
+        """Content-bound tie-break identity: ``<digest hex>:<fragment uuid>``."""
+        return self.content_digest.hex() + ":" + str(self.fragment_id)
+
+    @property
+    def byte_size(self) -> int:
+        return len(self.body.encode("utf-8"))
+
+
+_RECORD_SPEC: Final[Mapping[str, _Parser]] = {
+    "workspace_id": _p_ident,
+    "project_id": _p_ident,
+    "fragment_id": _p_uuid,
+    "body": _p_body,
+    "content_digest": _p_digest,
+    "classification": _p_enum(Classification),
+    "state": _p_enum(FragmentState),
+    "superseded_by": _optional(_p_uuid),
+    "observed_at": _p_datetime,
+    "expires_at": _optional(_p_datetime),
+    "ingested_at": _p_datetime,
+    "source_uri": _optional(_p_str),
+    "source_revision": _optional(_p_str),
+    "manifest_id": _optional(_p_str),
+    "ts_config": _p_ident,
+    "lexical_generation": _p_generation,
+}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Weights:
+    """Per-modality RRF weights; finite and non-negative."""
+
+    lexical: float = 1.0
+    vector: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in ("lexical", "vector"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or isinstance(value, bool):
+                raise InvalidInput(f"weight {name} must be a number")
+            number = float(value)
+            if not math.isfinite(number) or number < 0.0:
+                raise InvalidInput(f"weight {name} must be finite and non-negative")
+            # Stored as float so the JSON and the arithmetic never see an int.
+            object.__setattr__(self, name, number)
+
+    def to_plain(self) -> dict[str, JsonValue]:
+        return {"lexical": self.lexical, "vector": self.vector}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SemanticStatus:
+    """What happened to the semantic modality, and why.
+
+    ``used``: vector candidates took part. ``not_requested``: no semantic query was
+    made (reason ``disabled`` when policy disabled it, else none). ``degraded``: a
+    semantic query was wanted but did not take part; ``reason`` says why and
+    confidence is lowered.
+    """
+
+    status: SemanticOutcome
+    reason: DegradationReason | None = None
+    evidence: Mapping[str, JsonValue] = field(default_factory=dict, hash=False)
+
+    def __post_init__(self) -> None:
+        try:
+            status = SemanticOutcome(self.status)
+            reason = None if self.reason is None else DegradationReason(self.reason)
+        except ValueError:
+            raise InvalidInput("unknown semantic status or reason") from None
+        if status is SemanticOutcome.USED and reason is not None:
+            raise InvalidInput("a used semantic modality has no degradation reason")
+        if status is SemanticOutcome.DEGRADED and reason is None:
+            raise InvalidInput("a degraded semantic modality needs a reason")
+        if status is SemanticOutcome.NOT_REQUESTED and reason not in (
+            None,
+            DegradationReason.DISABLED,
+        ):
+            raise InvalidInput("a semantic query that was not requested cannot degrade")
+        if status is SemanticOutcome.DEGRADED and reason is DegradationReason.DISABLED:
+            raise InvalidInput("a disabled semantic modality is not requested, not degraded")
+        if not isinstance(self.evidence, Mapping):
+            raise InvalidInput("evidence must be a mapping")
+        evidence = _plain_json(dict(self.evidence))
+        object.__setattr__(self, "status", status)
+        object.__setattr__(self, "reason", reason)
+        object.__setattr__(self, "evidence", evidence)
+
+    @classmethod
+    def used(cls, evidence: Mapping[str, JsonValue] | None = None) -> SemanticStatus:
+        return cls(status=SemanticOutcome.USED, evidence=evidence or {})
+
+    @classmethod
+    def not_requested(
+        cls,
+        reason: DegradationReason | None = None,
+        evidence: Mapping[str, JsonValue] | None = None,
+    ) -> SemanticStatus:
+        return cls(status=SemanticOutcome.NOT_REQUESTED, reason=reason, evidence=evidence or {})
+
+    @classmethod
+    def degraded(
+        cls,
+        reason: DegradationReason,
+        evidence: Mapping[str, JsonValue] | None = None,
+    ) -> SemanticStatus:
+        return cls(status=SemanticOutcome.DEGRADED, reason=reason, evidence=evidence or {})
+
+    @property
+    def lowers_confidence(self) -> bool:
+        return self.status is SemanticOutcome.DEGRADED
+
+    def to_plain(self) -> dict[str, JsonValue]:
+        return {
+            "status": self.status.value,
+            "reason": None if self.reason is None else self.reason.value,
+            "evidence": _plain_json(dict(self.evidence)),
+            "lowers_confidence": self.lowers_confidence,
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Result:
+    """One returned fragment with its scores and its explanation."""
+
+    fused_rank: int
+    record: FragmentRecord
+    lexical: LexicalCandidate | None
+    vector: VectorCandidate | None
+    rrf_score: float
+    freshness: float
+    final_score: float
+    confidence: float
+    tie_break: str
+    explanation: Mapping[str, JsonValue] = field(hash=False)
+
+    @property
+    def fragment_id(self) -> UUID:
+        return self.record.fragment_id
+
+    @property
+    def text(self) -> str:
+        return self.record.body
+
+    @property
+    def trust(self) -> str:
+        return TRUST_LABEL
+
+    def to_plain(self) -> dict[str, JsonValue]:
+        plain = _plain_json(dict(self.explanation))
+        assert isinstance(plain, dict)
+        return plain
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Omission:
+    """An eligible fragment left out because the result limit was reached."""
+
+    workspace_id: str
+    project_id: str
+    fragment_id: UUID
+    content_digest: bytes
+    position: int
+    reason: OmissionReason
+    byte_estimate: int
+    freshness: float
+    confidence: float
+
+    def to_plain(self) -> dict[str, JsonValue]:
+        return {
+            "workspace_id": self.workspace_id,
+            "project_id": self.project_id,
+            "fragment_id": str(self.fragment_id),
+            "content_digest": hex_digest(self.content_digest),
+            "position": self.position,
+            "reason": self.reason.value,
+            "byte_estimate": self.byte_estimate,
+            "freshness": self.freshness,
+            "confidence": self.confidence,
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SearchResult:
+    retrieval_id: str
+    decision: Decision
+    semantic: SemanticStatus
+    results: tuple[Result, ...]
+    omissions: tuple[Omission, ...]
+    query_digest: bytes
+    embedding_digest: bytes | None
+    limit: int
+    weights: Weights
+    lexical_ran: bool
+    vector_ran: bool
+    retrieved_at: datetime
+
+    def to_plain(self) -> dict[str, JsonValue]:
+        return {
+            "retrieval_id": self.retrieval_id,
+            "decision": self.decision.to_plain(),
+            "semantic": self.semantic.to_plain(),
+            "query": {
+                "query_digest": hex_digest(self.query_digest),
+                "embedding_digest": (
+                    None if self.embedding_digest is None else hex_digest(self.embedding_digest)
+                ),
+                "limit": self.limit,
+                "weights": self.weights.to_plain(),
+                "modalities_ran": {"lexical": self.lexical_ran, "vector": self.vector_ran},
+            },
+            "retrieved_at": iso_utc(self.retrieved_at),
+            "results": [result.to_plain() for result in self.results],
+            "omissions": [omission.to_plain() for omission in self.omissions],
+        }
+
+    def to_json(self) -> str:
+        return canonical_json(self.to_plain())
