@@ -1,0 +1,121 @@
+"""Per-result explanations: plain JSON dicts, built without touching the database.
+
+The explanation's shape is fixed by this module alone. The retrieved body appears in
+exactly one place, ``content.text``, as an opaque string; nothing else in the
+explanation is read from or influenced by the body, so text that imitates
+instructions or metadata cannot change how a result is labelled.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pyretrieve.types import (
+    RANK_BASE,
+    RRF_FORMULA,
+    RRF_K,
+    TRUST_LABEL,
+    Decision,
+    FragmentRecord,
+    JsonValue,
+    LexicalCandidate,
+    VectorCandidate,
+    Weights,
+    hex_digest,
+    iso_utc,
+)
+
+__all__ = ["explain_result"]
+
+
+def _opt_iso(value: datetime | None) -> str | None:
+    return None if value is None else iso_utc(value)
+
+
+def explain_result(
+    *,
+    fused_rank: int,
+    record: FragmentRecord,
+    lexical: LexicalCandidate | None,
+    vector: VectorCandidate | None,
+    weights: Weights,
+    lexical_contribution: float | None,
+    vector_contribution: float | None,
+    rrf_score: float,
+    freshness: float,
+    age_us: int,
+    max_age_us: int | None,
+    final_score: float,
+    confidence: float,
+    decision: Decision,
+    retrieved_at: datetime,
+    embedding_digest: bytes | None,
+) -> dict[str, JsonValue]:
+    """Explain one ranked fragment.
+
+    ``lexical``/``vector`` are the fragment's own candidate rows, or ``None`` when the
+    fragment was absent from that modality (or the modality did not run); the
+    matching contribution must then be ``None`` too.
+    """
+    if (lexical is None) != (lexical_contribution is None):
+        raise ValueError("lexical candidate and contribution must be given together")
+    if (vector is None) != (vector_contribution is None):
+        raise ValueError("vector candidate and contribution must be given together")
+
+    lexical_part: JsonValue = None
+    if lexical is not None and lexical_contribution is not None:
+        lexical_part = {
+            "rank": lexical.rank,
+            "score": lexical.score,
+            "contribution": lexical_contribution,
+            "weight": weights.lexical,
+        }
+    vector_part: JsonValue = None
+    if vector is not None and vector_contribution is not None:
+        vector_part = {
+            "rank": vector.rank,
+            "distance": vector.distance,
+            "metric": "cosine_distance",
+            "contribution": vector_contribution,
+            "weight": weights.vector,
+        }
+
+    return {
+        "fused_rank": fused_rank,
+        "decision_id": str(decision.decision_id),
+        "fragment": {
+            "workspace_id": record.workspace_id,
+            "project_id": record.project_id,
+            "fragment_id": str(record.fragment_id),
+            "classification": record.classification.value,
+        },
+        "content": {"text": record.body, "trust": TRUST_LABEL},
+        "provenance": {
+            "source_uri": record.source_uri,
+            "source_revision": record.source_revision,
+            "manifest_id": record.manifest_id,
+            "observed_at": iso_utc(record.observed_at),
+            "retrieved_at": iso_utc(retrieved_at),
+            "expires_at": _opt_iso(record.expires_at),
+            "ingested_at": iso_utc(record.ingested_at),
+            "content_digest": hex_digest(record.content_digest),
+        },
+        "modalities": {"lexical": lexical_part, "vector": vector_part},
+        "rrf": {
+            "k": RRF_K,
+            "rank_base": RANK_BASE,
+            "formula": RRF_FORMULA,
+            "score": rrf_score,
+        },
+        "freshness": {"factor": freshness, "age_us": age_us, "max_age_us": max_age_us},
+        "final_score": final_score,
+        "confidence": confidence,
+        "tie_break": record.identity,
+        "generations": {
+            "lexical_generation": record.lexical_generation,
+            "vector_generation": None if vector is None else vector.vector_generation,
+        },
+        "semantic_query_digest": (
+            None if embedding_digest is None else hex_digest(embedding_digest)
+        ),
+    }

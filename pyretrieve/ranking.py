@@ -1,0 +1,483 @@
+"""The pure ranker: recheck, fuse, order, cut.
+
+The database already filters by policy; this module rechecks every one of those
+guarantees on the rows it is handed and refuses to return anything when one fails,
+so a bug or a tampered function in the database cannot leak a fragment through the
+ranker. It imports no database module.
+
+The arithmetic is written so that SQL can reproduce it bit for bit: every step is a
+single IEEE-754 double operation in a fixed order (see the functions below).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from uuid import UUID
+
+from pyretrieve.errors import IntegrityViolation, SemanticRequired
+from pyretrieve.explain import explain_result
+from pyretrieve.types import (
+    DEGRADED_CONFIDENCE_FACTOR,
+    DIGEST_SIZE,
+    FRESHNESS_FLOOR,
+    RANK_BASE,
+    RRF_K,
+    Decision,
+    DegradationReason,
+    FragmentRecord,
+    FragmentState,
+    JsonValue,
+    LexicalCandidate,
+    Omission,
+    OmissionReason,
+    Result,
+    SearchResult,
+    SemanticOutcome,
+    SemanticPolicy,
+    SemanticStatus,
+    VectorCandidate,
+    Weights,
+    canonical_json,
+    hex_digest,
+    micros,
+)
+
+__all__ = [
+    "confidence",
+    "freshness_factor",
+    "fuse",
+    "ideal_score",
+    "rank",
+    "retrieval_id",
+    "rrf_contribution",
+]
+
+Row = Mapping[str, object]
+
+
+# ----------------------------------------------------------------- the arithmetic
+
+
+def rrf_contribution(weight: float, rank: int) -> float:
+    """``w / (60 + rank)``: the integer sum is exact, then one float division."""
+    return weight / (RRF_K + rank)
+
+
+def fuse(lexical_contribution: float | None, vector_contribution: float | None) -> float:
+    """Sum contributions in the fixed order lexical, then vector; absent adds 0."""
+    rrf = 0.0
+    rrf += 0.0 if lexical_contribution is None else lexical_contribution
+    rrf += 0.0 if vector_contribution is None else vector_contribution
+    return rrf
+
+
+def freshness_factor(age: timedelta, max_age: timedelta | None) -> float:
+    """Linear decay from 1.0 (age 0) to 0.5 (age == max_age), clamped to [0.5, 1.0].
+
+    Both durations are reduced to integer microseconds first so the only inexact
+    steps are the int-to-double conversions and three double operations.
+    """
+    if max_age is None:
+        return 1.0
+    age_us = micros(age)
+    max_us = micros(max_age)
+    if max_us <= 0:
+        raise ValueError("max_age must be positive")
+    factor = 1.0 - 0.5 * (float(age_us) / float(max_us))
+    return min(1.0, max(FRESHNESS_FLOOR, factor))
+
+
+def ideal_score(weights: Weights, *, lexical_ran: bool, vector_ran: bool) -> float:
+    """The RRF score of a fragment ranked first by every modality that ran."""
+    ideal = 0.0
+    if lexical_ran:
+        ideal += weights.lexical / 61.0
+    if vector_ran:
+        ideal += weights.vector / 61.0
+    return ideal
+
+
+def confidence(
+    *,
+    rrf_score: float,
+    ideal: float,
+    freshness: float,
+    fused_rank: int,
+    degraded: bool,
+) -> float:
+    """Bounded to [0, 1]; multiplied left to right exactly as written."""
+    if ideal <= 0.0:
+        raise ValueError("ideal score must be positive")
+    semantic_factor = DEGRADED_CONFIDENCE_FACTOR if degraded else 1.0
+    value = (rrf_score / ideal) * freshness * (61.0 / (60.0 + fused_rank)) * semantic_factor
+    return min(1.0, max(0.0, value))
+
+
+def retrieval_id(
+    *,
+    decision: Decision,
+    query_digest: bytes,
+    embedding_digest: bytes | None,
+    limit: int,
+    weights: Weights,
+    lexical: Iterable[LexicalCandidate] | None,
+    vector: Iterable[VectorCandidate] | None,
+    records: Iterable[FragmentRecord],
+) -> str:
+    """Hex SHA-256 of the canonical JSON of the inputs that determine the output.
+
+    Candidates are listed in rank order and records in fragment-id order, so any
+    permutation of the input rows yields the same id. ``null`` (did not run) and
+    ``[]`` (ran, found nothing) are different inputs and give different ids.
+    """
+    payload: dict[str, JsonValue] = {
+        "decision_id": str(decision.decision_id),
+        "query_digest": hex_digest(query_digest),
+        "embedding_digest": None if embedding_digest is None else hex_digest(embedding_digest),
+        "limit": limit,
+        "weights": weights.to_plain(),
+        "lexical": (
+            None
+            if lexical is None
+            else [
+                [c.rank, str(c.fragment_id), hex_digest(c.content_digest), c.lexical_generation]
+                for c in sorted(lexical, key=lambda c: c.rank)
+            ]
+        ),
+        "vector": (
+            None
+            if vector is None
+            else [
+                [
+                    c.rank,
+                    str(c.fragment_id),
+                    hex_digest(c.content_digest),
+                    c.vector_generation,
+                    c.lexical_generation,
+                ]
+                for c in sorted(vector, key=lambda c: c.rank)
+            ]
+        ),
+        "records": [
+            [str(r.fragment_id), hex_digest(r.content_digest), r.lexical_generation]
+            for r in sorted(records, key=lambda r: str(r.fragment_id))
+        ],
+    }
+    return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
+
+
+# ------------------------------------------------------------------------ checks
+
+
+def _check_digest_arg(value: object, *, optional: bool) -> None:
+    if value is None and optional:
+        return
+    if not isinstance(value, bytes) or len(value) != DIGEST_SIZE:
+        raise IntegrityViolation("invalid_digest")
+
+
+def _check_semantic(
+    decision: Decision,
+    semantic: SemanticStatus,
+    *,
+    vector_ran: bool,
+    embedding_digest: bytes | None,
+) -> None:
+    if not isinstance(semantic, SemanticStatus):
+        raise IntegrityViolation("semantic_status")
+    used = semantic.status is SemanticOutcome.USED
+    if decision.semantic_policy is SemanticPolicy.REQUIRED and not used:
+        raise SemanticRequired()
+    if vector_ran != used:
+        raise IntegrityViolation("semantic_status")
+    if used and embedding_digest is None:
+        raise IntegrityViolation("semantic_status")
+    if semantic.status is SemanticOutcome.NOT_REQUESTED and embedding_digest is not None:
+        raise IntegrityViolation("semantic_status")
+    # Under a disabling policy the semantic leg cannot have been attempted, so it cannot
+    # have degraded either; "disabled" as a reason is only truthful under that policy.
+    disabled_by_policy = decision.semantic_policy is SemanticPolicy.DISABLED
+    if disabled_by_policy and semantic.status is not SemanticOutcome.NOT_REQUESTED:
+        raise IntegrityViolation("semantic_status")
+    if semantic.reason is DegradationReason.DISABLED and not disabled_by_policy:
+        raise IntegrityViolation("semantic_status")
+
+
+def _check_ranks(ranks: list[int]) -> None:
+    if len(set(ranks)) != len(ranks):
+        raise IntegrityViolation("duplicate_rank")
+    if sorted(ranks) != list(range(RANK_BASE, RANK_BASE + len(ranks))):
+        raise IntegrityViolation("rank_gap")
+
+
+def _check_unique_fragments(ids: Iterable[UUID]) -> None:
+    seen: set[UUID] = set()
+    for fragment_id in ids:
+        if fragment_id in seen:
+            raise IntegrityViolation("duplicate_fragment")
+        seen.add(fragment_id)
+
+
+def _check_modality(candidates: list[LexicalCandidate] | list[VectorCandidate], cap: int) -> None:
+    if len(candidates) > cap:
+        raise IntegrityViolation("too_many_candidates")
+    _check_unique_fragments(c.fragment_id for c in candidates)
+    _check_ranks([c.rank for c in candidates])
+
+
+def _check_record(record: FragmentRecord, decision: Decision) -> None:
+    fid = record.fragment_id
+    if hashlib.sha256(record.body.encode("utf-8")).digest() != record.content_digest:
+        raise IntegrityViolation("digest_mismatch", fragment_id=fid)
+    if record.workspace_id != decision.workspace_id or record.project_id != decision.project_id:
+        raise IntegrityViolation("foreign_scope", fragment_id=fid)
+    if not record.classification.at_most(decision.ceiling):
+        raise IntegrityViolation("above_ceiling", fragment_id=fid)
+    if record.state is not FragmentState.ACTIVE:
+        raise IntegrityViolation("inactive_state", fragment_id=fid)
+    if record.superseded_by is not None:
+        raise IntegrityViolation("superseded_link", fragment_id=fid)
+    evaluated_at = decision.evaluated_at
+    if record.observed_at > evaluated_at:
+        raise IntegrityViolation("observed_in_future", fragment_id=fid)
+    if decision.max_age is not None and record.observed_at < evaluated_at - decision.max_age:
+        raise IntegrityViolation("too_old", fragment_id=fid)
+    if record.expires_at is not None and record.expires_at <= evaluated_at:
+        raise IntegrityViolation("expired", fragment_id=fid)
+
+
+def _check_bindings(
+    records: dict[UUID, FragmentRecord],
+    lexical: dict[UUID, LexicalCandidate],
+    vector: dict[UUID, VectorCandidate],
+) -> None:
+    for fid, lex in lexical.items():
+        vec = vector.get(fid)
+        if vec is not None and vec.content_digest != lex.content_digest:
+            raise IntegrityViolation("cross_modality_digest_mismatch", fragment_id=lex.fragment_id)
+    for lex in lexical.values():
+        record = records.get(lex.fragment_id)
+        if record is None:
+            raise IntegrityViolation("candidate_without_record", fragment_id=lex.fragment_id)
+        if lex.content_digest != record.content_digest:
+            raise IntegrityViolation("candidate_digest_mismatch", fragment_id=lex.fragment_id)
+        if lex.lexical_generation != record.lexical_generation:
+            raise IntegrityViolation("generation_mismatch", fragment_id=lex.fragment_id)
+    for vec in vector.values():
+        record = records.get(vec.fragment_id)
+        if record is None:
+            raise IntegrityViolation("candidate_without_record", fragment_id=vec.fragment_id)
+        if vec.content_digest != record.content_digest:
+            raise IntegrityViolation("candidate_digest_mismatch", fragment_id=vec.fragment_id)
+        if vec.lexical_generation != record.lexical_generation:
+            raise IntegrityViolation("generation_mismatch", fragment_id=vec.fragment_id)
+        # An embedding of some other text, or one stamped before the fragment's current
+        # lexical generation, would rank this fragment on words it may no longer hold.
+        if (
+            vec.source_digest != record.content_digest
+            or vec.vector_generation < record.lexical_generation
+        ):
+            raise IntegrityViolation("stale_embedding", fragment_id=vec.fragment_id)
+    for fid, record in records.items():
+        if fid not in lexical and fid not in vector:
+            raise IntegrityViolation("record_without_candidate", fragment_id=record.fragment_id)
+
+
+# ---------------------------------------------------------------------- ranking
+
+
+@dataclass(frozen=True, slots=True)
+class _Scored:
+    record: FragmentRecord
+    lexical: LexicalCandidate | None
+    vector: VectorCandidate | None
+    lexical_contribution: float | None
+    vector_contribution: float | None
+    rrf_score: float
+    age_us: int
+    freshness: float
+    final_score: float
+
+    def order_key(self) -> tuple[float, float, str]:
+        return (-self.final_score, -self.rrf_score, self.record.identity)
+
+
+def _parse_decision(decision: Decision | Row) -> Decision:
+    if isinstance(decision, Decision):
+        return decision
+    return Decision.from_row(decision)
+
+
+def rank(
+    *,
+    decision: Decision | Row,
+    lexical: Iterable[Row] | None,
+    vector: Iterable[Row] | None,
+    records: Iterable[Row],
+    limit: int,
+    semantic: SemanticStatus,
+    query_digest: bytes,
+    embedding_digest: bytes | None,
+    weights: Weights | None = None,
+    retrieved_at: datetime | None = None,
+) -> SearchResult:
+    """Recheck, fuse and order candidates; return the first ``limit`` of them.
+
+    ``lexical``/``vector`` are ``None`` when that modality did not run and a
+    (possibly empty) list of rows when it did. Any inconsistency raises
+    :class:`IntegrityViolation` before anything is returned; a required semantic
+    modality that did not take part raises :class:`SemanticRequired`.
+    """
+    parsed_decision = _parse_decision(decision)
+    weights = Weights() if weights is None else weights
+    if not isinstance(weights, Weights):
+        raise IntegrityViolation("invalid_weights")
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+        raise IntegrityViolation("invalid_limit")
+    _check_digest_arg(query_digest, optional=False)
+    _check_digest_arg(embedding_digest, optional=True)
+    evaluated_at = parsed_decision.evaluated_at
+    if retrieved_at is None:
+        retrieved_at = evaluated_at
+    if (
+        not isinstance(retrieved_at, datetime)
+        or retrieved_at.tzinfo is None
+        or retrieved_at.utcoffset() is None
+        or retrieved_at < evaluated_at
+    ):
+        raise IntegrityViolation("invalid_retrieved_at")
+
+    lexical_ran = lexical is not None
+    vector_ran = vector is not None
+    _check_semantic(
+        parsed_decision, semantic, vector_ran=vector_ran, embedding_digest=embedding_digest
+    )
+    ideal = ideal_score(weights, lexical_ran=lexical_ran, vector_ran=vector_ran)
+    if ideal <= 0.0:
+        raise IntegrityViolation("nothing_ran")
+
+    lexical_rows = [] if lexical is None else [LexicalCandidate.from_row(r) for r in lexical]
+    vector_rows = [] if vector is None else [VectorCandidate.from_row(r) for r in vector]
+    record_rows = [FragmentRecord.from_row(r) for r in records]
+
+    cap = parsed_decision.candidate_limit
+    _check_modality(lexical_rows, cap)
+    _check_modality(vector_rows, cap)
+    _check_unique_fragments(r.fragment_id for r in record_rows)
+    for record in record_rows:
+        _check_record(record, parsed_decision)
+    by_id: dict[UUID, FragmentRecord] = {r.fragment_id: r for r in record_rows}
+    lexical_by_id: dict[UUID, LexicalCandidate] = {c.fragment_id: c for c in lexical_rows}
+    vector_by_id: dict[UUID, VectorCandidate] = {c.fragment_id: c for c in vector_rows}
+    _check_bindings(by_id, lexical_by_id, vector_by_id)
+
+    scored: list[_Scored] = []
+    for record in record_rows:
+        lex = lexical_by_id.get(record.fragment_id)
+        vec = vector_by_id.get(record.fragment_id)
+        lex_part = None if lex is None else rrf_contribution(weights.lexical, lex.rank)
+        vec_part = None if vec is None else rrf_contribution(weights.vector, vec.rank)
+        rrf = fuse(lex_part, vec_part)
+        age = evaluated_at - record.observed_at
+        fresh = freshness_factor(age, parsed_decision.max_age)
+        scored.append(
+            _Scored(
+                record=record,
+                lexical=lex,
+                vector=vec,
+                lexical_contribution=lex_part,
+                vector_contribution=vec_part,
+                rrf_score=rrf,
+                age_us=micros(age),
+                freshness=fresh,
+                final_score=rrf * fresh,
+            )
+        )
+    scored.sort(key=_Scored.order_key)
+
+    degraded = semantic.lowers_confidence
+    max_age_us = None if parsed_decision.max_age is None else micros(parsed_decision.max_age)
+    results: list[Result] = []
+    omissions: list[Omission] = []
+    for position, item in enumerate(scored, start=RANK_BASE):
+        conf = confidence(
+            rrf_score=item.rrf_score,
+            ideal=ideal,
+            freshness=item.freshness,
+            fused_rank=position,
+            degraded=degraded,
+        )
+        record = item.record
+        if position - RANK_BASE < limit:
+            results.append(
+                Result(
+                    fused_rank=position,
+                    record=record,
+                    lexical=item.lexical,
+                    vector=item.vector,
+                    rrf_score=item.rrf_score,
+                    freshness=item.freshness,
+                    final_score=item.final_score,
+                    confidence=conf,
+                    tie_break=record.identity,
+                    explanation=explain_result(
+                        fused_rank=position,
+                        record=record,
+                        lexical=item.lexical,
+                        vector=item.vector,
+                        weights=weights,
+                        lexical_contribution=item.lexical_contribution,
+                        vector_contribution=item.vector_contribution,
+                        rrf_score=item.rrf_score,
+                        freshness=item.freshness,
+                        age_us=item.age_us,
+                        max_age_us=max_age_us,
+                        final_score=item.final_score,
+                        confidence=conf,
+                        decision=parsed_decision,
+                        retrieved_at=retrieved_at,
+                        embedding_digest=embedding_digest,
+                    ),
+                )
+            )
+        else:
+            omissions.append(
+                Omission(
+                    workspace_id=record.workspace_id,
+                    project_id=record.project_id,
+                    fragment_id=record.fragment_id,
+                    content_digest=record.content_digest,
+                    position=position,
+                    reason=OmissionReason.RESULT_LIMIT,
+                    byte_estimate=record.byte_size,
+                    freshness=item.freshness,
+                    confidence=conf,
+                )
+            )
+
+    return SearchResult(
+        retrieval_id=retrieval_id(
+            decision=parsed_decision,
+            query_digest=query_digest,
+            embedding_digest=embedding_digest,
+            limit=limit,
+            weights=weights,
+            lexical=lexical_rows if lexical_ran else None,
+            vector=vector_rows if vector_ran else None,
+            records=record_rows,
+        ),
+        decision=parsed_decision,
+        semantic=semantic,
+        results=tuple(results),
+        omissions=tuple(omissions),
+        query_digest=query_digest,
+        embedding_digest=embedding_digest,
+        limit=limit,
+        weights=weights,
+        lexical_ran=lexical_ran,
+        vector_ran=vector_ran,
+        retrieved_at=retrieved_at,
+    )
