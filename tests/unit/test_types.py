@@ -1,0 +1,383 @@
+from __future__ import annotations
+
+import json
+import operator
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+from uuid import UUID
+
+import pytest
+from ranking_factories import (
+    DECISION_ID,
+    EMBEDDING_DIGEST,
+    QUERY_DIGEST,
+    decision_row,
+    hybrid_corpus,
+    lexical_row,
+    record_row,
+    run,
+    vector_row,
+)
+
+from pyretrieve import errors
+from pyretrieve.errors import IntegrityViolation, InvalidInput, PyretrieveError
+from pyretrieve.types import (
+    Classification,
+    Decision,
+    DegradationReason,
+    FragmentRecord,
+    LexicalCandidate,
+    SemanticOutcome,
+    SemanticPolicy,
+    SemanticStatus,
+    VectorCandidate,
+    Weights,
+    canonical_json,
+    iso_utc,
+    micros,
+)
+
+# ------------------------------------------------------------- classification
+
+
+def test_classification_order() -> None:
+    ordered = [
+        Classification.PUBLIC,
+        Classification.INTERNAL,
+        Classification.CONFIDENTIAL,
+        Classification.RESTRICTED,
+    ]
+    assert sorted(reversed(ordered)) == ordered
+    assert [c.level for c in ordered] == [0, 1, 2, 3]
+    # String order would put confidential below internal; sensitivity order does not.
+    assert Classification.INTERNAL < Classification.CONFIDENTIAL
+    assert Classification.RESTRICTED >= Classification.RESTRICTED
+    assert not Classification.CONFIDENTIAL <= Classification.INTERNAL
+
+
+def test_classification_at_most() -> None:
+    assert Classification.INTERNAL.at_most(Classification.CONFIDENTIAL)
+    assert Classification.CONFIDENTIAL.at_most(Classification.CONFIDENTIAL)
+    assert not Classification.RESTRICTED.at_most(Classification.CONFIDENTIAL)
+
+
+def test_classification_refuses_string_comparison() -> None:
+    with pytest.raises(TypeError):
+        _ = Classification.INTERNAL < "restricted"
+    with pytest.raises(TypeError):
+        # the reflected operand is the enum, which must refuse as well
+        operator.gt("internal", Classification.CONFIDENTIAL)
+
+
+# ------------------------------------------------------------- canonical JSON
+
+
+def test_iso_utc_always_has_microseconds_and_z() -> None:
+    assert iso_utc(datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)) == "2025-01-02T03:04:05.000000Z"
+    plus_five = timezone(timedelta(hours=5, minutes=30))
+    value = datetime(2025, 1, 2, 3, 4, 5, 123, tzinfo=plus_five)
+    assert iso_utc(value) == "2025-01-01T21:34:05.000123Z"
+
+
+def test_iso_utc_refuses_naive() -> None:
+    with pytest.raises(ValueError, match="naive"):
+        iso_utc(datetime(2025, 1, 1))
+
+
+def test_micros_is_exact_integer() -> None:
+    assert micros(timedelta(days=30)) == 30 * 86_400 * 1_000_000
+    assert micros(timedelta(microseconds=7)) == 7
+    assert isinstance(micros(timedelta(seconds=1.5)), int)
+
+
+def test_canonical_json_format() -> None:
+    text = canonical_json({"b": [1, 2.5, None], "a": "é", "c": {"z": True, "y": 0.1}})
+    assert text == '{"a":"é","b":[1,2.5,null],"c":{"y":0.1,"z":true}}'
+
+
+def test_canonical_json_refuses_nan() -> None:
+    with pytest.raises(ValueError, match="JSON compliant"):
+        canonical_json({"x": float("nan")})
+
+
+def test_search_result_json_renders_types_canonically() -> None:
+    records, lexical, vector = hybrid_corpus(2)
+    out = run(records=records, lexical=lexical, vector=vector, limit=1)
+    text = out.to_json()
+    assert text == canonical_json(json.loads(text))
+    plain = json.loads(text)
+    assert plain["decision"]["decision_id"] == str(DECISION_ID)
+    assert plain["decision"]["decision_id"] == plain["decision"]["decision_id"].lower()
+    assert plain["decision"]["evaluated_at"] == "2025-06-01T12:00:00.000000Z"
+    assert plain["decision"]["max_age_us"] == 30 * 86_400 * 1_000_000
+    assert plain["query"]["query_digest"] == QUERY_DIGEST.hex()
+    assert plain["query"]["embedding_digest"] == EMBEDDING_DIGEST.hex()
+    assert plain["query"]["weights"] == {"lexical": 1.0, "vector": 1.0}
+    assert '"weights":{"lexical":1.0,"vector":1.0}' in text
+    digests = {str(r["fragment_id"]): r["content_digest"] for r in records}
+    result = plain["results"][0]
+    provenance = result["provenance"]
+    assert provenance["observed_at"] == "2025-05-31T12:00:00.000000Z"
+    assert provenance["content_digest"] == digests[result["fragment"]["fragment_id"]].hex()
+    assert provenance["content_digest"] == provenance["content_digest"].lower()
+    omission = plain["omissions"][0]
+    assert omission["content_digest"] == digests[omission["fragment_id"]].hex()
+    assert omission["fragment_id"] != result["fragment"]["fragment_id"]
+    assert set(omission) == {
+        "workspace_id",
+        "project_id",
+        "fragment_id",
+        "content_digest",
+        "position",
+        "reason",
+        "byte_estimate",
+        "freshness",
+        "confidence",
+    }
+
+
+def test_search_result_json_float_repr() -> None:
+    records, lexical, _ = hybrid_corpus(1)
+    out = run(records=records, lexical=lexical, vector=None)
+    rrf = out.results[0].rrf_score
+    assert f'"score":{rrf!r}' in out.to_json()
+
+
+def test_to_json_keeps_non_ascii() -> None:
+    record = record_row(1, body="naïve café — 東京")
+    out = run(records=[record], lexical=[lexical_row(record, 1)], vector=None)
+    assert "naïve café — 東京" in out.to_json()
+
+
+# ----------------------------------------------------------------- row parsing
+
+
+def test_decision_from_row() -> None:
+    decision = Decision.from_row(decision_row())
+    assert decision.ceiling is Classification.CONFIDENTIAL
+    assert decision.semantic_policy is SemanticPolicy.OPTIONAL
+    assert decision.scope.workspace == "ws-alpha"
+    assert decision.scope.purpose == "answering"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "check"),
+    [
+        ({"candidate_limit": 0}, "field_value"),
+        ({"candidate_limit": True}, "field_type"),
+        ({"candidate_limit": 5.0}, "field_type"),
+        ({"max_age": timedelta(0)}, "field_value"),
+        ({"max_age": 3600}, "field_type"),
+        ({"evaluated_at": datetime(2025, 1, 1)}, "field_value"),
+        ({"ceiling": "secret"}, "field_value"),
+        ({"semantic_policy": "sometimes"}, "field_value"),
+        ({"decision_id": "6f1c2a4e-0000-4000-8000-00000000d001"}, "field_type"),
+        ({"workspace_id": ""}, "field_value"),
+        ({"surprise": 1}, "unknown_field"),
+    ],
+    ids=[
+        "limit-zero",
+        "limit-bool",
+        "limit-float",
+        "max-age-zero",
+        "max-age-int",
+        "naive-evaluated-at",
+        "bad-ceiling",
+        "bad-policy",
+        "uuid-as-str",
+        "empty-workspace",
+        "unknown",
+    ],
+)
+def test_decision_row_strictness(overrides: dict[str, Any], check: str) -> None:
+    with pytest.raises(IntegrityViolation) as caught:
+        Decision.from_row(decision_row(**overrides))
+    assert caught.value.check == check
+
+
+def test_decision_missing_field() -> None:
+    row = decision_row()
+    del row["grant_id"]
+    with pytest.raises(IntegrityViolation) as caught:
+        Decision.from_row(row)
+    assert caught.value.check == "missing_field"
+    assert caught.value.field == "grant_id"
+
+
+def test_row_must_be_mapping() -> None:
+    with pytest.raises(IntegrityViolation) as caught:
+        LexicalCandidate.from_row([("rank", 1)])  # type: ignore[arg-type]
+    assert caught.value.check == "row_type"
+
+
+def test_candidate_and_record_parsing_round_trip() -> None:
+    record = record_row(1, expires_at=None, source_uri=None)
+    parsed = FragmentRecord.from_row(record)
+    assert parsed.fragment_id == record["fragment_id"]
+    assert parsed.source_uri is None
+    assert parsed.identity == record["content_digest"].hex() + ":" + str(record["fragment_id"])
+    assert LexicalCandidate.from_row(lexical_row(record, 2)).rank == 2
+    assert VectorCandidate.from_row(vector_row(record, 1)).vector_generation == 3
+
+
+def test_int_is_not_a_float_signal() -> None:
+    record = record_row(1)
+    with pytest.raises(IntegrityViolation) as caught:
+        LexicalCandidate.from_row(lexical_row(record, 1, score=1))
+    assert caught.value.check == "field_type"
+
+
+def test_rank_must_be_positive() -> None:
+    record = record_row(1)
+    with pytest.raises(IntegrityViolation) as caught:
+        LexicalCandidate.from_row({**lexical_row(record, 1), "rank": 0})
+    assert caught.value.check == "field_value"
+
+
+# -------------------------------------------------------------- value objects
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"lexical": -0.5},
+        {"vector": float("inf")},
+        {"lexical": float("nan")},
+        {"vector": True},
+        {"lexical": "1.0"},
+    ],
+    ids=["negative", "infinite", "nan", "bool", "string"],
+)
+def test_weights_validation(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(InvalidInput):
+        Weights(**kwargs)
+
+
+def test_weights_coerce_int_to_float() -> None:
+    weights = Weights(lexical=2, vector=1)
+    assert type(weights.lexical) is float
+    assert weights.to_plain() == {"lexical": 2.0, "vector": 1.0}
+
+
+@pytest.mark.parametrize(
+    ("status", "reason"),
+    [
+        ("used", "stale"),
+        ("degraded", None),
+        ("degraded", "disabled"),
+        ("not_requested", "corrupt"),
+        ("maybe", None),
+        ("used", "bored"),
+    ],
+    ids=[
+        "used-with-reason",
+        "degraded-without-reason",
+        "degraded-disabled",
+        "not-requested-degrades",
+        "unknown-status",
+        "unknown-reason",
+    ],
+)
+def test_semantic_status_validation(status: str, reason: str | None) -> None:
+    with pytest.raises(InvalidInput):
+        SemanticStatus(status=status, reason=reason)  # type: ignore[arg-type]
+
+
+def test_semantic_status_coerces_strings_and_flags_degradation() -> None:
+    status = SemanticStatus(status="degraded", reason="stale")  # type: ignore[arg-type]
+    assert status.status is SemanticOutcome.DEGRADED
+    assert status.reason is DegradationReason.STALE
+    assert status.lowers_confidence
+    assert not SemanticStatus.used().lowers_confidence
+    assert not SemanticStatus.not_requested().lowers_confidence
+
+
+def test_semantic_evidence_is_copied_and_plain() -> None:
+    evidence: dict[str, Any] = {"stale_count": 3, "models": ["m1"]}
+    status = SemanticStatus.degraded(DegradationReason.STALE, evidence)
+    evidence["models"].append("m2")
+    evidence["stale_count"] = 4
+    assert status.to_plain()["evidence"] == {"stale_count": 3, "models": ["m1"]}
+
+
+@pytest.mark.parametrize(
+    "evidence",
+    [
+        {"when": datetime(2025, 1, 1, tzinfo=UTC)},
+        {"ratio": float("nan")},
+        {"ids": {1, 2}},
+        {1: "x"},
+    ],
+    ids=["datetime", "nan", "set", "int-key"],
+)
+def test_semantic_evidence_rejects_non_json(evidence: dict[Any, Any]) -> None:
+    with pytest.raises(InvalidInput):
+        SemanticStatus.degraded(DegradationReason.CORRUPT, evidence)
+
+
+def test_dataclasses_are_frozen_and_keyword_only() -> None:
+    weights = Weights()
+    with pytest.raises(AttributeError):
+        weights.lexical = 3.0  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        Weights(1.0, 1.0)  # type: ignore[call-arg]
+
+
+def test_results_are_hashable_despite_dict_fields() -> None:
+    records, lexical, _ = hybrid_corpus(2)
+    out = run(records=records, lexical=lexical, vector=None)
+    assert len({out.results[0], out.results[1]}) == 2
+    assert hash(out) == hash(out)
+
+
+# ------------------------------------------------------------------- errors
+
+EXPECTED_CODES = {
+    "AccessDenied": "VES_MEMORY_ACCESS_DENIED",
+    "InvalidDecision": "VES_MEMORY_INVALID_DECISION",
+    "InvalidInput": "VES_MEMORY_INVALID_INPUT",
+    "InvalidEmbedding": "VES_MEMORY_INVALID_EMBEDDING",
+    "UnknownModel": "VES_MEMORY_UNKNOWN_MODEL",
+    "NotFound": "VES_MEMORY_NOT_FOUND",
+    "Conflict": "VES_MEMORY_CONFLICT",
+    "IntegrityViolation": "VES_MEMORY_INTEGRITY_VIOLATION",
+    "SemanticRequired": "VES_MEMORY_SEMANTIC_REQUIRED",
+    "LexicalFailure": "VES_MEMORY_LEXICAL_FAILURE",
+    "DatabaseUnavailable": "VES_MEMORY_DATABASE_UNAVAILABLE",
+    "InternalError": "VES_MEMORY_INTERNAL",
+}
+
+
+@pytest.mark.parametrize(("name", "code"), sorted(EXPECTED_CODES.items()))
+def test_error_codes_are_stable(name: str, code: str) -> None:
+    cls = getattr(errors, name)
+    assert issubclass(cls, PyretrieveError)
+    assert cls.code == code
+
+
+def test_error_codes_are_unique() -> None:
+    classes = [getattr(errors, name) for name in EXPECTED_CODES]
+    assert len({cls.code for cls in classes}) == len(classes)
+
+
+def test_error_default_and_custom_messages() -> None:
+    assert str(errors.NotFound()) == "not found"
+    err = errors.AccessDenied("no grant for this purpose")
+    assert err.as_dict() == {
+        "code": "VES_MEMORY_ACCESS_DENIED",
+        "message": "no grant for this purpose",
+    }
+
+
+def test_integrity_violation_check_must_be_identifier() -> None:
+    with pytest.raises(ValueError, match="identifiers"):
+        IntegrityViolation("digest mismatch: body was 'secret'")
+    err = IntegrityViolation("too_old", field="observed_at", fragment_id=UUID(int=1))
+    assert err.as_dict() == {
+        "code": "VES_MEMORY_INTEGRITY_VIOLATION",
+        "message": (
+            "integrity check failed: too_old (field observed_at) "
+            "(fragment 00000000-0000-0000-0000-000000000001)"
+        ),
+        "check": "too_old",
+    }
