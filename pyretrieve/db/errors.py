@@ -23,6 +23,7 @@ from pyretrieve.errors import (
     InvalidInput,
     NotFound,
     PyretrieveError,
+    SemanticRequired,
     UnknownModel,
 )
 
@@ -36,6 +37,7 @@ _SCHEMA_ERRORS: dict[str, type[PyretrieveError]] = {
     "PR012": UnknownModel,
     "PR013": Conflict,
     "PR020": NotFound,
+    "PR030": SemanticRequired,
 }
 
 _SAFE_SCHEMA_MESSAGES = {
