@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import psycopg
@@ -13,6 +14,8 @@ from pyretrieve import resources
 
 BRANCH = "pyretrieve"
 VERSION_TABLE = "pyretrieve_alembic_version"
+
+log = logging.getLogger(__name__)
 
 
 def run_sql_file(bind: Connection, name: str) -> None:
@@ -36,15 +39,28 @@ def _config(connection: Connection) -> Any:
     return cfg
 
 
+def _log_notice(diag: psycopg.errors.Diagnostic) -> None:
+    # The migration files report what they deliberately leave in place (a vector extension
+    # other objects use, a role another database still uses) as server notices.
+    level = logging.WARNING if diag.severity_nonlocalized == "WARNING" else logging.INFO
+    log.log(level, "%s", diag.message_primary)
+
+
+def _connect(dsn: str) -> psycopg.Connection[Any]:
+    conn = psycopg.connect(dsn)
+    conn.add_notice_handler(_log_notice)
+    return conn
+
+
 def _engine(dsn: str) -> Any:
-    return create_engine(
-        "postgresql+psycopg://", creator=lambda: psycopg.connect(dsn), poolclass=NullPool
-    )
+    return create_engine("postgresql+psycopg://", creator=lambda: _connect(dsn), poolclass=NullPool)
 
 
 def _sql_installed_revision(conn: Connection) -> str | None:
     """The revision of a schema installed from sql/pyretrieve.sql (not by Alembic), if any."""
-    installed = conn.execute(text("SELECT to_regclass('pyretrieve.installation') IS NOT NULL")).scalar()
+    installed = conn.execute(
+        text("SELECT to_regclass('pyretrieve.installation') IS NOT NULL")
+    ).scalar()
     if not installed:
         return None
     tracked = conn.execute(
@@ -73,10 +89,19 @@ def upgrade(dsn: str, revision: str = f"{BRANCH}@head") -> None:
 
 
 def downgrade(dsn: str, revision: str = "base") -> None:
+    """Undo revisions down to ``revision``; at ``base`` the version table goes too.
+
+    What the downgrade keeps (an extension or a role still used elsewhere) is logged by the
+    ``pyretrieve.db.migrate`` logger.
+    """
     from alembic import command
 
     with _engine(dsn).begin() as conn:
         command.downgrade(_config(conn), revision)
+        table = f"public.{VERSION_TABLE}"
+        if not conn.execute(text(f"SELECT count(*) FROM {table}")).scalar():
+            # Nothing of pyretrieve is applied any more: remove its bookkeeping as well.
+            conn.execute(text(f"DROP TABLE {table}"))
 
 
 def current(dsn: str) -> str | None:
