@@ -4,7 +4,8 @@ SQL callers use the functions of the ``pyretrieve`` schema; Python applications 
 :class:`Retriever`, which calls them in a fixed order and ranks with the pure ranker.
 """
 
-from pyretrieve.client import Retriever, SearchRequest
+from typing import TYPE_CHECKING, Any
+
 from pyretrieve.errors import (
     AccessDenied,
     Conflict,
@@ -21,6 +22,20 @@ from pyretrieve.errors import (
     UnknownModel,
 )
 from pyretrieve.types import Scope, SearchResult, SemanticStatus, Weights
+
+if TYPE_CHECKING:
+    from pyretrieve.client import Retriever, SearchRequest
+
+
+def __getattr__(name: str) -> Any:
+    # The client pulls in psycopg; loading it lazily keeps `import pyretrieve.ranking` free
+    # of any database module.
+    if name in ("Retriever", "SearchRequest"):
+        from pyretrieve import client
+
+        return getattr(client, name)
+    raise AttributeError(f"module 'pyretrieve' has no attribute {name!r}")
+
 
 __all__ = [
     "AccessDenied",

@@ -370,15 +370,7 @@ class Retriever:
         if not request.wants_vector:
             return _VectorLeg(rows=None, status=SemanticStatus.not_requested(), digest=None)
         if decision["semantic_policy"] == "disabled":
-            if required:
-                raise SemanticRequired()
-            return _VectorLeg(
-                rows=None,
-                status=SemanticStatus.not_requested(
-                    DegradationReason.DISABLED, {"policy": "disabled"}
-                ),
-                digest=None,
-            )
+            return degrade(DegradationReason.DISABLED, {"policy": "disabled"})
         if adapter_status is not None:
             if required:
                 raise SemanticRequired()

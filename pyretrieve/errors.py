@@ -37,6 +37,8 @@ class PyretrieveError(Exception):
 
     code: ClassVar[str] = "VES_MEMORY_INTERNAL"
     default_message: ClassVar[str] = "internal error"
+    # The SQLSTATE behind an error translated from the database, for diagnosis only.
+    sqlstate: str | None = None
 
     def __init__(self, message: str | None = None) -> None:
         self.message: str = self.default_message if message is None else message

@@ -197,10 +197,13 @@ def _check_semantic(
         raise IntegrityViolation("semantic_status")
     if semantic.status is SemanticOutcome.NOT_REQUESTED and embedding_digest is not None:
         raise IntegrityViolation("semantic_status")
-    # Under a disabling policy the semantic leg cannot have been attempted, so it cannot
-    # have degraded either; "disabled" as a reason is only truthful under that policy.
+    # Under a disabling policy the semantic leg cannot have run: it was either not requested
+    # or wanted and degraded for exactly that reason, which is only truthful under that policy.
     disabled_by_policy = decision.semantic_policy is SemanticPolicy.DISABLED
-    if disabled_by_policy and semantic.status is not SemanticOutcome.NOT_REQUESTED:
+    if disabled_by_policy and not (
+        semantic.status is SemanticOutcome.NOT_REQUESTED
+        or semantic.reason is DegradationReason.DISABLED
+    ):
         raise IntegrityViolation("semantic_status")
     if semantic.reason is DegradationReason.DISABLED and not disabled_by_policy:
         raise IntegrityViolation("semantic_status")

@@ -536,10 +536,10 @@ class Weights:
 class SemanticStatus:
     """What happened to the semantic modality, and why.
 
-    ``used``: vector candidates took part. ``not_requested``: no semantic query was
-    made (reason ``disabled`` when policy disabled it, else none). ``degraded``: a
-    semantic query was wanted but did not take part; ``reason`` says why and
-    confidence is lowered.
+    ``used``: vector candidates took part. ``not_requested``: the caller asked for no
+    semantic query (lexical mode, or semantic disabled by the caller). ``degraded``: a
+    semantic query was wanted but did not take part; ``reason`` says why (``disabled``
+    when the grant's policy disables it) and confidence is lowered.
     """
 
     status: SemanticOutcome
@@ -556,13 +556,8 @@ class SemanticStatus:
             raise InvalidInput("a used semantic modality has no degradation reason")
         if status is SemanticOutcome.DEGRADED and reason is None:
             raise InvalidInput("a degraded semantic modality needs a reason")
-        if status is SemanticOutcome.NOT_REQUESTED and reason not in (
-            None,
-            DegradationReason.DISABLED,
-        ):
+        if status is SemanticOutcome.NOT_REQUESTED and reason is not None:
             raise InvalidInput("a semantic query that was not requested cannot degrade")
-        if status is SemanticOutcome.DEGRADED and reason is DegradationReason.DISABLED:
-            raise InvalidInput("a disabled semantic modality is not requested, not degraded")
         if not isinstance(self.evidence, Mapping):
             raise InvalidInput("evidence must be a mapping")
         evidence = _plain_json(dict(self.evidence))
@@ -575,12 +570,8 @@ class SemanticStatus:
         return cls(status=SemanticOutcome.USED, evidence=evidence or {})
 
     @classmethod
-    def not_requested(
-        cls,
-        reason: DegradationReason | None = None,
-        evidence: Mapping[str, JsonValue] | None = None,
-    ) -> SemanticStatus:
-        return cls(status=SemanticOutcome.NOT_REQUESTED, reason=reason, evidence=evidence or {})
+    def not_requested(cls, evidence: Mapping[str, JsonValue] | None = None) -> SemanticStatus:
+        return cls(status=SemanticOutcome.NOT_REQUESTED, evidence=evidence or {})
 
     @classmethod
     def degraded(

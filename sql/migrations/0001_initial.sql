@@ -208,10 +208,12 @@ CREATE TABLE pyretrieve.grants (
     PRIMARY KEY (workspace_id, grant_id),
     UNIQUE (workspace_id, project_id, principal, purpose),
     FOREIGN KEY (workspace_id, project_id) REFERENCES pyretrieve.projects,
-    -- Months and years have no fixed length; days and clock time do, so freshness is the same
-    -- number in SQL and in the Python ranker.
+    -- Stored as clock time only: months and years have no fixed length, and a day is 23 or 25
+    -- hours across a daylight-saving change, so only hours/seconds make the window the same
+    -- number in SQL and in the Python ranker (grant_access converts days to hours).
     CHECK (max_age IS NULL OR (max_age > interval '0'
-           AND pg_catalog.date_part('month', max_age) = 0 AND pg_catalog.date_part('year', max_age) = 0))
+           AND pg_catalog.date_part('month', max_age) = 0 AND pg_catalog.date_part('year', max_age) = 0
+           AND pg_catalog.date_part('day', max_age) = 0))
 );
 
 CREATE TABLE pyretrieve.decisions (
@@ -1084,6 +1086,8 @@ BEGIN
         OR date_part('month', p_max_age) <> 0 OR date_part('year', p_max_age) <> 0) THEN
         RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'max_age must be positive days/hours (no months or years)';
     END IF;
+    -- Days become 24-hour spans (see the CHECK on grants.max_age).
+    p_max_age := make_interval(secs => extract(epoch FROM p_max_age));
     PERFORM 1 FROM pyretrieve.projects p WHERE p.workspace_id = p_workspace AND p.project_id = p_project;
     IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = 'PR020', MESSAGE = 'project not found';
@@ -1260,7 +1264,7 @@ BEGIN
     IF NOT v_wants_vector THEN
         v_status := 'not_requested';
     ELSIF d.semantic_policy = 'disabled' THEN
-        v_status := 'not_requested';
+        v_status := 'degraded';
         v_reason := 'disabled';
         v_evidence := jsonb_build_object('policy', 'disabled');
     ELSIF p_embedding IS NULL OR p_model IS NULL THEN

@@ -589,7 +589,7 @@ def test_semantic_required_but_not_used() -> None:
             None,
             None,
         ),
-        ("optional", SemanticStatus.not_requested(DegradationReason.DISABLED), None, None),
+        ("optional", SemanticStatus.degraded(DegradationReason.DISABLED), None, None),
     ],
     ids=[
         "vector-ran-not-requested",
@@ -623,17 +623,18 @@ def test_semantic_disabled_by_policy_is_accepted() -> None:
         lexical=lexical,
         vector=None,
         decision=decision_row(semantic_policy="disabled"),
-        semantic=SemanticStatus.not_requested(DegradationReason.DISABLED),
+        semantic=SemanticStatus.degraded(DegradationReason.DISABLED),
         embedding_digest=None,
     )
     plain = json.loads(out.to_json())
     assert plain["semantic"] == {
-        "status": "not_requested",
+        "status": "degraded",
         "reason": "disabled",
         "evidence": {},
-        "lowers_confidence": False,
+        "lowers_confidence": True,
     }
-    assert out.results[0].confidence == pytest.approx(1.0 * (1.0 - 0.5 / 30))
+    # A semantic query was wanted and the policy refused it: confidence says so.
+    assert out.results[0].confidence == pytest.approx(0.75 * (1.0 - 0.5 / 30))
 
 
 def test_lexical_only_request_under_disabling_policy_is_accepted() -> None:

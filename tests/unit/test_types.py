@@ -264,7 +264,7 @@ def test_weights_coerce_int_to_float() -> None:
     [
         ("used", "stale"),
         ("degraded", None),
-        ("degraded", "disabled"),
+        ("not_requested", "disabled"),
         ("not_requested", "corrupt"),
         ("maybe", None),
         ("used", "bored"),
@@ -272,7 +272,7 @@ def test_weights_coerce_int_to_float() -> None:
     ids=[
         "used-with-reason",
         "degraded-without-reason",
-        "degraded-disabled",
+        "not-requested-with-reason",
         "not-requested-degrades",
         "unknown-status",
         "unknown-reason",
