@@ -166,6 +166,10 @@ CREATE INDEX fragments_scope_idx
 -- Used by callers that bypass RLS legitimately (none today) and by a later lexical design; kept
 -- so the GIN cost is paid now rather than in a rebuild.
 CREATE INDEX fragments_tsv_idx ON pyretrieve.fragments USING gin (tsv);
+-- Re-ingestion finds the active fragment of a source (file, record id) to supersede it.
+CREATE INDEX fragments_source_idx
+    ON pyretrieve.fragments (workspace_id, project_id, source_uri)
+    WHERE state = 'active' AND source_uri IS NOT NULL;
 
 CREATE TABLE pyretrieve.embedding_models (
     model_id      text NOT NULL CHECK (model_id ~ '^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$'),

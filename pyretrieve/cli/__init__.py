@@ -1,4 +1,4 @@
-"""The ``pyretrieve`` command line."""
+"""The ``pyretrieve`` command line: one module per group of commands, registered here."""
 
 from __future__ import annotations
 
@@ -74,3 +74,16 @@ def install(dsn: str | None) -> None:
         click.echo(f"pyretrieve schema already at {after}")
     else:
         click.echo(f"pyretrieve schema installed: {before or 'none'} -> {after}")
+
+
+def _register() -> None:
+    # Each module adds its commands to ``main``; importing them here keeps the entry point
+    # in one place while the commands live beside the code they drive.
+    import importlib
+
+    for name in _COMMAND_MODULES:
+        importlib.import_module(f"pyretrieve.cli.{name}")
+
+
+_COMMAND_MODULES: tuple[str, ...] = ()
+_register()
