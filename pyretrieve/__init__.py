@@ -25,6 +25,7 @@ from pyretrieve.types import Scope, SearchResult, SemanticStatus, Weights
 
 if TYPE_CHECKING:
     from pyretrieve.client import Retriever, SearchRequest
+    from pyretrieve.embedders.registry import get_embedder, register_model
 
 
 def __getattr__(name: str) -> Any:
@@ -34,6 +35,10 @@ def __getattr__(name: str) -> Any:
         from pyretrieve import client
 
         return getattr(client, name)
+    if name in ("register_model", "get_embedder"):
+        from pyretrieve.embedders import registry
+
+        return getattr(registry, name)
     raise AttributeError(f"module 'pyretrieve' has no attribute {name!r}")
 
 
@@ -57,4 +62,6 @@ __all__ = [
     "SemanticStatus",
     "UnknownModel",
     "Weights",
+    "get_embedder",
+    "register_model",
 ]

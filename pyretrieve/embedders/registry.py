@@ -1,0 +1,60 @@
+"""Embedders by model id, and their registration in the database."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from pyretrieve.db.errors import translate
+from pyretrieve.embedders import Embedder
+from pyretrieve.embedders.hashing import MODEL_ID as HASH_MODEL_ID
+from pyretrieve.embedders.hashing import HashNgramEmbedder
+from pyretrieve.errors import UnknownModel
+
+DEFAULT_MODEL = HASH_MODEL_ID
+
+
+def _hash() -> Embedder:
+    return HashNgramEmbedder()
+
+
+_FACTORIES: dict[str, Callable[[], Embedder]] = {HASH_MODEL_ID: _hash}
+
+
+def register_factory(model_id: str, factory: Callable[[], Embedder]) -> None:
+    """Make an embedder available by id (extras register theirs on import)."""
+    _FACTORIES[model_id] = factory
+
+
+def available_models() -> list[str]:
+    return sorted(_FACTORIES)
+
+
+def get_embedder(model_id: str) -> Embedder:
+    factory = _FACTORIES.get(model_id)
+    if factory is None:
+        raise UnknownModel(
+            f"no embedder for model {model_id!r} (available: {', '.join(available_models())})"
+        )
+    return factory()
+
+
+def register_model(
+    conn: psycopg.Connection[Any], embedder: Embedder, *, principal: str | None = None
+) -> str:
+    """Register the embedder's model and dimension in the database (an admin's call)."""
+    try:
+        with conn.transaction():
+            if principal is not None:
+                conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(principal)))
+            row = conn.execute(
+                "SELECT pyretrieve.register_model(p_model => %s, p_dimension => %s)",
+                (embedder.model_id, embedder.dimension),
+            ).fetchone()
+    except psycopg.Error as exc:
+        raise translate(exc) from None
+    assert row is not None
+    return str(row[0])
