@@ -1,0 +1,194 @@
+"""Admin commands: workspaces, models, grants and who holds them."""
+
+from __future__ import annotations
+
+import click
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from pyretrieve.cli import main
+from pyretrieve.cli.common import as_option, connect, dsn_option, handle_errors, transaction
+from pyretrieve.embedders.registry import available_models, get_embedder
+
+CLASSIFICATIONS = click.Choice(["public", "internal", "confidential", "restricted"])
+
+
+def _table(columns: list[str], rows: list[dict[str, object]]) -> None:
+    table = Table()
+    for c in columns:
+        table.add_column(c)
+    for row in rows:
+        table.add_row(*(Text("" if row[c] is None else str(row[c])) for c in columns))
+    Console().print(table)
+
+
+@main.group(invoke_without_command=True)
+@as_option
+@dsn_option
+@click.pass_context
+@handle_errors
+def workspaces(ctx: click.Context, principal: str | None, dsn: str | None) -> None:
+    """List workspaces and their projects (admins), or create them."""
+    ctx.ensure_object(dict)
+    ctx.obj.update(principal=principal, dsn=dsn)
+    if ctx.invoked_subcommand is not None:
+        return
+    with connect(dsn) as conn, transaction(conn, principal):
+        rows = conn.execute(
+            "SELECT w.workspace_id AS workspace, p.project_id AS project, p.ts_config::text AS ts_config"
+            "  FROM pyretrieve.workspaces w LEFT JOIN pyretrieve.projects p USING (workspace_id)"
+            " ORDER BY 1, 2"
+        ).fetchall()
+    _table(["workspace", "project", "ts_config"], list(rows))
+
+
+@workspaces.command("create")
+@click.argument("workspace")
+@click.option("--project", "projects", multiple=True, help="Also create this project (repeatable).")
+@click.option("--ts-config", default="pg_catalog.english", show_default=True)
+@click.pass_context
+@handle_errors
+def workspaces_create(
+    ctx: click.Context, workspace: str, projects: tuple[str, ...], ts_config: str
+) -> None:
+    """Create a workspace (and projects) idempotently."""
+    with connect(ctx.obj["dsn"]) as conn, transaction(conn, ctx.obj["principal"]):
+        conn.execute("SELECT pyretrieve.create_workspace(p_workspace => %s)", (workspace,))
+        for project in projects:
+            conn.execute(
+                "SELECT pyretrieve.create_project(p_workspace => %s, p_project => %s,"
+                " p_ts_config => %s::regconfig)",
+                (workspace, project, ts_config),
+            )
+    click.echo(f"workspace {workspace}" + "".join(f", project {p}" for p in projects))
+
+
+@main.group(invoke_without_command=True)
+@as_option
+@dsn_option
+@click.pass_context
+@handle_errors
+def models(ctx: click.Context, principal: str | None, dsn: str | None) -> None:
+    """List registered embedding models, or register one."""
+    ctx.ensure_object(dict)
+    ctx.obj.update(principal=principal, dsn=dsn)
+    if ctx.invoked_subcommand is not None:
+        return
+    with connect(dsn) as conn, transaction(conn, principal):
+        rows = conn.execute(
+            "SELECT model_id AS model, dimension, registered_at FROM pyretrieve.embedding_models"
+            " ORDER BY model_id"
+        ).fetchall()
+    _table(["model", "dimension", "registered_at"], list(rows))
+    click.echo(f"embedders available here: {', '.join(available_models())}")
+
+
+@models.command("register")
+@click.argument("model")
+@click.pass_context
+@handle_errors
+def models_register(ctx: click.Context, model: str) -> None:
+    """Register the model of a locally available embedder (its id and dimension)."""
+    embedder = get_embedder(model)
+    with connect(ctx.obj["dsn"]) as conn, transaction(conn, ctx.obj["principal"]):
+        conn.execute(
+            "SELECT pyretrieve.register_model(p_model => %s, p_dimension => %s)",
+            (embedder.model_id, embedder.dimension),
+        )
+    click.echo(f"model {embedder.model_id} ({embedder.dimension}-d) registered")
+
+
+@main.command()
+@click.argument("grantee")
+@click.option("--workspace", required=True)
+@click.option("--project", required=True)
+@click.option("--purpose", required=True)
+@click.option("--ceiling", type=CLASSIFICATIONS, required=True)
+@click.option("--max-age", default=None, help="Freshness window, e.g. '30 days' or '12 hours'.")
+@click.option(
+    "--semantic", type=click.Choice(["disabled", "optional", "required"]), default="optional"
+)
+@click.option("--expires-at", default=None, help="Timestamp after which the grant is void.")
+@as_option
+@dsn_option
+@handle_errors
+def grant(
+    grantee: str,
+    workspace: str,
+    project: str,
+    purpose: str,
+    ceiling: str,
+    max_age: str | None,
+    semantic: str,
+    expires_at: str | None,
+    principal: str | None,
+    dsn: str | None,
+) -> None:
+    """Grant GRANTEE (a role) read access to a workspace/project for a purpose."""
+    with connect(dsn) as conn, transaction(conn, principal):
+        row = conn.execute(
+            "SELECT pyretrieve.grant_access(p_principal => %s::regrole, p_workspace => %s,"
+            " p_project => %s, p_purpose => %s, p_ceiling => %s::pyretrieve.classification,"
+            " p_max_age => %s::interval, p_semantic_policy => %s::pyretrieve.semantic_policy,"
+            " p_expires_at => %s::timestamptz) AS grant_id",
+            (grantee, workspace, project, purpose, ceiling, max_age, semantic, expires_at),
+        ).fetchone()
+    assert row is not None
+    click.echo(f"granted {grantee} {workspace}/{project} for {purpose} (grant {row['grant_id']})")
+
+
+@main.command()
+@click.argument("grantee")
+@click.option("--workspace", required=True)
+@click.option("--project", required=True)
+@click.option("--purpose", required=True)
+@as_option
+@dsn_option
+@handle_errors
+def revoke(
+    grantee: str, workspace: str, project: str, purpose: str, principal: str | None, dsn: str | None
+) -> None:
+    """Revoke GRANTEE's grant for a workspace/project and purpose."""
+    with connect(dsn) as conn, transaction(conn, principal):
+        row = conn.execute(
+            "SELECT pyretrieve.revoke_access(p_principal => %s::regrole, p_workspace => %s,"
+            " p_project => %s, p_purpose => %s) AS found",
+            (grantee, workspace, project, purpose),
+        ).fetchone()
+    assert row is not None
+    click.echo("revoked" if row["found"] else "no such grant")
+
+
+@main.command()
+@as_option
+@dsn_option
+@handle_errors
+def principals(principal: str | None, dsn: str | None) -> None:
+    """Every grant with its principal, group membership, ceiling and window."""
+    with connect(dsn) as conn, transaction(conn, principal):
+        rows = conn.execute(
+            "SELECT g.principal::text AS principal,"
+            "       (SELECT string_agg(r.rolname, ',' ORDER BY r.rolname)"
+            "          FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.roleid"
+            "         WHERE m.member = g.principal::oid"
+            "           AND r.rolname LIKE 'pyretrieve\\_%%') AS groups,"
+            "       g.workspace_id AS workspace, g.project_id AS project, g.purpose,"
+            "       g.ceiling::text AS ceiling, g.max_age::text AS max_age,"
+            "       g.semantic_policy::text AS semantic, g.expires_at"
+            "  FROM pyretrieve.grants g ORDER BY 1, 3, 4, 5"
+        ).fetchall()
+    _table(
+        [
+            "principal",
+            "groups",
+            "workspace",
+            "project",
+            "purpose",
+            "ceiling",
+            "max_age",
+            "semantic",
+            "expires_at",
+        ],
+        list(rows),
+    )
