@@ -1,0 +1,483 @@
+"""The install script and the Alembic revisions build the same schema, and the downgrade undoes it.
+
+Each test works in fresh databases created without the harness template, so the paths under
+test (script, ``migrate.upgrade``, stamping, ``migrate.downgrade``) start from an empty
+database exactly as a user's would.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import os
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from pyretrieve import resources
+from pyretrieve.db import migrate
+from tests.conftest import INSTALL_SQL, Server, create_database, drop_database
+
+HEAD = "pyretrieve_0001"
+ROLES = ("pyretrieve_owner", "pyretrieve_reader", "pyretrieve_writer", "pyretrieve_admin")
+
+# ---------------------------------------------------------------------------------------------
+# Catalog snapshot of schema pyretrieve: every category is a sorted list of tuples of names and
+# server-rendered definitions (never OIDs), so two databases can be compared directly.
+# ---------------------------------------------------------------------------------------------
+_ROLE = "CASE WHEN {0} = 0 THEN 'PUBLIC' ELSE pg_catalog.pg_get_userbyid({0}) END"
+_ACL = f"""
+    SELECT {_ROLE.format("a.grantor")}, {_ROLE.format("a.grantee")}, a.privilege_type, a.is_grantable
+      FROM pg_catalog.aclexplode({{acl}}) a
+"""
+_RELACL = """coalesce(c.relacl, pg_catalog.acldefault(
+    CASE WHEN c.relkind = 'S' THEN 's' ELSE 'r' END::"char", c.relowner))"""
+_FUNC = "p.proname || '(' || pg_catalog.pg_get_function_identity_arguments(p.oid) || ')'"
+
+CATALOG_QUERIES: dict[str, str] = {
+    "schema": f"""
+        SELECT n.nspname, pg_catalog.pg_get_userbyid(n.nspowner), x.*
+          FROM pg_catalog.pg_namespace n,
+               LATERAL ({_ACL.format(acl="coalesce(n.nspacl, pg_catalog.acldefault('n', n.nspowner))")}) x
+         WHERE n.nspname = 'pyretrieve'
+    """,
+    "relations": """
+        SELECT c.relname, c.relkind, c.relpersistence, pg_catalog.pg_get_userbyid(c.relowner),
+               c.relrowsecurity, c.relforcerowsecurity, c.relreplident,
+               coalesce(c.reloptions::text, ''), coalesce(am.amname, '')
+          FROM pg_catalog.pg_class c
+          LEFT JOIN pg_catalog.pg_am am ON am.oid = c.relam
+         WHERE c.relnamespace = 'pyretrieve'::regnamespace
+    """,
+    "columns": """
+        SELECT c.relname, a.attnum, a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod),
+               a.attnotnull, coalesce(pg_catalog.pg_get_expr(d.adbin, d.adrelid), ''),
+               a.attgenerated, a.attidentity, a.attstorage, a.attcompression,
+               coalesce(co.collname, '')
+          FROM pg_catalog.pg_attribute a
+          JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
+          LEFT JOIN pg_catalog.pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+          LEFT JOIN pg_catalog.pg_collation co ON co.oid = a.attcollation
+         WHERE c.relnamespace = 'pyretrieve'::regnamespace
+           AND a.attnum > 0 AND NOT a.attisdropped
+    """,
+    "constraints": """
+        SELECT coalesce(c.relname, t.typname), co.conname, co.contype,
+               pg_catalog.pg_get_constraintdef(co.oid), co.condeferrable, co.condeferred,
+               co.convalidated
+          FROM pg_catalog.pg_constraint co
+          LEFT JOIN pg_catalog.pg_class c ON c.oid = co.conrelid
+          LEFT JOIN pg_catalog.pg_type t ON t.oid = co.contypid
+         WHERE co.connamespace = 'pyretrieve'::regnamespace
+    """,
+    "indexes": """
+        SELECT tablename, indexname, indexdef FROM pg_catalog.pg_indexes
+         WHERE schemaname = 'pyretrieve'
+    """,
+    "policies": """
+        SELECT tablename, policyname, permissive,
+               ARRAY(SELECT r FROM unnest(roles) r ORDER BY r)::text, cmd,
+               coalesce(qual, ''), coalesce(with_check, '')
+          FROM pg_catalog.pg_policies
+         WHERE schemaname = 'pyretrieve'
+    """,
+    "relation_acl": f"""
+        SELECT c.relname, x.*
+          FROM pg_catalog.pg_class c,
+               LATERAL ({_ACL.format(acl=_RELACL)}) x
+         WHERE c.relnamespace = 'pyretrieve'::regnamespace AND c.relkind NOT IN ('i', 'I')
+    """,
+    "column_acl": f"""
+        SELECT c.relname, a.attname, x.*
+          FROM pg_catalog.pg_attribute a
+          JOIN pg_catalog.pg_class c ON c.oid = a.attrelid,
+               LATERAL ({_ACL.format(acl="a.attacl")}) x
+         WHERE c.relnamespace = 'pyretrieve'::regnamespace AND a.attacl IS NOT NULL
+    """,
+    "sequences": """
+        SELECT c.relname, s.seqtypid::regtype::text, s.seqstart, s.seqincrement, s.seqmax,
+               s.seqmin, s.seqcache, s.seqcycle
+          FROM pg_catalog.pg_sequence s
+          JOIN pg_catalog.pg_class c ON c.oid = s.seqrelid
+         WHERE c.relnamespace = 'pyretrieve'::regnamespace
+    """,
+    "functions": f"""
+        SELECT {_FUNC}, pg_catalog.pg_get_userbyid(p.proowner), p.prokind, p.prosecdef,
+               coalesce(p.proconfig::text, ''), p.provolatile, p.proleakproof, p.proparallel,
+               p.proisstrict, pg_catalog.pg_get_functiondef(p.oid)
+          FROM pg_catalog.pg_proc p
+         WHERE p.pronamespace = 'pyretrieve'::regnamespace
+    """,
+    "function_acl": f"""
+        SELECT {_FUNC}, x.*
+          FROM pg_catalog.pg_proc p,
+               LATERAL ({_ACL.format(acl="coalesce(p.proacl, pg_catalog.acldefault('f', p.proowner))")}) x
+         WHERE p.pronamespace = 'pyretrieve'::regnamespace
+    """,
+    "triggers": """
+        SELECT c.relname, t.tgname, t.tgenabled, pg_catalog.pg_get_triggerdef(t.oid)
+          FROM pg_catalog.pg_trigger t
+          JOIN pg_catalog.pg_class c ON c.oid = t.tgrelid
+         WHERE c.relnamespace = 'pyretrieve'::regnamespace AND NOT t.tgisinternal
+    """,
+    "types": """
+        SELECT t.typname, t.typtype, t.typcategory, pg_catalog.pg_get_userbyid(t.typowner),
+               coalesce(pg_catalog.format_type(nullif(t.typbasetype, 0), t.typtypmod), ''),
+               t.typnotnull, coalesce(t.typdefault, ''),
+               coalesce((SELECT string_agg(e.enumlabel, ',' ORDER BY e.enumsortorder)
+                           FROM pg_catalog.pg_enum e WHERE e.enumtypid = t.oid), '')
+          FROM pg_catalog.pg_type t
+         WHERE t.typnamespace = 'pyretrieve'::regnamespace
+    """,
+    "type_acl": f"""
+        SELECT t.typname, x.*
+          FROM pg_catalog.pg_type t,
+               LATERAL ({_ACL.format(acl="coalesce(t.typacl, pg_catalog.acldefault('T', t.typowner))")}) x
+         WHERE t.typnamespace = 'pyretrieve'::regnamespace
+    """,
+    "comments": """
+        SELECT o.type, o.identity, d.description
+          FROM pg_catalog.pg_description d,
+               LATERAL pg_catalog.pg_identify_object(d.classoid, d.objoid, d.objsubid) o
+         WHERE o.schema = 'pyretrieve' OR (o.type = 'schema' AND o.identity = 'pyretrieve')
+    """,
+    # A catch-all: every object that depends on the schema, by kind and identity.
+    "objects": """
+        SELECT o.type, o.identity
+          FROM pg_catalog.pg_depend dep,
+               LATERAL pg_catalog.pg_identify_object(dep.classid, dep.objid, dep.objsubid) o
+         WHERE dep.refclassid = 'pg_catalog.pg_namespace'::regclass
+           AND dep.refobjid = 'pyretrieve'::regnamespace
+    """,
+    "installation": """
+        SELECT schema_version, created_vector FROM pyretrieve.installation
+    """,
+    "vector": """
+        SELECT e.extname, e.extversion, n.nspname
+          FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
+         WHERE e.extname = 'vector'
+    """,
+}
+
+Snapshot = dict[str, list[tuple[Any, ...]]]
+
+
+def snapshot(conn: psycopg.Connection[Any]) -> Snapshot:
+    return {
+        name: sorted(conn.execute(query).fetchall(), key=repr)
+        for name, query in CATALOG_QUERIES.items()
+    }
+
+
+def snapshot_of(dsn: str) -> Snapshot:
+    with psycopg.connect(dsn) as conn:
+        return snapshot(conn)
+
+
+def catalog_diff(left: Snapshot, right: Snapshot, names: tuple[str, str]) -> str:
+    """A unified diff per category, one row per line; empty when the snapshots are equal."""
+    out: list[str] = []
+    for category in CATALOG_QUERIES:
+        a = [repr(row) for row in left[category]]
+        b = [repr(row) for row in right[category]]
+        if a != b:
+            out.append(f"== {category} ==")
+            out.extend(
+                difflib.unified_diff(a, b, fromfile=names[0], tofile=names[1], lineterm="", n=1)
+            )
+    return "\n".join(out)
+
+
+def install_script(dsn: str) -> None:
+    """Install from sql/pyretrieve.sql in one transaction, as psql --single-transaction would."""
+    with psycopg.connect(dsn) as conn:
+        conn.execute(INSTALL_SQL.read_text(encoding="utf-8"))
+        conn.commit()
+
+
+# ---------------------------------------------------------------------------------------------
+# Fixtures: one database per install path, shared by the read-only comparisons below. Every
+# test that touches them checks an invariant that holds before and after the others run.
+# ---------------------------------------------------------------------------------------------
+class Built:
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.script = create_database(server, None)
+        self.alembic = create_database(server, None)
+
+    def dsn(self, name: str) -> str:
+        return self.server.dsn(name)
+
+
+@pytest.fixture(scope="module")
+def built(server: Server) -> Iterator[Built]:
+    b = Built(server)
+    try:
+        install_script(b.dsn(b.script))
+        migrate.upgrade(b.dsn(b.alembic))
+        yield b
+    finally:
+        drop_database(server, b.script)
+        drop_database(server, b.alembic)
+
+
+@pytest.fixture
+def fresh_db(server: Server) -> Iterator[str]:
+    name = create_database(server, None)
+    try:
+        yield server.dsn(name)
+    finally:
+        drop_database(server, name)
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. Same catalogs
+# ---------------------------------------------------------------------------------------------
+def test_script_and_migrations_build_identical_catalogs(built: Built) -> None:
+    script = snapshot_of(built.dsn(built.script))
+    alembic = snapshot_of(built.dsn(built.alembic))
+    # The comparison must have something to compare in every category.
+    empty = [name for name, rows in script.items() if not rows]
+    assert not empty, f"catalog queries returned nothing: {empty}"
+    assert len(script["relations"]) >= 9
+    assert len(script["policies"]) >= 20
+    diff = catalog_diff(script, alembic, ("sql/pyretrieve.sql", "migrate.upgrade"))
+    assert not diff, "catalogs differ:\n" + diff
+
+
+def test_the_comparison_notices_a_difference(built: Built) -> None:
+    # Guard against a snapshot that silently ignores what it is meant to compare.
+    with psycopg.connect(built.dsn(built.alembic)) as conn:
+        before = snapshot(conn)
+        conn.execute("COMMENT ON FUNCTION pyretrieve.or_tsquery(regconfig, text) IS 'changed'")
+        conn.execute("GRANT SELECT ON pyretrieve.grants TO pyretrieve_writer")
+        conn.execute("GRANT UPDATE (body) ON pyretrieve.fragments TO pyretrieve_admin")
+        conn.execute("ALTER TABLE pyretrieve.workspaces NO FORCE ROW LEVEL SECURITY")
+        conn.execute("ALTER POLICY grants_own ON pyretrieve.grants USING (true)")
+        conn.execute("ALTER FUNCTION pyretrieve.content_digest(text) RESET search_path")
+        conn.execute(
+            "ALTER TABLE pyretrieve.embeddings ALTER COLUMN embedding SET STORAGE EXTENDED"
+        )
+        conn.execute("ALTER TYPE pyretrieve.classification ADD VALUE 'secret'")
+        conn.execute("ALTER TRIGGER fragments_stamp ON pyretrieve.fragments RENAME TO x_stamp")
+        after = snapshot(conn)
+        conn.rollback()
+    diff = catalog_diff(before, after, ("before", "after"))
+    for category in (
+        "comments",
+        "relation_acl",
+        "column_acl",
+        "relations",
+        "policies",
+        "functions",
+        "columns",
+        "types",
+        "triggers",
+    ):
+        assert f"== {category} ==" in diff, f"{category} change not detected:\n{diff}"
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. upgrade is idempotent; 4. a script-installed schema is stamped, not re-created
+# ---------------------------------------------------------------------------------------------
+def test_upgrade_twice_is_a_no_op(built: Built) -> None:
+    dsn = built.dsn(built.alembic)
+    before = snapshot_of(dsn)
+    assert migrate.current(dsn) == HEAD
+    migrate.upgrade(dsn)
+    assert migrate.current(dsn) == HEAD
+    assert not catalog_diff(before, snapshot_of(dsn), ("first", "second"))
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(f"SELECT version_num FROM public.{migrate.VERSION_TABLE}").fetchall()
+    assert rows == [(HEAD,)]
+
+
+def test_script_install_then_upgrade_stamps_the_revision(built: Built) -> None:
+    dsn = built.dsn(built.script)
+    before = snapshot_of(dsn)
+    migrate.upgrade(dsn)  # stamps pyretrieve_0001, then finds nothing to do
+    assert migrate.current(dsn) == HEAD
+    migrate.upgrade(dsn)
+    assert migrate.current(dsn) == HEAD
+    after = snapshot_of(dsn)
+    assert not catalog_diff(before, after, ("script", "script + upgrade"))
+    assert not catalog_diff(after, snapshot_of(built.dsn(built.alembic)), ("script", "alembic"))
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. downgrade removes what the install created, and only that
+# ---------------------------------------------------------------------------------------------
+_USER_OBJECTS = """
+    SELECT o.type, o.identity
+      FROM (SELECT 'pg_class'::regclass AS cls, oid FROM pg_catalog.pg_class
+            UNION ALL SELECT 'pg_proc'::regclass, oid FROM pg_catalog.pg_proc
+            UNION ALL SELECT 'pg_type'::regclass, oid FROM pg_catalog.pg_type
+            UNION ALL SELECT 'pg_namespace'::regclass, oid FROM pg_catalog.pg_namespace
+            UNION ALL SELECT 'pg_extension'::regclass, oid FROM pg_catalog.pg_extension
+            UNION ALL SELECT 'pg_operator'::regclass, oid FROM pg_catalog.pg_operator
+            UNION ALL SELECT 'pg_opclass'::regclass, oid FROM pg_catalog.pg_opclass
+            UNION ALL SELECT 'pg_opfamily'::regclass, oid FROM pg_catalog.pg_opfamily
+            UNION ALL SELECT 'pg_am'::regclass, oid FROM pg_catalog.pg_am
+            UNION ALL SELECT 'pg_cast'::regclass, oid FROM pg_catalog.pg_cast
+            UNION ALL SELECT 'pg_constraint'::regclass, oid FROM pg_catalog.pg_constraint
+            UNION ALL SELECT 'pg_trigger'::regclass, oid FROM pg_catalog.pg_trigger
+            UNION ALL SELECT 'pg_policy'::regclass, oid FROM pg_catalog.pg_policy
+            UNION ALL SELECT 'pg_event_trigger'::regclass, oid FROM pg_catalog.pg_event_trigger
+            UNION ALL SELECT 'pg_default_acl'::regclass, oid FROM pg_catalog.pg_default_acl) x,
+           LATERAL pg_catalog.pg_identify_object(x.cls, x.oid, 0) o
+     WHERE x.oid >= 16384
+"""
+
+
+def user_objects(dsn: str) -> list[tuple[Any, ...]]:
+    """Every object created in this database after initdb, by kind and identity."""
+    with psycopg.connect(dsn) as conn:
+        return sorted(conn.execute(_USER_OBJECTS).fetchall())
+
+
+def assert_nothing_of_pyretrieve_left(dsn: str, notices: list[str]) -> None:
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT to_regnamespace('pyretrieve')").fetchone() == (None,)
+        left = conn.execute(
+            "SELECT relname FROM pg_class WHERE relname LIKE 'pyretrieve%'"
+        ).fetchall()
+        assert left == [], f"left behind: {left}"
+        # Nothing in this database depends on (is owned by, or granted to) a pyretrieve role.
+        deps = conn.execute(
+            """SELECT pg_describe_object(s.classid, s.objid, s.objsubid), r.rolname, s.deptype
+                 FROM pg_shdepend s JOIN pg_roles r ON r.oid = s.refobjid
+                WHERE s.refclassid = 'pg_authid'::regclass AND r.rolname = ANY (%s)
+                  AND s.dbid = (SELECT oid FROM pg_database WHERE datname = current_database())""",
+            (list(ROLES),),
+        ).fetchall()
+        assert deps == [], f"objects in this database still depend on pyretrieve roles: {deps}"
+        # Roles are cluster-wide: they may survive only because another database uses them, and
+        # then the downgrade says so.
+        for rolname in ROLES:
+            kept = f"role {rolname} kept: another database still uses it"
+            row = conn.execute(
+                """SELECT count(DISTINCT s.dbid)
+                     FROM pg_roles r
+                     JOIN pg_shdepend s
+                       ON s.refclassid = 'pg_authid'::regclass AND s.refobjid = r.oid
+                    WHERE r.rolname = %s
+                      AND s.dbid <> (SELECT oid FROM pg_database WHERE datname = current_database())""",
+                (rolname,),
+            ).fetchone()
+            exists = conn.execute("SELECT to_regrole(%s)", (rolname,)).fetchone()
+            if exists == (None,):
+                assert kept not in notices
+                continue
+            assert row is not None
+            assert row[0] > 0, f"{rolname} kept though no other database uses it"
+            assert kept in notices, f"{rolname} kept without the notice: {notices}"
+
+
+@pytest.fixture
+def notices(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
+    """The server notices of the migrations, which pyretrieve.db.migrate logs."""
+    caplog.set_level(logging.INFO, logger="pyretrieve.db.migrate")
+    return caplog
+
+
+@pytest.mark.parametrize("vector_before", [False, True], ids=["vector-created", "vector-existed"])
+def test_downgrade_to_base_removes_what_the_install_created(
+    server: Server,
+    template_db: str,
+    fresh_db: str,
+    notices: pytest.LogCaptureFixture,
+    vector_before: bool,
+) -> None:
+    # template_db (installed in another database of this cluster) keeps the roles in use, so
+    # the downgrade must keep them and say why.
+    if vector_before:
+        with psycopg.connect(fresh_db, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION vector")
+    before = user_objects(fresh_db)
+    migrate.upgrade(fresh_db)
+    with psycopg.connect(fresh_db) as conn:
+        row = conn.execute("SELECT created_vector FROM pyretrieve.installation").fetchone()
+        assert row == (not vector_before,)
+    migrate.downgrade(fresh_db, "base")
+
+    assert migrate.current(fresh_db) is None
+    assert_nothing_of_pyretrieve_left(fresh_db, notices.messages)
+    with psycopg.connect(fresh_db) as conn:
+        has_vector = conn.execute("SELECT count(*) FROM pg_extension WHERE extname = 'vector'")
+        assert has_vector.fetchone() == (int(vector_before),)
+    # The database is back to exactly what it held before the install.
+    assert user_objects(fresh_db) == before
+    # And it can be installed again.
+    migrate.upgrade(fresh_db)
+    assert migrate.current(fresh_db) == HEAD
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. An application's own Alembic environment upgrades the pyretrieve branch
+# ---------------------------------------------------------------------------------------------
+APP_ENV = """\
+from alembic import context
+
+context.configure(connection=context.config.attributes["connection"])
+with context.begin_transaction():
+    context.run_migrations()
+"""
+
+APP_REVISION = """\
+from alembic import op
+
+revision = "app_0001"
+down_revision = None
+branch_labels = ("app",)
+depends_on = None
+
+
+def upgrade():
+    op.execute("CREATE TABLE public.app_notes (id integer PRIMARY KEY)")
+
+
+def downgrade():
+    op.execute("DROP TABLE public.app_notes")
+"""
+
+
+def test_application_alembic_upgrades_the_pyretrieve_branch(tmp_path: Path, fresh_db: str) -> None:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    from alembic import command
+
+    (tmp_path / "versions").mkdir()
+    (tmp_path / "env.py").write_text(APP_ENV)
+    (tmp_path / "versions" / "app_0001.py").write_text(textwrap.dedent(APP_REVISION))
+    cfg = Config()
+    cfg.set_main_option("script_location", str(tmp_path))
+    cfg.set_main_option("path_separator", "os")
+    cfg.set_main_option(
+        "version_locations",
+        os.pathsep.join([str(tmp_path / "versions"), str(resources.alembic_dir() / "versions")]),
+    )
+    assert ScriptDirectory.from_config(cfg).get_revision("pyretrieve@head").revision == HEAD
+
+    with migrate._engine(fresh_db).begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "pyretrieve@head")
+    with psycopg.connect(fresh_db) as conn:
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [(HEAD,)]
+        assert conn.execute("SELECT schema_version FROM pyretrieve.installation").fetchone() == (
+            "0001",
+        )
+        assert conn.execute("SELECT to_regclass('public.app_notes')").fetchone() == (None,)
+
+    with migrate._engine(fresh_db).begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "heads")
+        command.downgrade(cfg, "pyretrieve@base")
+    with psycopg.connect(fresh_db) as conn:
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("app_0001",)]
+        assert conn.execute("SELECT to_regnamespace('pyretrieve')").fetchone() == (None,)
+        assert conn.execute("SELECT to_regclass('public.app_notes')").fetchone() is not None
