@@ -18,8 +18,11 @@ BEGIN
     FOREACH v_role IN ARRAY ARRAY['pyretrieve_admin', 'pyretrieve_writer', 'pyretrieve_reader', 'pyretrieve_owner'] LOOP
         BEGIN
             EXECUTE pg_catalog.format('DROP ROLE IF EXISTS %I', v_role);
-        EXCEPTION WHEN dependent_objects_still_exist OR insufficient_privilege THEN
-            RAISE NOTICE 'role % kept: another database still uses it', v_role;
+        EXCEPTION
+            WHEN dependent_objects_still_exist THEN
+                RAISE NOTICE 'role % kept: another database still uses it', v_role;
+            WHEN insufficient_privilege THEN
+                RAISE NOTICE 'role % kept: not allowed to drop it', v_role;
         END;
     END LOOP;
 END
