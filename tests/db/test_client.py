@@ -1,0 +1,935 @@
+"""The thin client against the real database: call order, one transaction, degradation, errors.
+
+Every test here watches the SQL the client sends. A recording connection captures each
+statement (with its parameters and the transaction status at the time) and the transaction
+control commands (BEGIN, SAVEPOINT, RELEASE, COMMIT, ROLLBACK) psycopg issues for
+``conn.transaction()``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import traceback
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+import numpy as np
+import psycopg
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from psycopg import sql
+from psycopg.pq import TransactionStatus
+from psycopg.rows import dict_row
+
+from pyretrieve import ranking
+from pyretrieve.client import Retriever
+from pyretrieve.errors import (
+    AccessDenied,
+    InvalidInput,
+    LexicalFailure,
+    PyretrieveError,
+    SemanticRequired,
+)
+from pyretrieve.types import Scope, SearchResult, SemanticStatus, canonical_json
+from pyretrieve.vectors import canonical_embedding, embedding_digest, to_pgvector_text
+from tests.conftest import Database, Server, acting_as, create_database, drop_database, role
+from tests.db.seed import embed, grant, sha
+
+MODEL = "m8"
+DIM = 8
+WS = "acme"
+# Distinctive query values: none of them may reach authorize() or the decisions table.
+QUERY_VECTOR = [0.8125, 0.0625, 0.123456, 0.0, 0.5, 0.0, 0.03125, 0.25]
+QUERY = "ledger reconciliation quarterly"
+ADAPTER_SECRET = "ADAPTER-SECRET-c41d"
+
+# Bodies of the docs scope: every one matches "ledger"; repetition gives distinct lexical ranks.
+DOCS = [
+    "ledger ledger ledger reconciliation quarterly close",
+    "ledger reconciliation for the quarterly audit",
+    "ledger entries and journal postings",
+    "the general ledger and the trial balance",
+    "quarterly ledger review notes",
+    "ledger archive index",
+]
+
+
+# ----------------------------------------------------------------------------- recording
+
+
+@dataclass(frozen=True)
+class Statement:
+    text: str
+    params: Any
+    status: TransactionStatus
+
+    @property
+    def kind(self) -> str:
+        text = self.text.strip()
+        upper = text.upper()
+        for word in ("BEGIN", "COMMIT", "ROLLBACK TO", "ROLLBACK", "RELEASE"):
+            if upper.startswith(word):
+                return word
+        if upper.startswith("SAVEPOINT"):
+            return "SAVEPOINT"
+        if upper.startswith("SET LOCAL ROLE"):
+            return "set_role"
+        for name in ("authorize", "lexical_candidates", "vector_candidates", "fragments"):
+            if f"pyretrieve.{name}(" in text:
+                return name
+        return text
+
+
+class RecordingCursor(psycopg.Cursor[Any]):
+    def execute(self, query: Any, params: Any = None, **kw: Any) -> RecordingCursor:
+        conn = self.connection
+        if isinstance(conn, RecordingConnection) and conn.recording:
+            text = query.as_string(conn) if isinstance(query, sql.Composable) else str(query)
+            conn.statements.append(Statement(text, params, conn.info.transaction_status))
+        super().execute(query, params, **kw)
+        return self
+
+
+class RecordingConnection(psycopg.Connection[Any]):
+    """Records cursor statements and psycopg's own transaction-control commands."""
+
+    statements: list[Statement]
+    recording: bool
+
+    def _exec_command(self, command: Any, *args: Any, **kw: Any) -> Any:
+        if getattr(self, "recording", False):
+            if isinstance(command, sql.Composable):
+                text = command.as_string(self)
+            elif isinstance(command, bytes):
+                text = command.decode()
+            else:
+                text = str(command)
+            self.statements.append(Statement(text, None, self.info.transaction_status))
+        return super()._exec_command(command, *args, **kw)
+
+    def kinds(self) -> list[str]:
+        return [s.kind for s in self.statements]
+
+    def of(self, kind: str) -> list[Statement]:
+        return [s for s in self.statements if s.kind == kind]
+
+    def reset(self) -> None:
+        self.statements = []
+        self.recording = True
+
+
+def recording_connection(dsn: str) -> RecordingConnection:
+    conn = RecordingConnection.connect(
+        dsn, autocommit=True, cursor_factory=RecordingCursor, row_factory=dict_row
+    )
+    conn.statements = []
+    conn.recording = False
+    return conn
+
+
+# --------------------------------------------------------------------------------- corpus
+
+
+class FixedEmbedder:
+    model_id = MODEL
+    dimension = DIM
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        return [list(QUERY_VECTOR) for _ in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        self.calls.append(text)
+        return list(QUERY_VECTOR)
+
+
+class FailingEmbedder(FixedEmbedder):
+    def embed_query(self, text: str) -> list[float]:
+        raise RuntimeError(f"{ADAPTER_SECRET}: upstream rejected the input {text!r}")
+
+
+def put(
+    conn: psycopg.Connection[Any],
+    project: str,
+    body: str,
+    classification: str = "internal",
+    *,
+    workspace: str = WS,
+) -> UUID:
+    row = conn.execute(
+        "SELECT pyretrieve.put_fragment(p_workspace => %s, p_project => %s, p_body => %s,"
+        " p_classification => %s::pyretrieve.classification) AS id",
+        (workspace, project, body, classification),
+    ).fetchone()
+    assert row is not None
+    return UUID(str(row["id"]))
+
+
+def doc_vector(n: int) -> list[float]:
+    """A distinct, non-zero 8-d vector per fragment, at a growing angle from the query."""
+    values = [0.0] * DIM
+    values[0] = 1.0
+    values[(n % (DIM - 1)) + 1] = 0.25 * (n + 1)
+    return values
+
+
+def seed_scopes(conn: psycopg.Connection[Any]) -> dict[str, list[UUID]]:
+    """Scopes ``acme/docs`` (fresh embeddings) and ``acme/stale`` (one stale embedding).
+
+    alice: purpose ``support`` (optional semantic), ``strict`` (required) and ``nosem``
+    (disabled) on both projects, ceiling confidential, no max_age (freshness 1.0).
+    """
+    with acting_as(conn, "adam"):
+        conn.execute("SELECT pyretrieve.create_workspace(%s)", (WS,))
+        for project in ("docs", "stale"):
+            conn.execute("SELECT pyretrieve.create_project(%s, %s)", (WS, project))
+            for purpose, policy in (("support", "optional"), ("strict", "required")):
+                grant(
+                    conn,
+                    role("alice"),
+                    WS,
+                    project,
+                    purpose,
+                    "confidential",
+                    semantic_policy=policy,
+                )
+            grant(
+                conn,
+                role("alice"),
+                WS,
+                project,
+                "nosem",
+                "confidential",
+                semantic_policy="disabled",
+            )
+            grant(conn, role("wally"), WS, project, "ingest", "restricted")
+        conn.execute("SELECT pyretrieve.register_model(%s, %s)", (MODEL, DIM))
+    ids: dict[str, list[UUID]] = {"docs": [], "stale": []}
+    with acting_as(conn, "wally"):
+        for n, body in enumerate(DOCS):
+            fid = put(conn, "docs", body)
+            embed(conn, WS, "docs", fid, doc_vector(n), body, model=MODEL)
+            ids["docs"].append(fid)
+        for n, body in enumerate(DOCS[:3]):
+            fid = put(conn, "stale", body)
+            # The last one was embedded from some other text: its embedding is stale.
+            source = body if n < 2 else body + " (an earlier revision)"
+            embed(conn, WS, "stale", fid, doc_vector(n), source, model=MODEL)
+            ids["stale"].append(fid)
+    return ids
+
+
+@pytest.fixture(scope="module")
+def mdb(server: Server, template_db: str) -> Iterator[tuple[Database, dict[str, list[UUID]]]]:
+    """One seeded database shared by the read-only tests of this module."""
+    name = create_database(server, template_db)
+    try:
+        database = Database(server=server, name=name)
+        with database.connect(autocommit=True) as c:
+            ids = seed_scopes(c)
+        yield database, ids
+    finally:
+        drop_database(server, name)
+
+
+@pytest.fixture
+def rec(mdb: tuple[Database, dict[str, list[UUID]]]) -> Iterator[RecordingConnection]:
+    conn = recording_connection(mdb[0].app_dsn)
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def ids(mdb: tuple[Database, dict[str, list[UUID]]]) -> dict[str, list[UUID]]:
+    return mdb[1]
+
+
+def scope(project: str = "docs", purpose: str = "support") -> Scope:
+    return Scope(workspace=WS, project=project, purpose=purpose)
+
+
+def alice(conn: psycopg.Connection[Any], *embedders: Any) -> Retriever:
+    return Retriever(conn, principal=role("alice"), embedders=embedders)
+
+
+def decision_row(database: Database, decision_id: UUID) -> dict[str, Any] | None:
+    with database.connect(autocommit=True) as c, acting_as(c, "adam"):
+        return c.execute(
+            "SELECT * FROM pyretrieve.decisions WHERE decision_id = %s", (decision_id,)
+        ).fetchone()
+
+
+def decision_count(database: Database) -> int:
+    with database.connect(autocommit=True) as c, acting_as(c, "adam"):
+        row = c.execute("SELECT count(*) AS n FROM pyretrieve.decisions").fetchone()
+    assert row is not None
+    return int(row["n"])
+
+
+def assert_sanitized(exc: PyretrieveError, *secrets: str, chain: bool = True) -> None:
+    """A typed error tells nothing about SQL, the driver or stored content.
+
+    ``chain``: also check the whole printed traceback, chained exceptions included.
+    """
+    shown = " ".join([str(exc), repr(exc), json.dumps(exc.as_dict())])
+    for needle in ("psycopg", "pyretrieve.", "SELECT", "CONTEXT", "permission denied", *secrets):
+        assert needle not in shown
+    assert exc.__cause__ is None
+    assert set(exc.as_dict()) >= {"code", "message"}
+    if not chain:
+        return
+    printed = "".join(traceback.format_exception(exc))
+    for needle in ("psycopg.errors", "permission denied", "CONTEXT:", "SQL statement", *secrets):
+        assert needle not in printed
+    # A driver exception may sit in __context__ only if it is suppressed from tracebacks.
+    assert exc.__context__ is None or exc.__suppress_context__ is True
+
+
+# ----------------------------------------------------------------------- controller order
+
+HYBRID_ORDER = [
+    "BEGIN",
+    "set_role",
+    "authorize",
+    "lexical_candidates",
+    "SAVEPOINT",
+    "vector_candidates",
+    "RELEASE",
+    "fragments",
+    "COMMIT",
+]
+
+
+def test_hybrid_calls_authorize_lexical_vector_fragments_in_one_transaction(
+    rec: RecordingConnection, mdb: tuple[Database, Any]
+) -> None:
+    before = decision_count(mdb[0])
+    rec.reset()
+    result = alice(rec).search(QUERY, scope=scope(), embedding=QUERY_VECTOR, model=MODEL, limit=3)
+    rec.recording = False
+    assert rec.kinds() == HYBRID_ORDER
+    # Everything between BEGIN and COMMIT ran inside the one transaction, and it is closed.
+    assert all(s.status == TransactionStatus.INTRANS for s in rec.statements[1:])
+    assert rec.statements[0].status == TransactionStatus.IDLE
+    assert rec.info.transaction_status == TransactionStatus.IDLE
+    set_role = rec.of("set_role")[0]
+    assert set_role.text == f'SET LOCAL ROLE "{role("alice")}"'
+    # The decision the lexical, vector and fragments calls used is the one authorize made.
+    decision_id = result.decision.decision_id
+    for kind in ("lexical_candidates", "vector_candidates", "fragments"):
+        assert rec.of(kind)[0].params[0] == decision_id
+    assert decision_count(mdb[0]) == before + 1
+    assert result.semantic.status.value == "used"
+    assert result.lexical_ran
+    assert result.vector_ran
+    assert result.decision.principal == role("alice")
+
+
+def test_authorize_receives_only_digests_and_intent(
+    rec: RecordingConnection, mdb: tuple[Database, Any]
+) -> None:
+    rec.reset()
+    result = alice(rec).search(QUERY, scope=scope(), embedding=QUERY_VECTOR, model=MODEL, limit=4)
+    rec.recording = False
+    (auth,) = rec.of("authorize")
+    canonical = canonical_embedding(QUERY_VECTOR)
+    query_digest = hashlib.sha256(QUERY.encode("utf-8")).digest()
+    vector_digest = embedding_digest(canonical)
+    assert auth.params == (WS, "docs", "support", query_digest, "optional", vector_digest, 4)
+    # Neither the text nor any rendering of the embedding is in the statement or its values.
+    rendered = [
+        to_pgvector_text(canonical),
+        canonical.tobytes(),
+        *(repr(float(x)) for x in canonical),
+    ]
+    for value in [auth.text, *auth.params]:
+        for needle in (QUERY, "ledger", *rendered):
+            if (isinstance(value, bytes) and isinstance(needle, bytes)) or (
+                isinstance(value, str) and isinstance(needle, str)
+            ):
+                assert needle not in value
+    # The query text goes to the lexical function only; the vector to the vector function only.
+    assert [s.kind for s in rec.statements if QUERY in map(str, s.params or ())] == [
+        "lexical_candidates"
+    ]
+    assert [
+        s.kind for s in rec.statements if to_pgvector_text(canonical) in map(str, s.params or ())
+    ] == ["vector_candidates"]
+
+    # The audit row holds the digests and the intent, never the values.
+    row = decision_row(mdb[0], result.decision.decision_id)
+    assert row is not None
+    assert row["query_digest"] == query_digest
+    assert row["embedding_digest"] == vector_digest
+    assert row["semantic_intent"] == "optional"
+    assert row["requested_limit"] == 4
+    assert row["principal"] == role("alice")
+    for value in row.values():
+        assert QUERY not in str(value)
+        assert "ledger" not in str(value)
+        assert value != canonical.tobytes()
+    # The SQL side computes the same float32-LE digest (pyretrieve.search records it too).
+    with mdb[0].connect(autocommit=True) as c, acting_as(c, "alice"):
+        sql_digest = c.execute(
+            "SELECT pyretrieve.embedding_digest(%s::public.vector) AS d",
+            (to_pgvector_text(canonical),),
+        ).fetchone()
+    assert sql_digest == {"d": vector_digest}
+    assert result.embedding_digest == vector_digest
+    assert result.query_digest == query_digest
+
+
+def test_a_deny_raises_access_denied_and_nothing_runs_after_authorize(
+    rec: RecordingConnection, mdb: tuple[Database, Any]
+) -> None:
+    before = decision_count(mdb[0])
+    for denied in (
+        scope(purpose="billing"),
+        scope(project="nowhere"),
+        Scope(workspace="globex", project="docs", purpose="support"),
+    ):
+        rec.reset()
+        with pytest.raises(AccessDenied) as info:
+            alice(rec).search(QUERY, scope=denied, embedding=QUERY_VECTOR, model=MODEL)
+        rec.recording = False
+        assert rec.kinds() == ["BEGIN", "set_role", "authorize", "ROLLBACK"]
+        assert info.value.as_dict() == {
+            "code": "VES_MEMORY_ACCESS_DENIED",
+            "message": "access denied",
+        }
+        assert_sanitized(info.value, QUERY)
+        assert rec.info.transaction_status == TransactionStatus.IDLE
+    assert decision_count(mdb[0]) == before
+
+
+def test_a_principal_without_a_group_is_denied(
+    rec: RecordingConnection, mdb: tuple[Database, Any]
+) -> None:
+    rec.reset()
+    with pytest.raises(AccessDenied):
+        Retriever(rec, principal=role("nobody")).search(QUERY, scope=scope())
+    rec.recording = False
+    assert "lexical_candidates" not in rec.kinds()
+    assert "fragments" not in rec.kinds()
+
+
+def test_lexical_mode_never_calls_the_vector_function(rec: RecordingConnection) -> None:
+    embedder = FixedEmbedder()
+    rec.reset()
+    result = alice(rec, embedder).search(
+        QUERY, scope=scope(), mode="lexical", embedding=QUERY_VECTOR, model=MODEL
+    )
+    rec.recording = False
+    assert rec.kinds() == [
+        "BEGIN",
+        "set_role",
+        "authorize",
+        "lexical_candidates",
+        "fragments",
+        "COMMIT",
+    ]
+    (auth,) = rec.of("authorize")
+    assert auth.params[4] == "disabled"  # intent
+    assert auth.params[5] is None  # no embedding digest: the vector is not used at all
+    assert embedder.calls == []
+    assert result.semantic.to_plain() == {
+        "status": "not_requested",
+        "reason": None,
+        "evidence": {},
+        "lowers_confidence": False,
+    }
+    assert result.embedding_digest is None
+    assert not result.vector_ran
+
+
+def test_semantic_disabled_by_the_caller_never_calls_the_vector_function(
+    rec: RecordingConnection,
+) -> None:
+    rec.reset()
+    result = alice(rec).search(
+        QUERY, scope=scope(), semantic="disabled", embedding=QUERY_VECTOR, model=MODEL
+    )
+    rec.recording = False
+    assert "vector_candidates" not in rec.kinds()
+    assert result.semantic.status.value == "not_requested"
+    assert not result.semantic.lowers_confidence
+
+
+def test_vector_mode_never_calls_the_lexical_function(rec: RecordingConnection) -> None:
+    rec.reset()
+    result = alice(rec).search(
+        QUERY, scope=scope(), mode="vector", embedding=QUERY_VECTOR, model=MODEL, limit=3
+    )
+    rec.recording = False
+    assert rec.kinds() == [
+        "BEGIN",
+        "set_role",
+        "authorize",
+        "SAVEPOINT",
+        "vector_candidates",
+        "RELEASE",
+        "fragments",
+        "COMMIT",
+    ]
+    assert rec.of("authorize")[0].params[4] == "optional"
+    assert not result.lexical_ran
+    assert all(r.lexical is None and r.vector is not None for r in result.results)
+
+
+def test_policy_disabled_semantic_is_a_degradation_without_a_vector_call(
+    rec: RecordingConnection,
+) -> None:
+    embedder = FixedEmbedder()
+    rec.reset()
+    result = alice(rec, embedder).search(
+        QUERY, scope=scope(purpose="nosem"), embedding=QUERY_VECTOR, model=MODEL
+    )
+    rec.recording = False
+    assert rec.kinds() == [
+        "BEGIN",
+        "set_role",
+        "authorize",
+        "lexical_candidates",
+        "fragments",
+        "COMMIT",
+    ]
+    assert result.semantic.status.value == "degraded"
+    assert result.semantic.reason is not None
+    assert result.semantic.reason.value == "disabled"
+    assert result.semantic.lowers_confidence
+    assert result.decision.semantic_policy.value == "disabled"
+    assert not result.vector_ran
+
+
+def test_the_embedder_is_used_when_no_embedding_is_given(rec: RecordingConnection) -> None:
+    embedder = FixedEmbedder()
+    rec.reset()
+    result = alice(rec, embedder).search(QUERY, scope=scope(), model=MODEL)
+    rec.recording = False
+    assert embedder.calls == [QUERY]
+    assert "vector_candidates" in rec.kinds()
+    assert result.semantic.status.value == "used"
+    assert result.embedding_digest == embedding_digest(canonical_embedding(QUERY_VECTOR))
+
+
+def test_a_connection_inside_a_transaction_is_refused(rec: RecordingConnection) -> None:
+    with rec.transaction():
+        rec.reset()
+        with pytest.raises(InvalidInput):
+            alice(rec).search(QUERY, scope=scope())
+        rec.recording = False
+        assert rec.statements == []
+
+
+def test_invalid_input_is_refused_before_any_sql(
+    rec: RecordingConnection, mdb: tuple[Database, Any]
+) -> None:
+    before = decision_count(mdb[0])
+    long_query = "ledger " * 715  # 5005 characters
+    cases: list[dict[str, Any]] = [
+        {"query": long_query},
+        {"query": ""},
+        {"query": QUERY, "limit": 0},
+        {"query": QUERY, "limit": 1001},
+        {"query": QUERY, "mode": "fuzzy"},
+        {"query": QUERY, "scope": Scope(workspace="Acme", project="docs", purpose="support")},
+        {"query": QUERY, "embedding": [0.0] * DIM, "model": MODEL},
+        {"query": QUERY, "embedding": [float("nan")] * DIM, "model": MODEL},
+        {"query": QUERY, "mode": "vector", "semantic": "disabled"},
+    ]
+    for case in cases:
+        kwargs = {"scope": scope(), **case}
+        query = kwargs.pop("query")
+        rec.reset()
+        with pytest.raises(PyretrieveError) as info:
+            alice(rec).search(query, **kwargs)
+        rec.recording = False
+        assert rec.statements == [], case
+        assert info.value.code in ("VES_MEMORY_INVALID_INPUT", "VES_MEMORY_INVALID_EMBEDDING")
+        assert_sanitized(info.value, "ledger ledger")
+    assert decision_count(mdb[0]) == before
+
+
+# --------------------------------------------------------------------------- degradation
+
+
+def _degraded_search(conn: RecordingConnection, case: str, **kw: Any) -> SearchResult:
+    if case == "missing_embedding":
+        return alice(conn).search(
+            QUERY, scope=scope(purpose=kw.pop("purpose", "support")), model=MODEL, **kw
+        )
+    if case == "adapter_failure":
+        return alice(conn, FailingEmbedder()).search(
+            QUERY, scope=scope(purpose=kw.pop("purpose", "support")), model=MODEL, **kw
+        )
+    if case == "unavailable":
+        return alice(conn).search(
+            QUERY,
+            scope=scope(purpose=kw.pop("purpose", "support")),
+            embedding=QUERY_VECTOR,
+            model="no-such-model",
+            **kw,
+        )
+    if case == "corrupt":
+        return alice(conn).search(
+            QUERY,
+            scope=scope(purpose=kw.pop("purpose", "support")),
+            embedding=[0.5, 0.25, 0.125],
+            model=MODEL,
+            **kw,
+        )
+    if case == "stale":
+        return alice(conn).search(
+            QUERY,
+            scope=scope("stale", kw.pop("purpose", "support")),
+            embedding=QUERY_VECTOR,
+            model=MODEL,
+            **kw,
+        )
+    if case == "disabled":
+        kw.pop("purpose", None)
+        return alice(conn).search(
+            QUERY, scope=scope(purpose="nosem"), embedding=QUERY_VECTOR, model=MODEL, **kw
+        )
+    raise AssertionError(case)
+
+
+DEGRADATIONS = [
+    "missing_embedding",
+    "adapter_failure",
+    "unavailable",
+    "corrupt",
+    "stale",
+    "disabled",
+]
+# Cases whose vector call reaches the database (and fails or is found stale there).
+VECTOR_CALLED = {"unavailable", "corrupt", "stale"}
+
+
+@pytest.mark.parametrize("case", DEGRADATIONS)
+def test_optional_semantic_degrades_and_lowers_confidence(
+    rec: RecordingConnection, case: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("DEBUG")
+    project = "stale" if case == "stale" else "docs"
+    baseline = alice(rec).search(QUERY, scope=scope(project), mode="lexical", limit=2)
+    rec.reset()
+    result = _degraded_search(rec, case, limit=2)
+    rec.recording = False
+
+    assert result.semantic.status.value == "degraded"
+    assert result.semantic.reason is not None
+    assert result.semantic.reason.value == case
+    assert result.semantic.lowers_confidence
+    assert result.semantic.to_plain()["lowers_confidence"] is True
+    assert not result.vector_ran
+    assert result.lexical_ran
+    assert ("vector_candidates" in rec.kinds()) == (case in VECTOR_CALLED)
+    if case in VECTOR_CALLED:
+        # The vector leg ran in a savepoint; its failure did not abort the request.
+        assert rec.kinds()[-1] == "COMMIT"
+        assert ("ROLLBACK TO" in rec.kinds()) == (case != "stale")
+
+    # Same fragments, same order, confidence exactly 0.75 times the lexical-only run's.
+    assert [r.fragment_id for r in result.results] == [r.fragment_id for r in baseline.results]
+    assert [o.fragment_id for o in result.omissions] == [o.fragment_id for o in baseline.omissions]
+    assert result.results
+    assert result.omissions
+    for got, base in zip(result.results, baseline.results, strict=True):
+        assert got.confidence == base.confidence * 0.75
+        assert got.rrf_score == base.rrf_score
+        assert got.vector is None
+    for got_o, base_o in zip(result.omissions, baseline.omissions, strict=True):
+        assert got_o.confidence == base_o.confidence * 0.75
+
+    # The adapter's error text (which quotes the query) goes nowhere.
+    output = result.to_json()
+    assert ADAPTER_SECRET not in output
+    assert "upstream rejected" not in output
+    for record in caplog.records:
+        assert ADAPTER_SECRET not in record.getMessage()
+        assert "upstream rejected" not in str(record.exc_info)
+
+
+@pytest.mark.parametrize("case", DEGRADATIONS)
+def test_required_semantic_raises_instead_of_degrading(
+    rec: RecordingConnection, mdb: tuple[Database, Any], case: str
+) -> None:
+    before = decision_count(mdb[0])
+    rec.reset()
+    with pytest.raises(SemanticRequired) as info:
+        _degraded_search(rec, case, semantic="required")
+    rec.recording = False
+    assert info.value.code == "VES_MEMORY_SEMANTIC_REQUIRED"
+    assert "fragments" not in rec.kinds()
+    assert rec.kinds()[-1] == "ROLLBACK"
+    assert rec.info.transaction_status == TransactionStatus.IDLE
+    assert_sanitized(info.value, ADAPTER_SECRET, QUERY, chain=False)
+    assert decision_count(mdb[0]) == before
+
+
+@pytest.mark.parametrize("case", [c for c in DEGRADATIONS if c != "disabled"])
+def test_a_grant_requiring_semantic_raises_instead_of_degrading(
+    rec: RecordingConnection, case: str
+) -> None:
+    rec.reset()
+    with pytest.raises(SemanticRequired) as info:
+        _degraded_search(rec, case, purpose="strict")
+    rec.recording = False
+    assert rec.of("authorize")[0].params[4] == "optional"  # the caller only asked for optional
+    assert "fragments" not in rec.kinds()
+    assert_sanitized(info.value, ADAPTER_SECRET, QUERY, chain=False)
+
+
+_CHAINED = pytest.mark.xfail(
+    strict=True,
+    reason="client._vector raises SemanticRequired inside its `except psycopg.Error` block, so the"
+    " driver error (SQLSTATE text, CONTEXT with SQL and function names) is chained as"
+    " __context__ and printed by every traceback; it should be raised `from None`",
+)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "missing_embedding",
+        "adapter_failure",
+        pytest.param("unavailable", marks=_CHAINED),
+        pytest.param("corrupt", marks=_CHAINED),
+        "stale",
+        "disabled",
+    ],
+)
+def test_semantic_required_carries_no_driver_error_in_its_traceback(
+    rec: RecordingConnection, case: str
+) -> None:
+    with pytest.raises(SemanticRequired) as info:
+        _degraded_search(rec, case, semantic="required")
+    assert_sanitized(info.value, ADAPTER_SECRET, QUERY, chain=True)
+
+
+@pytest.mark.parametrize("case", ["missing_embedding", "unavailable", "corrupt", "stale"])
+def test_vector_mode_requires_semantic(rec: RecordingConnection, case: str) -> None:
+    with pytest.raises(SemanticRequired):
+        _degraded_search(rec, case, mode="vector")
+
+
+def test_a_grant_requiring_semantic_succeeds_when_the_vector_leg_runs(
+    rec: RecordingConnection,
+) -> None:
+    result = alice(rec).search(
+        QUERY, scope=scope(purpose="strict"), embedding=QUERY_VECTOR, model=MODEL
+    )
+    assert result.semantic.status.value == "used"
+    assert result.decision.semantic_policy.value == "required"
+
+
+def test_a_grant_requiring_semantic_refuses_a_lexical_only_request(
+    rec: RecordingConnection, mdb: tuple[Database, Any]
+) -> None:
+    before = decision_count(mdb[0])
+    for kw in ({"mode": "lexical"}, {"semantic": "disabled"}):
+        rec.reset()
+        with pytest.raises(SemanticRequired):
+            alice(rec).search(
+                QUERY, scope=scope(purpose="strict"), embedding=QUERY_VECTOR, model=MODEL, **kw
+            )
+        rec.recording = False
+        assert "vector_candidates" not in rec.kinds()
+        assert rec.kinds()[-1] == "ROLLBACK"
+    assert decision_count(mdb[0]) == before
+
+
+def test_a_connection_pool_source_runs_each_request_in_its_own_transaction(
+    mdb: tuple[Database, Any],
+) -> None:
+    from psycopg_pool import ConnectionPool
+
+    with ConnectionPool(
+        mdb[0].app_dsn, min_size=1, max_size=2, kwargs={"autocommit": True}, open=True
+    ) as pool:
+        retriever = Retriever(pool, principal=role("alice"))
+        first = retriever.search(QUERY, scope=scope(), embedding=QUERY_VECTOR, model=MODEL)
+        second = retriever.search(QUERY, scope=scope(), embedding=QUERY_VECTOR, model=MODEL)
+        assert first.decision.decision_id != second.decision.decision_id
+        assert _stable(first) == _stable(second)
+        with pool.connection() as c:
+            assert c.info.transaction_status == TransactionStatus.IDLE
+            # SET LOCAL ROLE ended with the request's transaction.
+            row = c.execute("SELECT current_user AS u").fetchone()
+            assert row is not None
+            assert row[0] != role("alice")
+
+
+# ----------------------------------------------------------------------- lexical failures
+
+
+def test_a_lexical_failure_is_a_hard_sanitized_error(db: Database) -> None:
+    with db.connect(autocommit=True) as c:
+        seed_scopes(c)
+    with db.admin(autocommit=True) as admin:
+        admin.execute(
+            "REVOKE EXECUTE ON FUNCTION pyretrieve.lexical_candidates(uuid, text, integer)"
+            " FROM pyretrieve_reader"
+        )
+    conn = recording_connection(db.app_dsn)
+    try:
+        for mode in ("hybrid", "lexical"):
+            conn.reset()
+            with pytest.raises(LexicalFailure) as info:
+                alice(conn, FixedEmbedder()).search(
+                    QUERY, scope=scope(), mode=mode, embedding=QUERY_VECTOR, model=MODEL
+                )
+            conn.recording = False
+            # No fallback to the vector leg: the request ends at the failed lexical call.
+            assert conn.kinds() == [
+                "BEGIN",
+                "set_role",
+                "authorize",
+                "lexical_candidates",
+                "ROLLBACK",
+            ]
+            exc = info.value
+            assert exc.as_dict() == {
+                "code": "VES_MEMORY_LEXICAL_FAILURE",
+                "message": "lexical retrieval failed",
+            }
+            assert_sanitized(exc, QUERY, "lexical_candidates", "InsufficientPrivilege")
+            assert conn.info.transaction_status == TransactionStatus.IDLE
+        # The vector-only mode does not need the lexical function.
+        result = alice(conn).search(
+            QUERY, scope=scope(), mode="vector", embedding=QUERY_VECTOR, model=MODEL
+        )
+        assert result.results
+    finally:
+        conn.close()
+    with db.connect(autocommit=True) as c, acting_as(c, "adam"):
+        row = c.execute("SELECT count(*) AS n FROM pyretrieve.decisions").fetchone()
+    assert row == {"n": 1}  # only the vector-mode request committed its decision
+
+
+# --------------------------------------------------------------------------- determinism
+
+
+def _stable(result: SearchResult) -> tuple[str, str]:
+    """The results and omissions, without the per-request decision id and timestamp."""
+    results = []
+    for r in result.results:
+        plain = r.to_plain()
+        assert isinstance(plain, dict)
+        plain.pop("decision_id")
+        provenance = plain["provenance"]
+        assert isinstance(provenance, dict)
+        provenance.pop("retrieved_at")
+        freshness = plain["freshness"]
+        assert isinstance(freshness, dict)
+        freshness.pop("age_us")  # evaluated_at - observed_at grows between requests
+        results.append(plain)
+    return (
+        canonical_json(results),
+        canonical_json([o.to_plain() for o in result.omissions]),
+    )
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "lexical", "vector"])
+def test_the_same_request_twice_gives_the_same_results(rec: RecordingConnection, mode: str) -> None:
+    retriever = alice(rec)
+    first = retriever.search(
+        QUERY, scope=scope(), mode=mode, embedding=QUERY_VECTOR, model=MODEL, limit=3
+    )
+    second = retriever.search(
+        QUERY, scope=scope(), mode=mode, embedding=QUERY_VECTOR, model=MODEL, limit=3
+    )
+    assert first.decision.decision_id != second.decision.decision_id
+    assert _stable(first) == _stable(second)
+    assert len(first.results) == 3
+    assert first.omissions
+
+
+@pytest.fixture(scope="module")
+def captured(mdb: tuple[Database, Any]) -> dict[str, Any]:
+    """The rows of one hybrid request, read once through the SQL functions as alice."""
+    vector = canonical_embedding(QUERY_VECTOR)
+    with mdb[0].connect(autocommit=True) as c, acting_as(c, "alice"):
+        decision = c.execute(
+            "SELECT * FROM pyretrieve.authorize(%s, %s, %s, %s, 'optional', %s, 3)",
+            (WS, "docs", "support", sha(QUERY), embedding_digest(vector)),
+        ).fetchone()
+        assert decision is not None
+        lexical = c.execute(
+            "SELECT * FROM pyretrieve.lexical_candidates(%s, %s, 100)",
+            (decision["decision_id"], "ledger quarterly"),
+        ).fetchall()
+        vectors = c.execute(
+            "SELECT * FROM pyretrieve.vector_candidates(%s, %s, %s::public.vector, 100)",
+            (decision["decision_id"], MODEL, to_pgvector_text(vector)),
+        ).fetchall()
+        ids = sorted({r["fragment_id"] for r in lexical} | {r["fragment_id"] for r in vectors})
+        records = c.execute(
+            "SELECT * FROM pyretrieve.fragments(%s, %s)", (decision["decision_id"], ids)
+        ).fetchall()
+    return {
+        "decision": decision,
+        "lexical": lexical,
+        "vector": vectors,
+        "records": records,
+        "query_digest": sha(QUERY),
+        "embedding_digest": embedding_digest(vector),
+    }
+
+
+def _rank_captured(captured: dict[str, Any], lexical: Any, vector: Any, records: Any) -> str:
+    return ranking.rank(
+        decision=captured["decision"],
+        lexical=lexical,
+        vector=vector,
+        records=records,
+        limit=3,
+        semantic=SemanticStatus.used({"model": MODEL}),
+        query_digest=captured["query_digest"],
+        embedding_digest=captured["embedding_digest"],
+    ).to_json()
+
+
+def test_the_captured_rows_are_a_real_hybrid_case(captured: dict[str, Any]) -> None:
+    assert len(captured["records"]) == len(DOCS)
+    assert len(captured["lexical"]) == len(DOCS)
+    assert len(captured["vector"]) == len(DOCS)
+    # The two modalities disagree somewhere, so fusion actually decides the order.
+    lexical_order = [r["fragment_id"] for r in captured["lexical"]]
+    vector_order = [r["fragment_id"] for r in captured["vector"]]
+    assert lexical_order != vector_order
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_ranking_db_rows_in_any_order_gives_byte_identical_json(
+    captured: dict[str, Any], data: st.DataObject
+) -> None:
+    reference = _rank_captured(
+        captured, captured["lexical"], captured["vector"], captured["records"]
+    )
+    lexical = data.draw(st.permutations(captured["lexical"]))
+    vector = data.draw(st.permutations(captured["vector"]))
+    records = data.draw(st.permutations(captured["records"]))
+    assert _rank_captured(captured, lexical, vector, records) == reference
+    # Even with the rows themselves rebuilt with their keys in another order.
+    shuffled = [dict(reversed(list(r.items()))) for r in records]
+    assert _rank_captured(captured, vector=vector, lexical=lexical, records=shuffled) == reference
+
+
+def test_the_digest_of_a_numpy_and_a_list_embedding_agree(rec: RecordingConnection) -> None:
+    as_list = alice(rec).search(QUERY, scope=scope(), embedding=QUERY_VECTOR, model=MODEL)
+    as_array = alice(rec).search(
+        QUERY, scope=scope(), embedding=np.array(QUERY_VECTOR, dtype=np.float64), model=MODEL
+    )
+    assert as_list.embedding_digest == as_array.embedding_digest
+    assert _stable(as_list) == _stable(as_array)
