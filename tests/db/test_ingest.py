@@ -1,0 +1,665 @@
+"""Ingestion into a real server: inputs, idempotency, supersession, interruption and reembed.
+
+Setup is written as adam (admin) through the SQL API; ingestion runs as wally (a writer)
+through the authenticator connection, so RLS and the writer functions are exercised for real.
+Row-level checks read with the superuser connection, which RLS does not bind.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from pyretrieve.embedders.hashing import HashNgramEmbedder
+from pyretrieve.errors import AccessDenied, InternalError, InvalidInput, UnknownModel
+from pyretrieve.ingest import (
+    MAX_BODY_CHARS,
+    Ingestor,
+    IngestReport,
+    MalformedInput,
+    ingest,
+    split_text,
+)
+from tests.conftest import Database, acting_as, role
+
+WS, PJ = "acme", "docs"
+MODEL = "hash-ngram-v1"
+
+
+# The schema's fragments_update policy reads pyretrieve.fragments in its WITH CHECK, so every
+# UPDATE of fragments by a writer (supersede_fragment, retract_fragment) fails with 42P17
+# (infinite recursion in policy). Tests that supersede or retract mark themselves xfail on
+# exactly that error, and run in full once the policy is fixed.
+POLICY_RECURSION = "fragments_update policy recursion (42P17) blocks supersede/retract by writers"
+
+
+@contextmanager
+def updates_fragments() -> Iterator[None]:
+    try:
+        yield
+    except InternalError as exc:
+        if exc.sqlstate == "42P17":
+            pytest.xfail(POLICY_RECURSION)
+        raise
+
+
+def sha(text: str) -> bytes:
+    return hashlib.sha256(text.encode("utf-8")).digest()
+
+
+def setup_scope(conn: psycopg.Connection[Any], *, ceiling: str = "confidential") -> None:
+    """acme/docs; wally writes there (ceiling), alice reads (ceiling restricted); hash model."""
+    with acting_as(conn, "adam"):
+        conn.execute("SELECT pyretrieve.create_workspace(%s)", (WS,))
+        conn.execute("SELECT pyretrieve.create_project(%s, %s)", (WS, PJ))
+        conn.execute(
+            "SELECT pyretrieve.grant_access(%s::regrole, %s, %s, 'ingest', %s)",
+            (role("wally"), WS, PJ, ceiling),
+        )
+        conn.execute(
+            "SELECT pyretrieve.grant_access(%s::regrole, %s, %s, 'support', 'restricted')",
+            (role("alice"), WS, PJ),
+        )
+        conn.execute("SELECT pyretrieve.register_model(%s, %s)", (MODEL, 256))
+
+
+@pytest.fixture
+def conn(db: Database) -> Iterator[psycopg.Connection[Any]]:
+    """The authenticator connection; after each test it must be idle and itself again."""
+    with db.connect(autocommit=True) as c:
+        yield c
+        assert c.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        row = c.execute("SELECT current_user AS u").fetchone()
+        assert row is not None
+        assert row["u"] == role("authenticator")
+
+
+@pytest.fixture
+def scope(db: Database, conn: psycopg.Connection[Any]) -> Database:
+    setup_scope(conn)
+    return db
+
+
+# The same WITH CHECK as the installed policy minus the successor sub-select that recurses.
+NON_RECURSIVE_UPDATE_CHECK = """
+ALTER POLICY fragments_update ON pyretrieve.fragments WITH CHECK (
+    workspace_id = (SELECT w.workspace_id FROM pyretrieve.write_scope() w)
+    AND project_id = (SELECT w.project_id FROM pyretrieve.write_scope() w)
+    AND classification <= (SELECT w.ceiling FROM pyretrieve.write_scope() w))
+"""
+
+
+@pytest.fixture(params=["installed-policy", "non-recursive-policy"])
+def updatable_scope(
+    request: pytest.FixtureRequest, db: Database, conn: psycopg.Connection[Any]
+) -> Database:
+    """A scope for tests that supersede or retract: once with the schema as installed (xfail
+    while its update policy recurses) and once with that policy's recursion taken out, so the
+    ingestion logic itself is tested either way."""
+    setup_scope(conn)
+    if request.param == "non-recursive-policy":
+        with db.admin() as admin:
+            admin.execute(NON_RECURSIVE_UPDATE_CHECK)
+    return db
+
+
+def writer(
+    conn: psycopg.Connection[Any], *, embedder: Any = None, batch_size: int = 256
+) -> Ingestor:
+    return Ingestor(conn, principal=role("wally"), embedder=embedder, batch_size=batch_size)
+
+
+def fragments(db: Database, state: str | None = None) -> list[dict[str, Any]]:
+    with db.admin() as admin:
+        return admin.execute(
+            "SELECT fragment_id, body, content_digest, classification::text AS classification,"
+            " state::text AS state, superseded_by, source_uri, source_revision, manifest_id,"
+            " observed_at, expires_at FROM pyretrieve.fragments"
+            " WHERE workspace_id = %s AND project_id = %s"
+            " AND (%s::text IS NULL OR state::text = %s) ORDER BY source_uri, ingested_at",
+            (WS, PJ, state, state),
+        ).fetchall()
+
+
+def embeddings(db: Database) -> list[dict[str, Any]]:
+    with db.admin() as admin:
+        return admin.execute(
+            "SELECT e.fragment_id, e.source_digest, f.content_digest, e.vector_generation,"
+            " f.lexical_generation, f.state::text AS state"
+            " FROM pyretrieve.embeddings e JOIN pyretrieve.fragments f USING (workspace_id,"
+            " fragment_id) WHERE e.model_id = %s",
+            (MODEL,),
+        ).fetchall()
+
+
+def visible_to_alice(conn: psycopg.Connection[Any]) -> set[str]:
+    """Bodies alice's decision lets her read (RLS on the table itself)."""
+    with acting_as(conn, "alice"):
+        conn.execute(
+            "SELECT * FROM pyretrieve.authorize(%s, %s, 'support', %s, 'optional', NULL, 10)",
+            (WS, PJ, sha("q")),
+        )
+        return {r["body"] for r in conn.execute("SELECT body FROM pyretrieve.fragments")}
+
+
+def write_jsonl(path: Path, rows: Sequence[dict[str, Any] | str]) -> Path:
+    lines = [r if isinstance(r, str) else json.dumps(r) for r in rows]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def docs(n: int, *, prefix: str = "doc") -> list[dict[str, Any]]:
+    return [
+        {"id": f"{prefix}{i}", "title": f"Title {i}", "text": f"ledger entry number {i} {prefix}"}
+        for i in range(n)
+    ]
+
+
+def assert_balanced(report: IngestReport) -> None:
+    assert report.read == report.inserted + report.unchanged + report.superseded + report.skipped
+
+
+# ---------------------------------------------------------------------------------------------
+# JSONL
+# ---------------------------------------------------------------------------------------------
+
+
+def test_jsonl_writes_fragments_with_provenance_and_fresh_embeddings(
+    scope: Database, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    path = write_jsonl(
+        tmp_path / "notes.jsonl",
+        [
+            {"id": "a", "text": "alpha ledger"},
+            {"id": 2, "title": "Beta", "text": "beta ledger"},
+            {
+                "id": "c",
+                "text": "gamma ledger",
+                "classification": "confidential",
+                "observed_at": "2024-05-01T10:00:00+02:00",
+                "expires_at": "2999-01-01",
+                "source_uri": "s3://bucket/gamma.txt",
+                "source_revision": "v7",
+                "manifest_id": "m-1",
+            },
+        ],
+    )
+    report = writer(conn, embedder=HashNgramEmbedder()).ingest_path(path, workspace=WS, project=PJ)
+    assert (report.read, report.inserted, report.unchanged, report.skipped) == (3, 3, 0, 0)
+    assert report.embedded == 3
+    assert report.model == MODEL
+    assert report.errors == ()
+    assert_balanced(report)
+
+    rows = {r["source_uri"]: r for r in fragments(scope)}
+    assert set(rows) == {"notes.jsonl#a", "notes.jsonl#2", "s3://bucket/gamma.txt"}
+    assert rows["notes.jsonl#a"]["body"] == "alpha ledger"
+    assert rows["notes.jsonl#a"]["classification"] == "internal"
+    assert rows["notes.jsonl#2"]["body"] == "Beta\n\nbeta ledger"
+    gamma = rows["s3://bucket/gamma.txt"]
+    assert gamma["classification"] == "confidential"
+    assert (gamma["source_revision"], gamma["manifest_id"]) == ("v7", "m-1")
+    assert gamma["observed_at"].isoformat() == "2024-05-01T08:00:00+00:00"
+    assert gamma["expires_at"].year == 2999
+
+    embs = embeddings(scope)
+    assert len(embs) == 3
+    for e in embs:
+        assert bytes(e["source_digest"]) == bytes(e["content_digest"])
+        assert e["vector_generation"] > e["lexical_generation"]
+    for r in rows.values():
+        assert bytes(r["content_digest"]) == sha(r["body"])
+
+
+def test_reingesting_the_same_content_writes_nothing(
+    scope: Database, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    path = write_jsonl(tmp_path / "c.jsonl", docs(7))
+    first = writer(conn, embedder=HashNgramEmbedder(), batch_size=3).ingest_path(
+        path, workspace=WS, project=PJ
+    )
+    assert (first.inserted, first.embedded, first.batches) == (7, 7, 3)
+    before = {r["source_uri"]: r["fragment_id"] for r in fragments(scope)}
+    with scope.admin() as admin:
+        generations = admin.execute("SELECT * FROM pyretrieve.scope_generations").fetchall()
+
+    again = writer(conn, embedder=HashNgramEmbedder(), batch_size=3).ingest_path(
+        path, workspace=WS, project=PJ
+    )
+    assert (again.read, again.inserted, again.unchanged, again.superseded) == (7, 0, 7, 0)
+    assert again.embedded == 0
+    after = {r["source_uri"]: r["fragment_id"] for r in fragments(scope)}
+    assert after == before
+    assert len(fragments(scope)) == 7
+    with scope.admin() as admin:
+        # Nothing was written at all: no generation moved.
+        assert admin.execute("SELECT * FROM pyretrieve.scope_generations").fetchall() == generations
+
+
+def test_changed_content_supersedes_the_active_fragment(
+    updatable_scope: Database, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    rows = docs(3)
+    path = write_jsonl(tmp_path / "c.jsonl", rows)
+    writer(conn, embedder=HashNgramEmbedder()).ingest_path(path, workspace=WS, project=PJ)
+    old = {r["source_uri"]: r for r in fragments(updatable_scope)}["c.jsonl#doc1"]
+    assert "Title 1\n\nledger entry number 1 doc" in visible_to_alice(conn)
+
+    rows[1] = {**rows[1], "text": "a revised ledger entry"}
+    write_jsonl(path, rows)
+    with updates_fragments():
+        report = writer(conn, embedder=HashNgramEmbedder()).ingest_path(
+            path, workspace=WS, project=PJ
+        )
+    assert (report.inserted, report.unchanged, report.superseded, report.embedded) == (0, 2, 1, 1)
+
+    active = {r["source_uri"]: r for r in fragments(updatable_scope, "active")}
+    new = active["c.jsonl#doc1"]
+    assert new["body"] == "Title 1\n\na revised ledger entry"
+    assert new["fragment_id"] != old["fragment_id"]
+    superseded = fragments(updatable_scope, "superseded")
+    assert [r["fragment_id"] for r in superseded] == [old["fragment_id"]]
+    assert superseded[0]["superseded_by"] == new["fragment_id"]
+
+    seen = visible_to_alice(conn)
+    assert new["body"] in seen
+    assert old["body"] not in seen
+    assert len(seen) == 3
+    fresh = {e["fragment_id"] for e in embeddings(updatable_scope) if e["state"] == "active"}
+    assert new["fragment_id"] in fresh
+
+
+def test_a_changed_classification_supersedes_too(
+    updatable_scope: Database, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    path = write_jsonl(tmp_path / "c.jsonl", [{"id": "x", "text": "same words"}])
+    writer(conn).ingest_path(path, workspace=WS, project=PJ)
+    write_jsonl(path, [{"id": "x", "text": "same words", "classification": "public"}])
+    with updates_fragments():
+        report = writer(conn).ingest_path(path, workspace=WS, project=PJ)
+    assert report.superseded == 1
+    active = fragments(updatable_scope, "active")
+    assert [r["classification"] for r in active] == ["public"]
+
+
+# ---------------------------------------------------------------------------------------------
+# BEIR and text folders
+# ---------------------------------------------------------------------------------------------
+
+
+def test_beir_folder_uses_folder_name_and_title_plus_text(
+    scope: Database, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    folder = tmp_path / "minifact"
+    folder.mkdir()
+    corpus = [
+        {"_id": "10", "title": "Aspirin", "text": "Aspirin reduces fever."},
+        {"_id": "11", "title": "", "text": "Untitled abstract."},
+        {"_id": "12", "title": "Only a title", "text": ""},
+    ]
+    with gzip.open(folder / "corpus.jsonl.gz", "wt", encoding="utf-8") as fh:
+        fh.writelines(json.dumps(r) + "\n" for r in corpus)
+    (folder / "queries.jsonl").write_text('{"_id": "q1", "text": "fever"}\n', encoding="utf-8")
+
+    report = ingest(
+        conn,
+        folder,
+        workspace=WS,
+        project=PJ,
+        principal=role("wally"),
+        embedder=MODEL,
+        classification="public",
+    )
+    assert (report.read, report.inserted, report.embedded) == (3, 3, 3)
+    rows = {r["source_uri"]: r for r in fragments(scope)}
+    assert rows["minifact#10"]["body"] == "Aspirin\n\nAspirin reduces fever."
+    assert rows["minifact#11"]["body"] == "Untitled abstract."
+    assert rows["minifact#12"]["body"] == "Only a title\n\n"
+    assert {r["classification"] for r in rows.values()} == {"public"}
+
+
+def test_text_folder_splits_files_and_retracts_surplus_positions(
+    updatable_scope: Database, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    root = tmp_path / "handbook"
+    (root / "guides").mkdir(parents=True)
+    (root / ".git").mkdir()
+    (root / ".git" / "HEAD.md").write_text("ignored", encoding="utf-8")
+    long_para = " ".join(f"word{i}" for i in range(120))  # about 900 characters
+    md = f"# Intro\n\nFirst paragraph.\n\n# Details\n\n{long_para}\n\n{long_para}\n"
+    (root / "guides" / "setup.md").write_text(md, encoding="utf-8")
+    (root / "notes.txt").write_text("one\n\ntwo\n", encoding="utf-8")
+    (root / "image.png").write_bytes(b"\x89PNG")
+
+    ing = writer(conn, embedder=HashNgramEmbedder(), batch_size=2)
+    first = ing.ingest_path(root, workspace=WS, project=PJ, max_chars=1000)
+    rows = {r["source_uri"]: r["body"] for r in fragments(updatable_scope)}
+    assert set(rows) == {
+        "guides/setup.md#1",
+        "guides/setup.md#2",
+        "guides/setup.md#3",
+        "notes.txt#1",
+    }
+    assert rows["guides/setup.md#1"] == "# Intro\n\nFirst paragraph."
+    assert rows["guides/setup.md#2"] == f"# Details\n\n{long_para}"
+    assert rows["guides/setup.md#3"] == long_para
+    assert rows["notes.txt#1"] == "one\n\ntwo"
+    assert (first.inserted, first.embedded, first.retracted) == (4, 4, 0)
+
+    # The file shrinks: its third position disappears from search.
+    (root / "guides" / "setup.md").write_text("# Intro\n\nFirst paragraph.\n", encoding="utf-8")
+    with updates_fragments():
+        second = ing.ingest_path(root, workspace=WS, project=PJ, max_chars=1000)
+    assert (second.read, second.unchanged, second.retracted) == (2, 2, 2)
+    active = {r["source_uri"] for r in fragments(updatable_scope, "active")}
+    assert active == {"guides/setup.md#1", "notes.txt#1"}
+    assert len(fragments(updatable_scope, "retracted")) == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# Interruption and resumption
+# ---------------------------------------------------------------------------------------------
+
+
+class FailingEmbedder(HashNgramEmbedder):
+    """Fails on its n-th call (1-based), as a crash in the middle of batch n would."""
+
+    def __init__(self, fail_on: int) -> None:
+        self.calls = 0
+        self.fail_on = fail_on
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        self.calls += 1
+        if self.calls == self.fail_on:
+            raise RuntimeError("simulated crash; would quote: SECRET BODY")
+        return super().embed_documents(texts)
+
+
+def test_an_interrupted_ingest_keeps_whole_batches_and_resumes_without_duplicates(
+    scope: Database, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    path = write_jsonl(tmp_path / "c.jsonl", docs(10))
+    failing = FailingEmbedder(fail_on=3)
+    with pytest.raises(InternalError) as info:
+        writer(conn, embedder=failing, batch_size=3).ingest_path(path, workspace=WS, project=PJ)
+    assert "SECRET" not in str(info.value)
+    assert info.value.__cause__ is None
+    assert info.value.__suppress_context__
+
+    # Batches 1 and 2 are committed whole (fragments and embeddings); batch 3 left nothing.
+    committed = fragments(scope)
+    assert sorted(r["source_uri"] for r in committed) == [f"c.jsonl#doc{i}" for i in range(6)]
+    assert {e["fragment_id"] for e in embeddings(scope)} == {r["fragment_id"] for r in committed}
+
+    calls: list[tuple[int, int | None]] = []
+    resumed = writer(conn, embedder=HashNgramEmbedder(), batch_size=3).ingest_path(
+        path, workspace=WS, project=PJ, progress=lambda done, total: calls.append((done, total))
+    )
+    assert (resumed.inserted, resumed.unchanged, resumed.embedded) == (4, 6, 4)
+    rows = fragments(scope)
+    assert len(rows) == 10
+    assert len({r["source_uri"] for r in rows}) == 10
+    assert {r["fragment_id"] for r in committed} <= {r["fragment_id"] for r in rows}
+    assert len(embeddings(scope)) == 10
+    assert calls[-1] == (10, 10)
+    assert [done for done, _ in calls] == sorted(done for done, _ in calls)
+
+
+# ---------------------------------------------------------------------------------------------
+# Malformed input
+# ---------------------------------------------------------------------------------------------
+
+SECRET = "TOPSECRETWORDS"
+
+
+def malformed_file(tmp_path: Path) -> Path:
+    return write_jsonl(
+        tmp_path / "bad.jsonl",
+        [
+            {"id": "ok1", "text": f"fine {SECRET}"},  # 1
+            '{"id": "x", "text": "' + SECRET,  # 2 bad JSON
+            {"text": f"no id {SECRET}"},  # 3
+            {"id": "t"},  # 4 missing text
+            {"id": "c", "text": SECRET, "classification": SECRET},  # 5
+            {"id": "o", "text": SECRET, "observed_at": SECRET},  # 6
+            {"id": "big", "text": "x" * (MAX_BODY_CHARS + 1)},  # 7
+            {"id": "ok1", "text": f"duplicate {SECRET}"},  # 8
+            {"id": "r", "text": SECRET, "classification": "restricted"},  # 9 above ceiling
+            {"id": "n", "text": f"nul\u0000{SECRET}"},  # 10
+            "[1, 2]",  # 11
+            {"id": "e", "text": " \n "},  # 12 empty
+            {"id": "ok2", "text": f"also fine {SECRET}"},  # 13
+            {"id": "x2", "text": SECRET, "expires_at": "2000-01-01T00:00:00Z"},  # 14
+        ],
+    )
+
+
+EXPECTED_BAD_LINES = [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14]
+
+
+def test_malformed_lines_are_reported_with_file_and_line_and_skipped(
+    scope: Database, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    path = malformed_file(tmp_path)
+    report = writer(conn).ingest_path(path, workspace=WS, project=PJ)
+    assert [e.line for e in report.errors] == EXPECTED_BAD_LINES
+    assert {e.file for e in report.errors} == {"bad.jsonl"}
+    assert report.skipped == len(EXPECTED_BAD_LINES)
+    assert (report.read, report.inserted) == (14, 2)
+    assert_balanced(report)
+    messages = {e.line: e.message for e in report.errors}
+    assert messages[2].startswith("invalid JSON")
+    assert messages[3] == "missing id"
+    assert messages[4] == "missing text"
+    assert messages[5].startswith("classification must be one of")
+    assert messages[6] == "observed_at is not an ISO 8601 timestamp"
+    assert "longer than" in messages[7]
+    assert messages[8] == "duplicate source id (first at bad.jsonl:1)"
+    assert messages[9] == "classification is above the writer's ceiling"
+    assert "NUL" in messages[10]
+    assert str(report.errors[0]).startswith("bad.jsonl:2: ")
+    for error in report.errors:
+        assert SECRET not in str(error)
+    assert sorted(r["source_uri"] for r in fragments(scope)) == ["bad.jsonl#ok1", "bad.jsonl#ok2"]
+
+
+def test_strict_mode_writes_nothing_when_any_line_is_malformed(
+    scope: Database, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    path = malformed_file(tmp_path)
+    with pytest.raises(MalformedInput) as info:
+        writer(conn, batch_size=1).ingest_path(path, workspace=WS, project=PJ, strict=True)
+    assert [i.line for i in info.value.issues] == EXPECTED_BAD_LINES
+    assert info.value.code == "VES_MEMORY_INVALID_INPUT"
+    assert "bad.jsonl:2" in info.value.message
+    assert SECRET not in info.value.message
+    assert fragments(scope) == []
+
+    clean = write_jsonl(tmp_path / "clean.jsonl", docs(3))
+    report = writer(conn, batch_size=1).ingest_path(clean, workspace=WS, project=PJ, strict=True)
+    assert (report.inserted, report.batches) == (3, 3)
+
+
+# ---------------------------------------------------------------------------------------------
+# reembed
+# ---------------------------------------------------------------------------------------------
+
+
+def test_reembed_fills_missing_and_fixes_stale_embeddings(
+    scope: Database, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    path = write_jsonl(tmp_path / "c.jsonl", docs(6))
+    writer(conn, embedder=HashNgramEmbedder()).ingest_path(path, workspace=WS, project=PJ)
+    # Three more without embeddings.
+    extra = write_jsonl(tmp_path / "d.jsonl", docs(3, prefix="extra"))
+    writer(conn).ingest_path(extra, workspace=WS, project=PJ)
+    rows = {r["source_uri"]: r["fragment_id"] for r in fragments(scope)}
+    wrong_digest, older = rows["c.jsonl#doc0"], rows["c.jsonl#doc1"]
+    with scope.admin() as admin:
+        # Computed from other text, and older than its fragment.
+        admin.execute(
+            "UPDATE pyretrieve.embeddings SET source_digest = %s WHERE fragment_id = %s",
+            (sha("something else"), wrong_digest),
+        )
+        admin.execute(
+            "UPDATE pyretrieve.fragments SET state = state WHERE fragment_id = %s", (older,)
+        )
+    before = {e["fragment_id"]: e["vector_generation"] for e in embeddings(scope)}
+
+    report = writer(conn, batch_size=4).reembed(workspace=WS, project=PJ, model_or_embedder=MODEL)
+    assert (report.missing, report.stale, report.embedded) == (3, 2, 5)
+    assert report.batches == 2
+
+    after = {e["fragment_id"]: e for e in embeddings(scope)}
+    assert set(after) == set(rows.values())
+    for e in after.values():
+        assert bytes(e["source_digest"]) == bytes(e["content_digest"])
+        assert e["vector_generation"] > e["lexical_generation"]
+    untouched = set(before) - {wrong_digest, older}
+    assert all(after[f]["vector_generation"] == before[f] for f in untouched)
+
+    again = writer(conn).reembed(workspace=WS, project=PJ, model_or_embedder=HashNgramEmbedder())
+    assert (again.embedded, again.batches) == (0, 0)
+
+
+def test_reembed_ignores_superseded_and_retracted_fragments(
+    updatable_scope: Database, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    path = write_jsonl(tmp_path / "c.jsonl", docs(2))
+    writer(conn).ingest_path(path, workspace=WS, project=PJ)
+    write_jsonl(path, [{"id": "doc0", "text": "changed"}, docs(2)[1]])
+    with updates_fragments():
+        writer(conn).ingest_path(path, workspace=WS, project=PJ)
+    report = writer(conn).reembed(workspace=WS, project=PJ, model_or_embedder=MODEL)
+    assert report.embedded == 2
+    assert {e["state"] for e in embeddings(updatable_scope)} == {"active"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Access, configuration and connections
+# ---------------------------------------------------------------------------------------------
+
+
+def test_a_reader_cannot_ingest_and_nothing_is_written(
+    scope: Database, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    path = write_jsonl(tmp_path / "c.jsonl", docs(2))
+    with pytest.raises(AccessDenied):
+        Ingestor(conn, principal=role("alice")).ingest_path(path, workspace=WS, project=PJ)
+    with pytest.raises(AccessDenied):
+        writer(conn).ingest_path(path, workspace=WS, project="nowhere")
+    with pytest.raises(AccessDenied, match="ceiling"):
+        writer(conn).ingest_path(path, workspace=WS, project=PJ, classification="restricted")
+    assert fragments(scope) == []
+
+
+def test_an_unregistered_model_fails_before_anything_is_written(
+    scope: Database, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    class Other(HashNgramEmbedder):
+        @property
+        def model_id(self) -> str:
+            return "not-registered"
+
+    path = write_jsonl(tmp_path / "c.jsonl", docs(2))
+    with pytest.raises(UnknownModel, match="not registered"):
+        writer(conn, embedder=Other()).ingest_path(path, workspace=WS, project=PJ)
+    assert fragments(scope) == []
+
+
+def test_inputs_and_arguments_are_validated(
+    scope: Database, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    with pytest.raises(InvalidInput, match="no such file"):
+        writer(conn).ingest_path(tmp_path / "missing.jsonl", workspace=WS, project=PJ)
+    (tmp_path / "x.csv").write_text("a,b\n", encoding="utf-8")
+    with pytest.raises(InvalidInput, match="JSON Lines"):
+        writer(conn).ingest_path(tmp_path / "x.csv", workspace=WS, project=PJ)
+    with pytest.raises(InvalidInput, match="workspace"):
+        writer(conn).ingest_path(tmp_path, workspace="Bad WS", project=PJ)
+    with pytest.raises(InvalidInput, match="classification"):
+        writer(conn).ingest_path(tmp_path, workspace=WS, project=PJ, classification="secret")
+    with pytest.raises(InvalidInput, match="batch_size"):
+        Ingestor(conn, batch_size=0)
+
+
+def test_a_connection_inside_a_transaction_is_refused(scope: Database, tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "c.jsonl", docs(1))
+    with scope.connect() as busy:  # not autocommit
+        busy.execute("SELECT 1")
+        with pytest.raises(InvalidInput, match="inside a transaction"):
+            writer(busy).ingest_path(path, workspace=WS, project=PJ)
+
+
+def test_a_pool_works_like_a_connection(scope: Database, tmp_path: Path) -> None:
+    from psycopg_pool import ConnectionPool
+
+    path = write_jsonl(tmp_path / "c.jsonl", docs(5))
+    with ConnectionPool(scope.app_dsn, min_size=1, max_size=1, open=True) as pool:
+        report = Ingestor(
+            pool, principal=role("wally"), embedder=HashNgramEmbedder(), batch_size=2
+        ).ingest_path(path, workspace=WS, project=PJ)
+    assert (report.inserted, report.embedded) == (5, 5)
+
+
+# ---------------------------------------------------------------------------------------------
+# Splitting (no database)
+# ---------------------------------------------------------------------------------------------
+
+
+def words(text: str) -> list[str]:
+    return text.split()
+
+
+def test_split_keeps_every_word_whole_and_in_order_within_the_bound() -> None:
+    text = "\n\n".join(
+        " ".join(f"p{p}w{w}" for w in range(n)) for p, n in enumerate([5, 400, 30, 700, 2])
+    )
+    chunks = split_text(text, max_chars=500)
+    assert all(len(c.text) <= 500 for c in chunks)
+    assert [w for c in chunks for w in words(c.text)] == words(text)
+
+
+def test_split_prefers_sentence_ends_and_packs_small_paragraphs() -> None:
+    sentence = "This sentence has exactly eight words in it. "
+    text = (sentence * 30).strip() + "\n\nshort one\n\nshort two"
+    chunks = split_text(text, max_chars=400)
+    assert all(c.text.endswith(".") for c in chunks[:-1])
+    assert chunks[-1].text.endswith("short one\n\nshort two")
+
+
+def test_markdown_headings_start_fragments_and_fences_stay_whole() -> None:
+    md = (
+        "Preamble line.\n\n"
+        "## Install\n\nRun this:\n\n```sh\npip install x\n\npip install y\n```\n\n"
+        "### Notes\n\nA note.\n"
+    )
+    chunks = split_text(md, max_chars=2000, markdown=True)
+    assert [c.text.split("\n")[0] for c in chunks] == ["Preamble line.", "## Install", "### Notes"]
+    assert "```sh\npip install x\n\npip install y\n```" in chunks[1].text
+    assert [c.line for c in chunks] == [1, 3, 13]
+    # In plain text a '#' line is just a line.
+    assert len(split_text(md, max_chars=2000)) == 1
+
+
+def test_a_word_longer_than_the_bound_is_the_only_thing_cut() -> None:
+    chunks = split_text("start " + "x" * 25 + " end", max_chars=10)
+    assert [c.text for c in chunks] == ["start", "x" * 10, "x" * 10, "xxxxx end"]
+
+
+def test_each_fragment_starts_on_the_line_it_names() -> None:
+    text = "a\n\n\n" + "word " * 50 + "\nnext line\n\nlast\n\n# Head\n\n" + "tail " * 40
+    for markdown in (False, True):
+        chunks = split_text(text, max_chars=120, markdown=markdown)
+        lines = text.split("\n")
+        assert chunks[0].line == 1
+        for chunk in chunks:
+            assert chunk.text.split("\n")[0].strip() in lines[chunk.line - 1]
