@@ -1,0 +1,407 @@
+"""A small, reusable seed for database tests, written through the SQL API.
+
+Layout (principal nicknames as in ``tests.conftest``):
+
+* workspace ``acme``: projects ``docs`` (english) and ``wiki``;
+* workspace ``globex``: project ``docs`` — the foreign tenant. Every globex body carries a
+  sentinel ``GLOBEX-SENTINEL-<n>`` and the words the acme tests search for, and every globex
+  embedding sits exactly on the probe vector, so any leak shows up first;
+* model ``test-3d`` (dimension 3);
+* grants: alice reads acme/docs (purpose ``support``, ceiling confidential, max_age 30 days);
+  bob reads acme/docs (ceiling internal, no max_age); the group ``pyretrieve_reader`` reads
+  acme/wiki (ceiling public); wally writes acme/docs (ceiling internal) and acme/wiki (ceiling
+  public); walt writes acme/docs and globex/docs (ceiling restricted). No reader holds a
+  globex grant.
+* acme/docs fragments, one per case (see ``CASES``), each with its own marker word, all sharing
+  the word ``ledger``, each with a ``test-3d`` embedding. The hidden ones sit exactly on the
+  probe vector ``PROBE``; the visible ones are further away.
+
+Everything is written as adam (admin) and the writers, through the SQL functions; the cases
+the API forbids for new content use the ``p_observed_at``/``p_expires_at`` arguments. The one
+exception is marking rows superseded/retracted while writers' UPDATEs fail (see ``supersede``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+import psycopg
+import pytest
+
+from tests.conftest import Database, Server, acting_as, create_database, drop_database, role
+
+MODEL = "test-3d"
+PROBE = (1.0, 0.0, 0.0)
+PURPOSE = "support"
+INGEST = "ingest"
+SHARED_WORD = "ledger"
+
+# case -> (marker word, classification, visible to alice under her decision)
+CASES: dict[str, tuple[str, str, bool]] = {
+    "public": ("apricot", "public", True),
+    "internal": ("bramble", "internal", True),
+    "confidential": ("cobalt", "confidential", True),
+    "restricted": ("dagger", "restricted", False),
+    "superseded": ("ember", "internal", False),
+    "successor": ("fennel", "internal", True),
+    "retracted": ("garnet", "internal", False),
+    "expired": ("harbor", "internal", False),
+    "future": ("indigo", "internal", False),
+    "old": ("juniper", "internal", False),
+}
+HIDDEN_CASES = tuple(c for c, (_, _, visible) in CASES.items() if not visible)
+VISIBLE_CASES = tuple(c for c, (_, _, visible) in CASES.items() if visible)
+SENTINEL_PREFIX = "GLOBEX-SENTINEL-"
+GLOBEX_COUNT = 6
+
+
+def sha(text: str) -> bytes:
+    return hashlib.sha256(text.encode("utf-8")).digest()
+
+
+def vec(values: Sequence[float]) -> str:
+    """A pgvector text literal."""
+    return "[" + ",".join(repr(float(v)) for v in values) + "]"
+
+
+def body_for(case: str) -> str:
+    word, classification, _ = CASES[case]
+    return f"acme {classification} {SHARED_WORD} note about {word}"
+
+
+@dataclass
+class Seeded:
+    """Ids of everything the seed wrote."""
+
+    acme: dict[str, UUID] = field(default_factory=dict)  # case -> fragment id (acme/docs)
+    wiki: list[UUID] = field(default_factory=list)  # acme/wiki fragments
+    globex: list[UUID] = field(default_factory=list)  # globex/docs fragments
+    sentinels: list[str] = field(default_factory=list)  # globex bodies' sentinel strings
+    grants: dict[str, UUID] = field(default_factory=dict)  # "alice", "bob", "group", ...
+
+    @property
+    def visible(self) -> set[UUID]:
+        """acme/docs fragments alice may see under her decision."""
+        return {self.acme[c] for c in VISIBLE_CASES}
+
+    @property
+    def hidden(self) -> set[UUID]:
+        """acme/docs fragments alice may not see under her decision."""
+        return {self.acme[c] for c in HIDDEN_CASES}
+
+    @property
+    def foreign_strings(self) -> list[str]:
+        """Strings that must never appear in anything an acme caller receives."""
+        return [*self.sentinels, "globex", *(str(i) for i in self.globex)]
+
+
+def grant(
+    conn: psycopg.Connection[Any],
+    principal: str,
+    workspace: str,
+    project: str,
+    purpose: str,
+    ceiling: str,
+    *,
+    max_age: str | None = None,
+    semantic_policy: str = "optional",
+    expires: str | None = None,
+) -> UUID:
+    """grant_access as the current role; ``principal`` is a role name; ``expires`` is SQL."""
+    row = conn.execute(
+        "SELECT pyretrieve.grant_access(%s::regrole, %s, %s, %s, %s::pyretrieve.classification,"
+        f" %s::interval, %s::pyretrieve.semantic_policy, {expires or 'NULL'}) AS id",
+        (principal, workspace, project, purpose, ceiling, max_age, semantic_policy),
+    ).fetchone()
+    assert row is not None
+    return _one(row)
+
+
+def put(
+    conn: psycopg.Connection[Any],
+    workspace: str,
+    project: str,
+    body: str,
+    classification: str = "internal",
+    *,
+    observed: str | None = None,
+    expires: str | None = None,
+) -> UUID:
+    """put_fragment as the current role; ``observed``/``expires`` are SQL expressions."""
+    row = conn.execute(
+        "SELECT pyretrieve.put_fragment(%s, %s, %s, %s::pyretrieve.classification,"
+        f" {observed or 'NULL'}, {expires or 'NULL'}) AS id",
+        (workspace, project, body, classification),
+    ).fetchone()
+    assert row is not None
+    return _one(row)
+
+
+def embed(
+    conn: psycopg.Connection[Any],
+    workspace: str,
+    project: str,
+    fragment_id: UUID,
+    values: Sequence[float],
+    source: str,
+    model: str = MODEL,
+) -> int:
+    """put_embedding as the current role; returns the vector generation."""
+    row = conn.execute(
+        "SELECT pyretrieve.put_embedding(%s, %s, %s, %s, %s::public.vector, %s) AS g",
+        (workspace, project, fragment_id, model, vec(values), sha(source)),
+    ).fetchone()
+    assert row is not None
+    return int(_one(row))
+
+
+def authorize(
+    conn: psycopg.Connection[Any],
+    workspace: str = "acme",
+    project: str = "docs",
+    purpose: str = PURPOSE,
+    *,
+    query: str = SHARED_WORD,
+    intent: str = "optional",
+    limit: int = 10,
+    embedding_digest: bytes | None = None,
+) -> dict[str, Any]:
+    """authorize() as the current role; returns the decision row as a dict."""
+    cur = conn.execute(
+        "SELECT * FROM pyretrieve.authorize(%s, %s, %s, %s, %s, %s, %s)",
+        (workspace, project, purpose, sha(query), intent, embedding_digest, limit),
+    )
+    row = cur.fetchone()
+    assert row is not None
+    names = [c.name for c in cur.description or []]
+    return row if isinstance(row, dict) else dict(zip(names, row, strict=True))
+
+
+def lexical(
+    conn: psycopg.Connection[Any], decision: UUID, query: str, limit: int = 100
+) -> list[dict[str, Any]]:
+    cur = conn.execute(
+        "SELECT * FROM pyretrieve.lexical_candidates(%s, %s, %s)", (decision, query, limit)
+    )
+    return _rows(cur)
+
+
+def vector(
+    conn: psycopg.Connection[Any],
+    decision: UUID,
+    values: Sequence[float],
+    limit: int = 100,
+    model: str = MODEL,
+) -> list[dict[str, Any]]:
+    cur = conn.execute(
+        "SELECT * FROM pyretrieve.vector_candidates(%s, %s, %s::public.vector, %s)",
+        (decision, model, vec(values), limit),
+    )
+    return _rows(cur)
+
+
+def records(
+    conn: psycopg.Connection[Any], decision: UUID, ids: Sequence[UUID] | None
+) -> list[dict[str, Any]]:
+    arg = None if ids is None else list(ids)
+    cur = conn.execute("SELECT * FROM pyretrieve.fragments(%s, %s::uuid[])", (decision, arg))
+    return _rows(cur)
+
+
+# Writers' UPDATEs of fragments currently fail with 42P17 ("infinite recursion detected in
+# policy"): the fragments_update WITH CHECK reads pyretrieve.fragments itself. The writer tests
+# show it (xfail); until the policy is fixed the seed marks rows superseded/retracted as the
+# superuser, after trying the API first, so the read-side tests still see every state.
+def supersede(
+    db: Database, conn: psycopg.Connection[Any], nick: str, ws: str, project: str, old: UUID,
+    body: str,
+) -> UUID:  # fmt: skip
+    """supersede_fragment as writer ``nick`` in its own transaction; returns the new id."""
+    try:
+        with acting_as(conn, nick):
+            row = conn.execute(
+                "SELECT pyretrieve.supersede_fragment(%s, %s, %s, %s) AS id",
+                (ws, project, old, body),
+            ).fetchone()
+            assert row is not None
+            return UUID(str(_one(row)))
+    except psycopg.errors.InvalidObjectDefinition:
+        pass
+    with acting_as(conn, nick):
+        new = put(conn, ws, project, body, _classification(db, ws, old))
+    with db.admin(autocommit=True) as admin:
+        admin.execute(
+            "UPDATE pyretrieve.fragments SET state = 'superseded', superseded_by = %s"
+            " WHERE workspace_id = %s AND fragment_id = %s",
+            (new, ws, old),
+        )
+    return new
+
+
+def retract(
+    db: Database, conn: psycopg.Connection[Any], nick: str, ws: str, project: str, fid: UUID
+) -> None:
+    """retract_fragment as writer ``nick`` in its own transaction."""
+    try:
+        with acting_as(conn, nick):
+            conn.execute("SELECT pyretrieve.retract_fragment(%s, %s, %s)", (ws, project, fid))
+            return
+    except psycopg.errors.InvalidObjectDefinition:
+        pass
+    with db.admin(autocommit=True) as admin:
+        admin.execute(
+            "UPDATE pyretrieve.fragments SET state = 'retracted'"
+            " WHERE workspace_id = %s AND fragment_id = %s",
+            (ws, fid),
+        )
+
+
+def _classification(db: Database, ws: str, fid: UUID) -> str:
+    with db.admin() as admin:
+        row = admin.execute(
+            "SELECT classification::text AS c FROM pyretrieve.fragments"
+            " WHERE workspace_id = %s AND fragment_id = %s",
+            (ws, fid),
+        ).fetchone()
+    assert row is not None
+    return str(_one(row))
+
+
+def _rows(cur: psycopg.Cursor[Any]) -> list[dict[str, Any]]:
+    rows = cur.fetchall()
+    names = [c.name for c in cur.description or []]
+    return [r if isinstance(r, dict) else dict(zip(names, r, strict=True)) for r in rows]
+
+
+def _one(row: Any) -> Any:
+    return next(iter(row.values())) if isinstance(row, dict) else row[0]
+
+
+def seed(db: Database, conn: psycopg.Connection[Any]) -> Seeded:
+    """Write the layout described in the module docstring; ``conn`` is an autocommit
+    authenticator connection to ``db``. Returns the ids written."""
+    s = Seeded()
+    with acting_as(conn, "adam"):
+        for ws in ("acme", "globex"):
+            conn.execute("SELECT pyretrieve.create_workspace(%s)", (ws,))
+        conn.execute("SELECT pyretrieve.create_project('acme', 'docs')")
+        conn.execute("SELECT pyretrieve.create_project('acme', 'wiki')")
+        conn.execute("SELECT pyretrieve.create_project('globex', 'docs')")
+        conn.execute("SELECT pyretrieve.register_model(%s, 3)", (MODEL,))
+        g = s.grants
+        g["alice"] = grant(
+            conn, role("alice"), "acme", "docs", PURPOSE, "confidential", max_age="30 days"
+        )
+        g["bob"] = grant(conn, role("bob"), "acme", "docs", PURPOSE, "internal")
+        g["group"] = grant(conn, "pyretrieve_reader", "acme", "wiki", PURPOSE, "public")
+        g["wally"] = grant(conn, role("wally"), "acme", "docs", INGEST, "internal")
+        g["wally-wiki"] = grant(conn, role("wally"), "acme", "wiki", INGEST, "public")
+        g["walt"] = grant(conn, role("walt"), "acme", "docs", INGEST, "restricted")
+        g["walt-globex"] = grant(conn, role("walt"), "globex", "docs", INGEST, "restricted")
+
+    ids = s.acme
+    with acting_as(conn, "walt"):
+        for case in CASES:
+            if case == "successor":
+                continue
+            _, classification, _ = CASES[case]
+            observed = expires = None
+            if case == "expired":
+                observed, expires = "now() - interval '2 days'", "now() - interval '1 day'"
+            elif case == "future":
+                observed = "now() + interval '1 day'"
+            elif case == "old":
+                observed = "now() - interval '60 days'"
+            elif case != "superseded":
+                observed = "now() - interval '1 hour'"
+            ids[case] = put(
+                conn, "acme", "docs", body_for(case), classification,
+                observed=observed, expires=expires,
+            )  # fmt: skip
+        for n in range(1, GLOBEX_COUNT + 1):
+            sentinel = f"{SENTINEL_PREFIX}{n}"
+            word = CASES[list(CASES)[(n - 1) % len(CASES)]][0]
+            body = f"{sentinel} {SHARED_WORD} {word} apricot public internal"
+            fid = put(conn, "globex", "docs", body, "public")
+            embed(conn, "globex", "docs", fid, PROBE, body)
+            s.globex.append(fid)
+            s.sentinels.append(sentinel)
+
+    ids["successor"] = supersede(
+        db, conn, "walt", "acme", "docs", ids["superseded"], body_for("successor")
+    )
+    retract(db, conn, "walt", "acme", "docs", ids["retracted"])
+
+    with acting_as(conn, "walt"):
+        for n, case in enumerate(CASES):
+            # Hidden rows sit on the probe; visible ones at growing angles from it.
+            values = PROBE if case in HIDDEN_CASES else (1.0, 0.1 * (n + 1), 0.0)
+            embed(conn, "acme", "docs", ids[case], values, body_for(case))
+
+    with acting_as(conn, "wally"):
+        for word in ("quince", "rosemary"):
+            body = f"acme wiki {SHARED_WORD} page {word}"
+            s.wiki.append(put(conn, "acme", "wiki", body, "public"))
+    return s
+
+
+def error_fields(exc: psycopg.Error) -> tuple[str | None, ...]:
+    """Everything a caller learns from an error: SQLSTATE and every diagnostic text field."""
+    d = exc.diag
+    return (
+        exc.sqlstate,
+        d.message_primary,
+        d.message_detail,
+        d.message_hint,
+        d.context,
+        d.schema_name,
+        d.table_name,
+        d.column_name,
+        d.constraint_name,
+        d.internal_query,
+    )
+
+
+def error_text(exc: psycopg.Error) -> str:
+    """str(exc) and every diagnostic field, for leak checks."""
+    return "\n".join([str(exc), *(f for f in error_fields(exc) if f)])
+
+
+@contextlib.contextmanager
+def seeded_database(server: Server, template: str) -> Iterator[tuple[Database, Seeded]]:
+    """A database of its own with the seed written, for a module of read-mostly tests."""
+    db = Database(server=server, name=create_database(server, template))
+    try:
+        with db.connect(autocommit=True) as conn:
+            seeded = seed(db, conn)
+        yield db, seeded
+    finally:
+        drop_database(server, db.name)
+
+
+Step = str | tuple[str, tuple[Any, ...]] | Callable[[], object]
+
+
+def error_as(conn: psycopg.Connection[Any], nick: str | None, *steps: Step) -> psycopg.Error:
+    """Run the steps in one transaction as ``nick`` (None: as the authenticator) and return the
+    error they must raise; the transaction is rolled back."""
+
+    def run() -> None:
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(acting_as(conn, nick) if nick else conn.transaction())
+            for step in steps:
+                if callable(step):
+                    step()
+                elif isinstance(step, str):
+                    conn.execute(step)
+                else:
+                    conn.execute(*step)
+
+    with pytest.raises(psycopg.Error) as exc:
+        run()
+    return exc.value
