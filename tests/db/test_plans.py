@@ -1,0 +1,240 @@
+"""Query plans: in-scope candidate queries start from a pyretrieve index and never read the whole
+fragments table, and the policies' look-ups run once per query (InitPlans).
+
+The candidate queries run inside plpgsql functions, so their plans are captured with
+auto_explain (nested statements, JSON, with ANALYZE row counts) and sent to the client. Loading
+auto_explain needs a superuser session; the session then SETs ROLE to the principal, and the
+test checks that current_user is that principal and not a superuser, which is all RLS looks at.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from tests.conftest import Database, Server, create_database, drop_database, role
+from tests.db.seed import PURPOSE, authorize, lexical, vector
+
+Conn = psycopg.Connection[Any]
+WORKSPACES, PROJECTS, ROWS = 10, 2, 4000
+SCOPE_ROWS = ROWS // (WORKSPACES * PROJECTS)  # 200 rows per workspace/project
+MODEL = "plan-16d"
+SCOPE = ("ws3", "p1")
+PYRETRIEVE_INDEXES = {
+    "fragments_pkey", "fragments_scope_idx", "fragments_active_content_key", "fragments_tsv_idx",
+    "embeddings_pkey", "embeddings_scope_idx",
+}  # fmt: skip
+TENANT_SCANNED = {"fragments", "embeddings"}
+
+
+@pytest.fixture(scope="module")
+def corpus(server: Server, template_db: str) -> Iterator[Database]:
+    """ROWS fragments with 16-d embeddings over WORKSPACES x PROJECTS scopes, inserted by the
+    superuser in bulk (setup only), then analysed. alice reads SCOPE."""
+    db = Database(server=server, name=create_database(server, template_db))
+    try:
+        with db.admin(autocommit=True) as admin:
+            admin.execute(
+                "SELECT pyretrieve.create_workspace(format('ws%%s', w))"
+                " FROM generate_series(0, %s) w",
+                (WORKSPACES - 1,),
+            )
+            admin.execute(
+                "SELECT pyretrieve.create_project(format('ws%%s', w), format('p%%s', p))"
+                " FROM generate_series(0, %s) w, generate_series(0, %s) p",
+                (WORKSPACES - 1, PROJECTS - 1),
+            )
+            admin.execute("SELECT pyretrieve.register_model(%s, 16)", (MODEL,))
+            admin.execute(
+                "INSERT INTO pyretrieve.fragments"
+                " (workspace_id, project_id, body, classification, observed_at)"
+                " SELECT format('ws%%s', i %% %s), format('p%%s', (i / %s) %% %s),"
+                "        format('document %%s about topic%%s and subject%%s', i, i %% 37, i %% 11),"
+                "        (ARRAY['public','internal','confidential','restricted'])[1 + i %% 4]"
+                "            ::pyretrieve.classification,"
+                "        now() - (i %% 90) * interval '1 day'"
+                " FROM generate_series(0, %s) i",
+                (WORKSPACES, WORKSPACES, PROJECTS, ROWS - 1),
+            )
+            admin.execute(
+                "INSERT INTO pyretrieve.embeddings"
+                " (workspace_id, project_id, fragment_id, model_id, embedding, source_digest)"
+                " SELECT f.workspace_id, f.project_id, f.fragment_id, %s,"
+                "        ARRAY(SELECT random() - 0.5 + 0 * length(f.body)"
+                "              FROM generate_series(1, 16))::real[]::public.vector,"
+                "        f.content_digest"
+                " FROM pyretrieve.fragments f",
+                (MODEL,),
+            )
+            admin.execute(
+                "SELECT pyretrieve.grant_access(%s::regrole, %s, %s, %s, 'restricted')",
+                (role("alice"), *SCOPE, PURPOSE),
+            )
+            admin.execute("ANALYZE")
+        yield db
+    finally:
+        drop_database(server, db.name)
+
+
+def nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from nodes(child)
+
+
+def captured_plans(db: Database, nick: str, call: Any) -> list[dict[str, Any]]:
+    """Run ``call(conn)`` as the principal with auto_explain on; return every statement plan
+    (top level and nested) it produced, as auto_explain's JSON."""
+    messages: list[str] = []
+    with db.admin(autocommit=True) as conn:
+        conn.execute("LOAD 'auto_explain'")
+        for name, value in [
+            ("auto_explain.log_min_duration", "0"),
+            ("auto_explain.log_nested_statements", "on"),
+            ("auto_explain.log_analyze", "on"),
+            ("auto_explain.log_timing", "off"),
+            ("auto_explain.log_format", "json"),
+            # lexical_candidates runs with client_min_messages = warning, so the plans are
+            # raised at WARNING to reach the client from inside it.
+            ("auto_explain.log_level", "warning"),
+            ("client_min_messages", "warning"),
+        ]:
+            conn.execute(
+                sql.SQL("SET {} = {}").format(sql.Identifier(*name.split(".")), sql.Literal(value))
+            )
+        conn.add_notice_handler(lambda d: messages.append(d.message_primary or ""))
+        with conn.transaction():
+            conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(role(nick))))
+            who = conn.execute(
+                "SELECT current_user AS u, r.rolsuper, r.rolbypassrls,"
+                " current_setting('is_superuser') AS su"
+                " FROM pg_roles r WHERE r.rolname = current_user"
+            ).fetchone()
+            assert who == {"u": role(nick), "rolsuper": False, "rolbypassrls": False, "su": "off"}
+            messages.clear()
+            call(conn)
+    plans = []
+    for message in messages:
+        if "plan:" in message:
+            doc = json.loads(message.split("plan:", 1)[1])
+            plans.append(doc["Plan"])
+    return plans
+
+
+def scans_of(plans: list[dict[str, Any]], relation: str) -> list[dict[str, Any]]:
+    """Scan nodes that read ``relation`` (a Bitmap Heap Scan stands with its index scans)."""
+    return [n for p in plans for n in nodes(p) if n.get("Relation Name") == relation]
+
+
+def assert_index_only_access(plans: list[dict[str, Any]]) -> None:
+    tenant = [n for p in plans for n in nodes(p) if n.get("Relation Name") in TENANT_SCANNED]
+    assert tenant, "no plan touched the tenant tables"
+    for node in tenant:
+        assert node["Node Type"] != "Seq Scan", node
+        assert node["Node Type"] in ("Index Scan", "Index Only Scan", "Bitmap Heap Scan"), node
+        if node["Node Type"] == "Bitmap Heap Scan":
+            index_nodes = [n for n in nodes(node) if n["Node Type"] == "Bitmap Index Scan"]
+            assert index_nodes, node
+        else:
+            index_nodes = [node]
+        for index_node in index_nodes:
+            assert index_node["Index Name"] in PYRETRIEVE_INDEXES, index_node
+            # An index read of one scope, never of the whole table.
+            assert index_node["Actual Rows"] <= SCOPE_ROWS * max(1, index_node["Actual Loops"])
+
+
+def assert_lookups_run_once(plans: list[dict[str, Any]]) -> None:
+    """The decision and write-scope look-ups are InitPlans, each evaluated at most once."""
+    lookups = [
+        n for p in plans for n in nodes(p)
+        if n.get("Function Name") in ("bound_decision", "write_scope")
+    ]  # fmt: skip
+    assert lookups
+    for node in lookups:
+        assert node["Parent Relationship"] == "InitPlan", node
+        assert node["Actual Loops"] <= 1, node
+
+
+def candidate_plans(plans: list[dict[str, Any]], relation: str) -> list[dict[str, Any]]:
+    """The plans of the candidate query itself (the one that reads ``relation`` with a
+    Limit on top), not the policies' helper look-ups."""
+    return [
+        p
+        for p in plans
+        if scans_of([p], relation) and any(n["Node Type"] == "Limit" for n in nodes(p))
+    ]
+
+
+def test_lexical_candidates_read_the_scope_through_an_index(corpus: Database) -> None:
+    got: dict[str, Any] = {}
+
+    def call(conn: Conn) -> None:
+        d = authorize(conn, *SCOPE)["decision_id"]
+        got["rows"] = lexical(conn, d, "topic5 subject3 document", 100)
+
+    plans = captured_plans(corpus, "alice", call)
+    assert got["rows"], "the query matches rows in the scope"
+    mine = candidate_plans(plans, "fragments")
+    assert mine, [p["Node Type"] for p in plans]
+    assert_index_only_access(mine)
+    assert_lookups_run_once(mine)
+    assert_index_only_access([p for p in plans if scans_of([p], "fragments")])
+
+
+def test_vector_candidates_read_the_scope_through_an_index(corpus: Database) -> None:
+    got: dict[str, Any] = {}
+
+    def call(conn: Conn) -> None:
+        d = authorize(conn, *SCOPE)["decision_id"]
+        got["rows"] = vector(conn, d, [0.1] * 16, 100, model=MODEL)
+
+    plans = captured_plans(corpus, "alice", call)
+    assert len(got["rows"]) == 100
+    mine = candidate_plans(plans, "embeddings")
+    assert mine, [p["Node Type"] for p in plans]
+    assert scans_of(mine, "fragments")
+    assert_index_only_access(mine)
+    assert_lookups_run_once(mine)
+
+
+def test_fragments_read_by_id_through_an_index(corpus: Database) -> None:
+    def call(conn: Conn) -> None:
+        d = authorize(conn, *SCOPE)["decision_id"]
+        ids = [r["fragment_id"] for r in lexical(conn, d, "document", 50)]
+        rows = conn.execute("SELECT * FROM pyretrieve.fragments(%s, %s)", (d, ids)).fetchall()
+        assert len(rows) == len(ids) == 50
+
+    plans = captured_plans(corpus, "alice", call)
+    assert_index_only_access([p for p in plans if scans_of([p], "fragments")])
+
+
+def test_policy_lookups_are_initplans(corpus: Database) -> None:
+    with corpus.connect(autocommit=True) as conn, conn.transaction():
+        conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(role("alice"))))
+        authorize(conn, *SCOPE)
+        row = conn.execute(
+            "EXPLAIN (FORMAT JSON) SELECT count(*) FROM pyretrieve.fragments"
+        ).fetchone()
+        assert row is not None
+        plan = row["QUERY PLAN"][0]["Plan"]
+        count = conn.execute("SELECT count(*) AS n FROM pyretrieve.fragments").fetchone()
+    all_nodes = list(nodes(plan))
+    relationships = [n.get("Parent Relationship") for n in all_nodes]
+    init_plans = [n for n in all_nodes if n.get("Parent Relationship") == "InitPlan"]
+    # One look-up per policy term, each evaluated once per query, none per row.
+    assert len(init_plans) >= 5, relationships
+    assert "SubPlan" not in relationships
+    assert all(
+        n.get("Function Name") in (None, "bound_decision")
+        for p in init_plans for n in nodes(p)
+    )  # fmt: skip
+    frag = [n for n in all_nodes if n.get("Relation Name") == "fragments"]
+    assert frag
+    assert all(n["Node Type"] != "Seq Scan" for n in frag), frag
+    assert count is not None
+    assert 0 < count["n"] <= SCOPE_ROWS
