@@ -1,0 +1,185 @@
+"""``pyretrieve ingest`` and ``pyretrieve reembed`` against a real server.
+
+The admin setup (workspace, project, grants, model) is SQL as adam; the commands connect as
+the authenticator (``--dsn``) and act as wally (``--as``). Most run in-process through click's
+runner; one runs the installed console script to see exactly what a user sees.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from click.testing import CliRunner, Result
+
+from pyretrieve.cli import main
+from tests.conftest import Database, acting_as, role
+
+WS, PJ = "acme", "docs"
+SECRET = "CONFIDENTIALPHRASE"
+
+
+@pytest.fixture
+def scope(db: Database, conn: psycopg.Connection[Any]) -> Database:
+    with acting_as(conn, "adam"):
+        conn.execute("SELECT pyretrieve.create_workspace(%s)", (WS,))
+        conn.execute("SELECT pyretrieve.create_project(%s, %s)", (WS, PJ))
+        conn.execute(
+            "SELECT pyretrieve.grant_access(%s::regrole, %s, %s, 'ingest', 'internal')",
+            (role("wally"), WS, PJ),
+        )
+        conn.execute("SELECT pyretrieve.register_model('hash-ngram-v1', 256)")
+    return db
+
+
+def run(db: Database, *args: str) -> Result:
+    return CliRunner().invoke(
+        main, [*args, "--dsn", db.app_dsn, "--as", role("wally")], catch_exceptions=False
+    )
+
+
+def counts(db: Database) -> tuple[int, int]:
+    with db.admin() as admin:
+        row = admin.execute(
+            "SELECT (SELECT count(*) FROM pyretrieve.fragments) AS f,"
+            " (SELECT count(*) FROM pyretrieve.embeddings) AS e"
+        ).fetchone()
+    assert row is not None
+    return int(row["f"]), int(row["e"])
+
+
+def corpus(path: Path, n: int = 5) -> Path:
+    path.write_text(
+        "".join(json.dumps({"id": i, "text": f"ledger line {i}"}) + "\n" for i in range(n)),
+        encoding="utf-8",
+    )
+    return path
+
+
+def test_ingest_writes_embeds_and_summarises(scope: Database, tmp_path: Path) -> None:
+    path = corpus(tmp_path / "c.jsonl")
+    result = run(scope, "ingest", str(path), "-w", WS, "-p", PJ, "--batch-size", "2")
+    assert result.exit_code == 0, result.output
+    assert "read 5, inserted 5, unchanged 0, superseded 0" in result.stdout
+    assert "embedded 5 (hash-ngram-v1)" in result.stdout
+    assert "3 batches" in result.stdout
+    assert result.stderr == ""  # no progress bar when stderr is not a terminal
+    assert counts(scope) == (5, 5)
+
+    again = run(scope, "ingest", str(path), "-w", WS, "-p", PJ)
+    assert again.exit_code == 0, again.output
+    assert "read 5, inserted 0, unchanged 5" in again.stdout
+    assert counts(scope) == (5, 5)
+
+
+def test_no_embed_then_reembed(scope: Database, tmp_path: Path) -> None:
+    path = corpus(tmp_path / "c.jsonl", 4)
+    result = run(scope, "ingest", str(path), "-w", WS, "-p", PJ, "--no-embed")
+    assert result.exit_code == 0, result.output
+    assert "embedded 0 (no model)" in result.stdout
+    assert counts(scope) == (4, 0)
+
+    result = run(scope, "reembed", "-w", WS, "-p", PJ, "--model", "hash-ngram-v1")
+    assert result.exit_code == 0, result.output
+    assert "embedded 4 (missing 4, stale 0)" in result.stdout
+    assert counts(scope) == (4, 4)
+
+
+def test_malformed_lines_are_listed_and_strict_writes_nothing(
+    scope: Database, tmp_path: Path
+) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text(
+        json.dumps({"id": "a", "text": "fine"})
+        + "\n{not json "
+        + SECRET
+        + "\n"
+        + json.dumps({"id": "b", "text": SECRET, "classification": "secret"})
+        + "\n",
+        encoding="utf-8",
+    )
+    strict = run(scope, "ingest", str(path), "-w", WS, "-p", PJ, "--strict")
+    assert strict.exit_code != 0
+    assert "malformed: bad.jsonl:2: invalid JSON" in strict.stderr
+    assert "malformed: bad.jsonl:3: classification must be one of" in strict.stderr
+    assert (
+        strict.stderr.strip()
+        .splitlines()[-1]
+        .startswith(
+            "error [VES_MEMORY_INVALID_INPUT]: malformed input, nothing written: bad.jsonl:2:"
+        )
+    )
+    assert SECRET not in strict.output
+    assert counts(scope) == (0, 0)
+
+    lenient = run(scope, "ingest", str(path), "-w", WS, "-p", PJ)
+    assert lenient.exit_code == 0, lenient.output
+    assert "skipped: bad.jsonl:2: invalid JSON" in lenient.stderr
+    assert "read 3, inserted 1, unchanged 0, superseded 0, retracted 0, skipped 2" in lenient.stdout
+    assert SECRET not in lenient.output
+    assert counts(scope) == (1, 1)
+
+
+def test_markdown_folder(scope: Database, tmp_path: Path) -> None:
+    root = tmp_path / "notes"
+    root.mkdir()
+    (root / "a.md").write_text("# One\n\nfirst\n\n# Two\n\nsecond\n", encoding="utf-8")
+    result = run(scope, "ingest", str(root), "-w", WS, "-p", PJ, "--classification", "public")
+    assert result.exit_code == 0, result.output
+    with scope.admin() as admin:
+        rows = admin.execute(
+            "SELECT source_uri, classification::text AS c FROM pyretrieve.fragments"
+            " ORDER BY source_uri"
+        ).fetchall()
+    assert [(r["source_uri"], r["c"]) for r in rows] == [("a.md#1", "public"), ("a.md#2", "public")]
+
+
+def test_errors_are_one_line_with_a_code(scope: Database, tmp_path: Path) -> None:
+    path = corpus(tmp_path / "c.jsonl", 1)
+    denied = CliRunner().invoke(
+        main,
+        ["ingest", str(path), "-w", WS, "-p", PJ, "--dsn", scope.app_dsn, "--as", role("alice")],
+    )
+    assert denied.exit_code != 0
+    assert denied.stderr.strip() == "error [VES_MEMORY_ACCESS_DENIED]: access denied"
+
+    unknown = run(scope, "ingest", str(path), "-w", WS, "-p", PJ, "--model", "nope")
+    assert unknown.exit_code != 0
+    assert unknown.stderr.startswith("error [VES_MEMORY_UNKNOWN_MODEL]: no embedder for model")
+
+    ceiling = run(scope, "ingest", str(path), "-w", WS, "-p", PJ, "--classification", "restricted")
+    assert ceiling.exit_code != 0
+    assert ceiling.stderr.startswith("error [VES_MEMORY_ACCESS_DENIED]")
+    assert counts(scope) == (0, 0)
+
+
+def test_the_console_script_prints_no_traceback(scope: Database, tmp_path: Path) -> None:
+    script = shutil.which("pyretrieve", path=str(Path(sys.executable).parent))
+    command = (
+        [script] if script else [sys.executable, "-c", "from pyretrieve.cli import main; main()"]
+    )
+    path = corpus(tmp_path / "c.jsonl", 3)
+    env = {**os.environ, "PYRETRIEVE_DSN": scope.app_dsn}
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*command, *args], env=env, capture_output=True, text=True, timeout=120, check=False
+        )
+
+    ok = cli("ingest", str(path), "-w", WS, "-p", PJ, "--as", role("wally"))
+    assert ok.returncode == 0, ok.stderr
+    assert "inserted 3" in ok.stdout
+
+    denied = cli(
+        "reembed", "-w", WS, "-p", "other", "--model", "hash-ngram-v1", "--as", role("wally")
+    )
+    assert denied.returncode != 0
+    assert denied.stderr.strip() == "error [VES_MEMORY_ACCESS_DENIED]: access denied"
+    assert "Traceback" not in denied.stderr
