@@ -377,6 +377,7 @@ class Retriever:
             return _VectorLeg(rows=None, status=adapter_status, digest=digest)
         if vector_input is None or request.model is None:
             return degrade(DegradationReason.MISSING_EMBEDDING, {"model": request.model})
+        failure: PyretrieveError | None = None
         try:
             # A savepoint: a failed vector leg must not abort the request's transaction.
             with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
@@ -386,19 +387,20 @@ class Retriever:
                     (decision["decision_id"], request.model, to_pgvector_text(vector_input), limit),
                 ).fetchall()
         except psycopg.Error as exc:
-            error = translate(exc)
-            if isinstance(error, UnknownModel):
-                return degrade(
-                    DegradationReason.UNAVAILABLE,
-                    {"model": request.model, "cause": "unknown_model"},
-                )
-            if isinstance(error, InvalidEmbedding):
-                return degrade(
-                    DegradationReason.CORRUPT,
-                    {"model": request.model, "cause": "invalid_embedding"},
-                )
+            failure = translate(exc)
+        # Decided outside the except block, so a SemanticRequired raised here carries no
+        # driver exception as its context (its traceback would print SQL and function names).
+        if isinstance(failure, UnknownModel):
             return degrade(
-                DegradationReason.UNAVAILABLE, {"model": request.model, "cause": error.code}
+                DegradationReason.UNAVAILABLE, {"model": request.model, "cause": "unknown_model"}
+            )
+        if isinstance(failure, InvalidEmbedding):
+            return degrade(
+                DegradationReason.CORRUPT, {"model": request.model, "cause": "invalid_embedding"}
+            )
+        if failure is not None:
+            return degrade(
+                DegradationReason.UNAVAILABLE, {"model": request.model, "cause": failure.code}
             )
         stale = [
             r

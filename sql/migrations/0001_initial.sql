@@ -300,6 +300,41 @@ BEGIN ATOMIC
      GROUP BY g.workspace_id, g.project_id;
 END;
 
+-- Whether an active fragment with this id is visible to the caller in this scope. A policy may
+-- not query its own table directly (PostgreSQL refuses the recursion); a function may, and its
+-- query still runs as the caller under RLS.
+CREATE FUNCTION pyretrieve.visible_successor(p_workspace text, p_project text, p_fragment_id uuid)
+RETURNS boolean
+LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN EXISTS (SELECT 1 FROM pyretrieve.fragments s
+                    WHERE s.workspace_id = p_workspace AND s.project_id = p_project
+                      AND s.fragment_id = p_fragment_id AND s.state = 'active');
+END;
+$$;
+
+-- The grant a decision for this scope and purpose must copy: among the live grants that apply
+-- to current_user, the caller's own before a group's, then the widest. authorize() and the
+-- decisions INSERT policy both use it, so a hand-written decision can never be wider.
+CREATE FUNCTION pyretrieve.effective_grant(p_workspace text, p_project text, p_purpose text)
+RETURNS uuid
+LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT gr.grant_id
+      FROM pyretrieve.grants gr
+     WHERE gr.workspace_id = p_workspace
+       AND gr.project_id = p_project
+       AND gr.purpose = p_purpose
+       AND pg_has_role(gr.principal, 'USAGE')
+       AND (gr.expires_at IS NULL OR gr.expires_at > now())
+     ORDER BY (gr.principal = CURRENT_USER::regrole) DESC, gr.ceiling DESC,
+              gr.max_age DESC NULLS FIRST, gr.grant_id
+     LIMIT 1;
+END;
+
 -- ---------------------------------------------------------------------------------------------
 -- Generations. Every fragment and embedding row is stamped from one sequence by a trigger
 -- (callers cannot choose the number); the scope's counters follow with one update per
@@ -364,6 +399,25 @@ BEGIN
     RETURN NULL;
 END;
 $$;
+
+-- Writers update the scope counters through the triggers above, so they hold UPDATE on them;
+-- this guard keeps a hand-written UPDATE from rewinding a counter or dropping a configuration.
+CREATE FUNCTION pyretrieve.scope_generations_forward()
+RETURNS trigger
+LANGUAGE plpgsql SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NEW.lexical_generation < OLD.lexical_generation
+       OR NEW.vector_generation < OLD.vector_generation
+       OR NOT (NEW.ts_configs @> OLD.ts_configs) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'scope generations only move forward';
+    END IF;
+    RETURN NEW;
+END;
+$$;
+CREATE TRIGGER scope_generations_forward BEFORE UPDATE ON pyretrieve.scope_generations
+    FOR EACH ROW EXECUTE FUNCTION pyretrieve.scope_generations_forward();
 
 CREATE TRIGGER fragments_stamp BEFORE INSERT OR UPDATE ON pyretrieve.fragments
     FOR EACH ROW EXECUTE FUNCTION pyretrieve.stamp_lexical_generation();
@@ -463,11 +517,8 @@ CREATE POLICY fragments_update ON pyretrieve.fragments FOR UPDATE TO pyretrieve_
     WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.write_scope() w)
        AND project_id = (SELECT w.project_id FROM pyretrieve.write_scope() w)
        AND classification <= (SELECT w.ceiling FROM pyretrieve.write_scope() w)
-       AND (superseded_by IS NULL OR superseded_by IN (
-            SELECT s.fragment_id FROM pyretrieve.fragments s
-             WHERE s.workspace_id = (SELECT w.workspace_id FROM pyretrieve.write_scope() w)
-               AND s.project_id = (SELECT w.project_id FROM pyretrieve.write_scope() w)
-               AND s.state = 'active')));
+       AND (superseded_by IS NULL
+            OR pyretrieve.visible_successor(workspace_id, project_id, superseded_by)));
 
 -- Embeddings are visible exactly when their fragment is (the sub-select runs under the
 -- fragments policies as the caller).
@@ -512,6 +563,7 @@ CREATE POLICY decisions_insert ON pyretrieve.decisions FOR INSERT TO pyretrieve_
         AND xact_id = pg_current_xact_id()
         AND evaluated_at = now()
         AND candidate_limit BETWEEN 1 AND 1000
+        AND grant_id = pyretrieve.effective_grant(workspace_id, project_id, purpose)
         AND EXISTS (SELECT 1 FROM pyretrieve.grants g
                      WHERE g.workspace_id = decisions.workspace_id
                        AND g.grant_id = decisions.grant_id
@@ -619,13 +671,7 @@ BEGIN
     SELECT gr.* INTO g
       FROM pyretrieve.grants gr
      WHERE gr.workspace_id = p_workspace
-       AND gr.project_id = p_project
-       AND gr.purpose = p_purpose
-       AND pg_has_role(gr.principal, 'USAGE')
-       AND (gr.expires_at IS NULL OR gr.expires_at > now())
-     ORDER BY (gr.principal = CURRENT_USER::regrole) DESC, gr.ceiling DESC,
-              gr.max_age DESC NULLS FIRST, gr.grant_id
-     LIMIT 1;
+       AND gr.grant_id = pyretrieve.effective_grant(p_workspace, p_project, p_purpose);
     IF NOT FOUND OR NOT pg_has_role('pyretrieve_reader', 'USAGE') THEN
         RAISE EXCEPTION USING ERRCODE = 'PR001', MESSAGE = 'access denied';
     END IF;
@@ -684,7 +730,7 @@ BEGIN
     -- can use for the scope index) and RLS applies them again as the caller: both must pass.
     -- Scoring is the replaceable part: ts_rank with length normalisation 1.
     RETURN QUERY
-    WITH q AS (
+    WITH q AS MATERIALIZED (
         SELECT c.cfg, pyretrieve.or_tsquery(c.cfg, p_query) AS tsq
           FROM pyretrieve.scope_generations sg
          CROSS JOIN LATERAL unnest(sg.ts_configs) AS c(cfg)
@@ -1430,6 +1476,7 @@ GRANT INSERT (model_id, dimension) ON pyretrieve.embedding_models TO pyretrieve_
 
 -- Helpers called inside policies run as the caller, so every group needs them.
 GRANT EXECUTE ON FUNCTION pyretrieve.setting_uuid(text), pyretrieve.bound_decision(),
+    pyretrieve.effective_grant(text, text, text),
     pyretrieve.content_digest(text),
     pyretrieve.write_scope(), pyretrieve.check_identifier(text, text)
     TO pyretrieve_reader, pyretrieve_writer, pyretrieve_admin;
@@ -1452,7 +1499,8 @@ GRANT EXECUTE ON FUNCTION
     pyretrieve.put_embedding(text, text, uuid, text, public.vector, bytea),
     pyretrieve.check_embedding(text, public.vector),
     pyretrieve.stamp_lexical_generation(), pyretrieve.stamp_vector_generation(),
-    pyretrieve.bump_scope_lexical(), pyretrieve.bump_scope_vector()
+    pyretrieve.bump_scope_lexical(), pyretrieve.bump_scope_vector(),
+    pyretrieve.visible_successor(text, text, uuid), pyretrieve.scope_generations_forward()
     TO pyretrieve_writer;
 GRANT EXECUTE ON FUNCTION
     pyretrieve.create_workspace(text, text),

@@ -438,12 +438,6 @@ def test_hand_written_decision_for_a_foreign_scope_is_refused(conn: Conn, s: See
         )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="decisions_insert accepts any live grant that applies to the caller, not the one "
-    "authorize() selects (own grant before a group grant): a hand-written decision plus "
-    "set_config('pyretrieve.decision') widens access past authorize()",
-)
 def test_hand_written_decision_is_never_wider_than_authorize(db: Database) -> None:
     with db.connect(autocommit=True) as conn:
         s = seed(db, conn)

@@ -36,11 +36,6 @@ from tests.db.seed import (
 
 Conn = psycopg.Connection[Any]
 ZERO_DIGEST = b"\x00" * 32
-SUPERSEDE_BUG = (
-    "fragments_update WITH CHECK reads pyretrieve.fragments itself: every UPDATE of fragments "
-    "by a writer (supersede_fragment, retract_fragment, direct UPDATE) fails with 42P17 "
-    "'infinite recursion detected in policy for relation \"fragments\"'"
-)
 
 
 @pytest.fixture
@@ -221,10 +216,7 @@ class TestRefused:
         [
             "INSERT INTO pyretrieve.fragments (workspace_id, project_id, body, lexical_generation)"
             " VALUES ('acme', 'docs', 'forged generation', 1)",
-            pytest.param(
-                "UPDATE pyretrieve.fragments SET lexical_generation = 1",
-                marks=pytest.mark.xfail(strict=True, reason=SUPERSEDE_BUG),
-            ),
+            "UPDATE pyretrieve.fragments SET lexical_generation = 1",
             "INSERT INTO pyretrieve.embeddings (workspace_id, project_id, fragment_id, model_id,"
             " embedding, source_digest, vector_generation)"
             " SELECT workspace_id, project_id, fragment_id, 'test-3d', '[1,2,3]', content_digest, 1"
@@ -356,12 +348,6 @@ def test_trigger_stamps_generations_on_direct_writes(conn: Conn, s: Seeded) -> N
     assert end["vector_generation"] == gen["vector_generation"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="writers hold UPDATE on scope_generations (the bump triggers run as the invoker), "
-    "so a writer can set the scope's generation counters (and ts_configs) to any value, "
-    "including backwards",
-)
 def test_writer_cannot_rewind_scope_generations(conn: Conn, s: Seeded) -> None:
     start = scope_generations(conn)
     assert start["lexical_generation"] > 0
@@ -425,7 +411,6 @@ def test_put_fragment_is_idempotent_by_content(conn: Conn, s: Seeded) -> None:
     assert scope_generations(conn)["lexical_generation"] > gen
 
 
-@pytest.mark.xfail(strict=True, reason=SUPERSEDE_BUG, raises=psycopg.errors.InvalidObjectDefinition)
 def test_supersede_hides_the_old_fragment_and_shows_the_new(conn: Conn, s: Seeded) -> None:
     old = s.acme["internal"]
     with acting_as(conn, "wally"):
@@ -452,7 +437,6 @@ def test_supersede_hides_the_old_fragment_and_shows_the_new(conn: Conn, s: Seede
     assert got == {new}
 
 
-@pytest.mark.xfail(strict=True, reason=SUPERSEDE_BUG, raises=psycopg.errors.InvalidObjectDefinition)
 def test_retract_hides_the_fragment_everywhere(conn: Conn, s: Seeded) -> None:
     target = s.acme["public"]
     with acting_as(conn, "wally"):
@@ -471,7 +455,6 @@ def test_retract_hides_the_fragment_everywhere(conn: Conn, s: Seeded) -> None:
     assert ids == s.visible - {target}
 
 
-@pytest.mark.xfail(strict=True, reason=SUPERSEDE_BUG, raises=psycopg.errors.InvalidObjectDefinition)
 def test_writer_can_supersede_by_hand_with_a_visible_successor(conn: Conn, s: Seeded) -> None:
     # Positive control for the superseded_by check: a visible successor in scope is accepted.
     with acting_as(conn, "wally"):
