@@ -25,17 +25,12 @@ def _snippet(text: str, width: int = 90) -> str:
 
 def render(result: SearchResult, console: Console, *, explain: bool, title: str = "") -> None:
     """A readable table; stored content is shown as plain text (never as markup)."""
-    table = Table(title=title or None, show_lines=False, expand=False)
-    for name, justify in (
-        ("#", "right"),
-        ("score", "right"),
-        ("conf", "right"),
-        ("lex", "right"),
-        ("vec", "right"),
-        ("source", "left"),
-        ("text", "left"),
-    ):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    table = Table(title=title or None, show_lines=False, expand=True)
+    for name in ("#", "score", "conf", "lex", "vec"):
+        table.add_column(name, justify="right", no_wrap=True)
+    # One line per result: long sources and texts are cut with an ellipsis, not wrapped.
+    table.add_column("source", no_wrap=True, overflow="ellipsis", max_width=28)
+    table.add_column("text", no_wrap=True, overflow="ellipsis", ratio=1)
     for r in result.results:
         table.add_row(
             str(r.fused_rank),
@@ -43,7 +38,7 @@ def render(result: SearchResult, console: Console, *, explain: bool, title: str 
             f"{r.confidence:.2f}",
             "-" if r.lexical is None else str(r.lexical.rank),
             "-" if r.vector is None else str(r.vector.rank),
-            Text(r.record.source_uri or "", overflow="fold"),
+            Text(r.record.source_uri or ""),
             Text(_snippet(r.record.body)),
         )
     console.print(table)
