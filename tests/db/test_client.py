@@ -672,7 +672,7 @@ def test_required_semantic_raises_instead_of_degrading(
     assert "fragments" not in rec.kinds()
     assert rec.kinds()[-1] == "ROLLBACK"
     assert rec.info.transaction_status == TransactionStatus.IDLE
-    assert_sanitized(info.value, ADAPTER_SECRET, QUERY, chain=False)
+    assert_sanitized(info.value, ADAPTER_SECRET, QUERY)
     assert decision_count(mdb[0]) == before
 
 
@@ -686,28 +686,10 @@ def test_a_grant_requiring_semantic_raises_instead_of_degrading(
     rec.recording = False
     assert rec.of("authorize")[0].params[4] == "optional"  # the caller only asked for optional
     assert "fragments" not in rec.kinds()
-    assert_sanitized(info.value, ADAPTER_SECRET, QUERY, chain=False)
+    assert_sanitized(info.value, ADAPTER_SECRET, QUERY)
 
 
-_CHAINED = pytest.mark.xfail(
-    strict=True,
-    reason="client._vector raises SemanticRequired inside its `except psycopg.Error` block, so the"
-    " driver error (SQLSTATE text, CONTEXT with SQL and function names) is chained as"
-    " __context__ and printed by every traceback; it should be raised `from None`",
-)
-
-
-@pytest.mark.parametrize(
-    "case",
-    [
-        "missing_embedding",
-        "adapter_failure",
-        pytest.param("unavailable", marks=_CHAINED),
-        pytest.param("corrupt", marks=_CHAINED),
-        "stale",
-        "disabled",
-    ],
-)
+@pytest.mark.parametrize("case", DEGRADATIONS)
 def test_semantic_required_carries_no_driver_error_in_its_traceback(
     rec: RecordingConnection, case: str
 ) -> None:
@@ -803,6 +785,8 @@ def test_a_lexical_failure_is_a_hard_sanitized_error(db: Database) -> None:
                 "message": "lexical retrieval failed",
             }
             assert_sanitized(exc, QUERY, "lexical_candidates", "InsufficientPrivilege")
+            assert exc.__cause__ is None
+            assert exc.__suppress_context__ is True
             assert conn.info.transaction_status == TransactionStatus.IDLE
         # The vector-only mode does not need the lexical function.
         result = alice(conn).search(

@@ -182,8 +182,10 @@ def build(database: Database, conn: psycopg.Connection[Any]) -> Corpus:
                 classification,
                 observed=observed,
                 expires=expires,
-                source_uri=f"https://acme.example/{sentinel}",
-                manifest_id=f"private-manifest-{sentinel}",
+                # A successor inherits its predecessor's source and manifest, legitimately:
+                # the superseded fragment's sentinel is in its body only.
+                source_uri=None if case == "superseded" else f"https://acme.example/{sentinel}",
+                manifest_id=None if case == "superseded" else f"private-manifest-{sentinel}",
             )
             # Stale, so a hidden row reaching the vector leg would show as a degradation. The
             # old one is visible under a grant without max_age, so its embedding is current.
