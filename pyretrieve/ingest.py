@@ -607,11 +607,18 @@ class _Counts:
     stale: int = 0
 
 
+# Look-ups are one index probe per key (a LATERAL that OFFSET 0 keeps from being flattened):
+# right after a bulk load the table has no statistics, and a planner guessing from none
+# would scan the whole scope once per batch, making ingestion slow down as the scope grows.
 _EXISTING = """
-SELECT f.source_uri, f.fragment_id, f.content_digest, f.classification::text
-  FROM pyretrieve.fragments f
- WHERE f.workspace_id = %s AND f.project_id = %s AND f.state = 'active'
-   AND f.source_uri = ANY (%s::text[])
+SELECT f.source_uri, f.fragment_id, f.content_digest, f.classification
+  FROM unnest(%s::text[]) AS u(uri)
+ CROSS JOIN LATERAL (
+       SELECT f.source_uri, f.fragment_id, f.content_digest, f.classification::text
+         FROM pyretrieve.fragments f
+        WHERE f.workspace_id = %s AND f.project_id = %s AND f.state = 'active'
+          AND f.source_uri = u.uri
+       OFFSET 0) f
 """
 
 # One statement per batch. The functions run once per row in the order of the arrays; each
@@ -639,18 +646,27 @@ SELECT t.i,
 
 # Fragments created by this transaction: ingested_at defaults to the transaction's start.
 _CREATED_NOW = """
-SELECT f.fragment_id FROM pyretrieve.fragments f
- WHERE f.workspace_id = %s AND f.fragment_id = ANY (%s::uuid[]) AND f.ingested_at = now()
+SELECT f.fragment_id
+  FROM unnest(%s::uuid[]) AS u(id)
+ CROSS JOIN LATERAL (
+       SELECT f.fragment_id FROM pyretrieve.fragments f
+        WHERE f.workspace_id = %s AND f.fragment_id = u.id AND f.ingested_at = now()
+       OFFSET 0) f
 """
 
 _NEEDS_EMBEDDING = """
-SELECT f.fragment_id, f.content_digest, e.fragment_id IS NULL
-  FROM pyretrieve.fragments f
-  LEFT JOIN pyretrieve.embeddings e
-    ON e.workspace_id = f.workspace_id AND e.fragment_id = f.fragment_id AND e.model_id = %s
- WHERE f.workspace_id = %s AND f.project_id = %s AND f.fragment_id = ANY (%s::uuid[])
-   AND (e.fragment_id IS NULL OR e.source_digest <> f.content_digest
-        OR e.vector_generation < f.lexical_generation)
+SELECT f.fragment_id, f.content_digest, f.missing
+  FROM unnest(%s::uuid[]) AS u(id)
+ CROSS JOIN LATERAL (
+       SELECT f.fragment_id, f.content_digest, e.fragment_id IS NULL AS missing
+         FROM pyretrieve.fragments f
+         LEFT JOIN pyretrieve.embeddings e
+           ON e.workspace_id = f.workspace_id AND e.fragment_id = f.fragment_id
+          AND e.model_id = %s
+        WHERE f.workspace_id = %s AND f.project_id = %s AND f.fragment_id = u.id
+          AND (e.fragment_id IS NULL OR e.source_digest <> f.content_digest
+               OR e.vector_generation < f.lexical_generation)
+       OFFSET 0) f
 """
 
 _PUT_EMBEDDINGS = """
@@ -667,6 +683,18 @@ _STALE_WHERE = """
  WHERE f.workspace_id = %s AND f.project_id = %s AND f.state = 'active'
    AND (e.fragment_id IS NULL OR e.source_digest <> f.content_digest
         OR e.vector_generation < f.lexical_generation)
+"""
+
+# Positions of a text file are written 1..n together, so a file that had more fragments
+# before still has position n + 1: probe that exactly, and scan by prefix only for the files
+# where it exists.
+_NEXT_POSITION = """
+SELECT u.prefix
+  FROM unnest(%s::text[], %s::text[]) AS u(prefix, uri)
+ WHERE EXISTS (SELECT FROM pyretrieve.fragments f
+                WHERE f.workspace_id = %s AND f.project_id = %s AND f.state = 'active'
+                  AND f.source_uri = u.uri
+               OFFSET 0)
 """
 
 _SURPLUS = """
@@ -918,7 +946,7 @@ class Ingestor:
         with self._transaction(conn, workspace, project) as (cur, _ceiling):
             existing: dict[str, list[tuple[UUID, bytes, str]]] = {}
             for uri, fid, digest, cls in cur.execute(
-                _EXISTING, (workspace, project, [r.source_uri for r in batch])
+                _EXISTING, ([r.source_uri for r in batch], workspace, project)
             ):
                 existing.setdefault(uri, []).append((fid, bytes(digest), cls))
 
@@ -948,7 +976,7 @@ class Ingestor:
             if puts:
                 put_ids = [ids[i] for i in sorted(puts)]
                 created = {
-                    fid for (fid,) in cur.execute(_CREATED_NOW, (workspace, put_ids)).fetchall()
+                    fid for (fid,) in cur.execute(_CREATED_NOW, (put_ids, workspace)).fetchall()
                 }
                 seen: set[UUID] = set()
                 for i in sorted(puts):
@@ -973,7 +1001,7 @@ class Ingestor:
                     assert fid is not None
                     bodies.setdefault(fid, record)
                 targets = cur.execute(
-                    _NEEDS_EMBEDDING, (embedder.model_id, workspace, project, list(bodies))
+                    _NEEDS_EMBEDDING, (list(bodies), embedder.model_id, workspace, project)
                 ).fetchall()
                 items = [
                     (fid, bodies[fid].body, bytes(digest), bodies[fid].digest)
@@ -990,6 +1018,13 @@ class Ingestor:
         limits: Sequence[tuple[str, int]],
     ) -> int:
         keep = dict(limits)
+        grown = cur.execute(
+            _NEXT_POSITION,
+            (list(keep), [f"{p}{n + 1}" for p, n in keep.items()], workspace, project),
+        ).fetchall()
+        if not grown:
+            return 0
+        keep = {p: keep[p] for (p,) in grown}
         found = cur.execute(
             _SURPLUS, (workspace, project, [_like_prefix(p) for p in keep])
         ).fetchall()

@@ -11,7 +11,6 @@ import gzip
 import hashlib
 import json
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,23 +31,6 @@ from tests.conftest import Database, acting_as, role
 
 WS, PJ = "acme", "docs"
 MODEL = "hash-ngram-v1"
-
-
-# The schema's fragments_update policy reads pyretrieve.fragments in its WITH CHECK, so every
-# UPDATE of fragments by a writer (supersede_fragment, retract_fragment) fails with 42P17
-# (infinite recursion in policy). Tests that supersede or retract mark themselves xfail on
-# exactly that error, and run in full once the policy is fixed.
-POLICY_RECURSION = "fragments_update policy recursion (42P17) blocks supersede/retract by writers"
-
-
-@contextmanager
-def updates_fragments() -> Iterator[None]:
-    try:
-        yield
-    except InternalError as exc:
-        if exc.sqlstate == "42P17":
-            pytest.xfail(POLICY_RECURSION)
-        raise
 
 
 def sha(text: str) -> bytes:
@@ -85,29 +67,6 @@ def conn(db: Database) -> Iterator[psycopg.Connection[Any]]:
 @pytest.fixture
 def scope(db: Database, conn: psycopg.Connection[Any]) -> Database:
     setup_scope(conn)
-    return db
-
-
-# The same WITH CHECK as the installed policy minus the successor sub-select that recurses.
-NON_RECURSIVE_UPDATE_CHECK = """
-ALTER POLICY fragments_update ON pyretrieve.fragments WITH CHECK (
-    workspace_id = (SELECT w.workspace_id FROM pyretrieve.write_scope() w)
-    AND project_id = (SELECT w.project_id FROM pyretrieve.write_scope() w)
-    AND classification <= (SELECT w.ceiling FROM pyretrieve.write_scope() w))
-"""
-
-
-@pytest.fixture(params=["installed-policy", "non-recursive-policy"])
-def updatable_scope(
-    request: pytest.FixtureRequest, db: Database, conn: psycopg.Connection[Any]
-) -> Database:
-    """A scope for tests that supersede or retract: once with the schema as installed (xfail
-    while its update policy recurses) and once with that policy's recursion taken out, so the
-    ingestion logic itself is tested either way."""
-    setup_scope(conn)
-    if request.param == "non-recursive-policy":
-        with db.admin() as admin:
-            admin.execute(NON_RECURSIVE_UPDATE_CHECK)
     return db
 
 
@@ -245,27 +204,24 @@ def test_reingesting_the_same_content_writes_nothing(
 
 
 def test_changed_content_supersedes_the_active_fragment(
-    updatable_scope: Database, conn: psycopg.Connection[Any], tmp_path: Path
+    scope: Database, conn: psycopg.Connection[Any], tmp_path: Path
 ) -> None:
     rows = docs(3)
     path = write_jsonl(tmp_path / "c.jsonl", rows)
     writer(conn, embedder=HashNgramEmbedder()).ingest_path(path, workspace=WS, project=PJ)
-    old = {r["source_uri"]: r for r in fragments(updatable_scope)}["c.jsonl#doc1"]
+    old = {r["source_uri"]: r for r in fragments(scope)}["c.jsonl#doc1"]
     assert "Title 1\n\nledger entry number 1 doc" in visible_to_alice(conn)
 
     rows[1] = {**rows[1], "text": "a revised ledger entry"}
     write_jsonl(path, rows)
-    with updates_fragments():
-        report = writer(conn, embedder=HashNgramEmbedder()).ingest_path(
-            path, workspace=WS, project=PJ
-        )
+    report = writer(conn, embedder=HashNgramEmbedder()).ingest_path(path, workspace=WS, project=PJ)
     assert (report.inserted, report.unchanged, report.superseded, report.embedded) == (0, 2, 1, 1)
 
-    active = {r["source_uri"]: r for r in fragments(updatable_scope, "active")}
+    active = {r["source_uri"]: r for r in fragments(scope, "active")}
     new = active["c.jsonl#doc1"]
     assert new["body"] == "Title 1\n\na revised ledger entry"
     assert new["fragment_id"] != old["fragment_id"]
-    superseded = fragments(updatable_scope, "superseded")
+    superseded = fragments(scope, "superseded")
     assert [r["fragment_id"] for r in superseded] == [old["fragment_id"]]
     assert superseded[0]["superseded_by"] == new["fragment_id"]
 
@@ -273,20 +229,19 @@ def test_changed_content_supersedes_the_active_fragment(
     assert new["body"] in seen
     assert old["body"] not in seen
     assert len(seen) == 3
-    fresh = {e["fragment_id"] for e in embeddings(updatable_scope) if e["state"] == "active"}
+    fresh = {e["fragment_id"] for e in embeddings(scope) if e["state"] == "active"}
     assert new["fragment_id"] in fresh
 
 
 def test_a_changed_classification_supersedes_too(
-    updatable_scope: Database, conn: psycopg.Connection[Any], tmp_path: Path
+    scope: Database, conn: psycopg.Connection[Any], tmp_path: Path
 ) -> None:
     path = write_jsonl(tmp_path / "c.jsonl", [{"id": "x", "text": "same words"}])
     writer(conn).ingest_path(path, workspace=WS, project=PJ)
     write_jsonl(path, [{"id": "x", "text": "same words", "classification": "public"}])
-    with updates_fragments():
-        report = writer(conn).ingest_path(path, workspace=WS, project=PJ)
+    report = writer(conn).ingest_path(path, workspace=WS, project=PJ)
     assert report.superseded == 1
-    active = fragments(updatable_scope, "active")
+    active = fragments(scope, "active")
     assert [r["classification"] for r in active] == ["public"]
 
 
@@ -327,7 +282,7 @@ def test_beir_folder_uses_folder_name_and_title_plus_text(
 
 
 def test_text_folder_splits_files_and_retracts_surplus_positions(
-    updatable_scope: Database, conn: psycopg.Connection[Any], tmp_path: Path
+    scope: Database, conn: psycopg.Connection[Any], tmp_path: Path
 ) -> None:
     root = tmp_path / "handbook"
     (root / "guides").mkdir(parents=True)
@@ -341,7 +296,7 @@ def test_text_folder_splits_files_and_retracts_surplus_positions(
 
     ing = writer(conn, embedder=HashNgramEmbedder(), batch_size=2)
     first = ing.ingest_path(root, workspace=WS, project=PJ, max_chars=1000)
-    rows = {r["source_uri"]: r["body"] for r in fragments(updatable_scope)}
+    rows = {r["source_uri"]: r["body"] for r in fragments(scope)}
     assert set(rows) == {
         "guides/setup.md#1",
         "guides/setup.md#2",
@@ -356,12 +311,11 @@ def test_text_folder_splits_files_and_retracts_surplus_positions(
 
     # The file shrinks: its third position disappears from search.
     (root / "guides" / "setup.md").write_text("# Intro\n\nFirst paragraph.\n", encoding="utf-8")
-    with updates_fragments():
-        second = ing.ingest_path(root, workspace=WS, project=PJ, max_chars=1000)
+    second = ing.ingest_path(root, workspace=WS, project=PJ, max_chars=1000)
     assert (second.read, second.unchanged, second.retracted) == (2, 2, 2)
-    active = {r["source_uri"] for r in fragments(updatable_scope, "active")}
+    active = {r["source_uri"] for r in fragments(scope, "active")}
     assert active == {"guides/setup.md#1", "notes.txt#1"}
-    assert len(fragments(updatable_scope, "retracted")) == 2
+    assert len(fragments(scope, "retracted")) == 2
 
 
 # ---------------------------------------------------------------------------------------------
@@ -531,16 +485,15 @@ def test_reembed_fills_missing_and_fixes_stale_embeddings(
 
 
 def test_reembed_ignores_superseded_and_retracted_fragments(
-    updatable_scope: Database, conn: psycopg.Connection[Any], tmp_path: Path
+    scope: Database, conn: psycopg.Connection[Any], tmp_path: Path
 ) -> None:
     path = write_jsonl(tmp_path / "c.jsonl", docs(2))
     writer(conn).ingest_path(path, workspace=WS, project=PJ)
     write_jsonl(path, [{"id": "doc0", "text": "changed"}, docs(2)[1]])
-    with updates_fragments():
-        writer(conn).ingest_path(path, workspace=WS, project=PJ)
+    writer(conn).ingest_path(path, workspace=WS, project=PJ)
     report = writer(conn).reembed(workspace=WS, project=PJ, model_or_embedder=MODEL)
     assert report.embedded == 2
-    assert {e["state"] for e in embeddings(updatable_scope)} == {"active"}
+    assert {e["state"] for e in embeddings(scope)} == {"active"}
 
 
 # ---------------------------------------------------------------------------------------------
