@@ -83,6 +83,7 @@ DEFAULT_BATCH_SIZE = 256
 DEFAULT_MAX_CHARS = 2000
 TEXT_SUFFIXES = (".txt", ".md")
 _IDENT = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
+_NIL_UUID = UUID(int=0)  # sorts before every other uuid in PostgreSQL too
 
 # progress(records done, records in all or None when not known in advance)
 Progress = Callable[[int, int | None], None]
@@ -654,19 +655,22 @@ SELECT f.fragment_id
        OFFSET 0) f
 """
 
+# The project is checked outside the probe: inside, (workspace, project) would make the scope
+# index look as selective as the primary key to a planner without statistics.
 _NEEDS_EMBEDDING = """
 SELECT f.fragment_id, f.content_digest, f.missing
   FROM unnest(%s::uuid[]) AS u(id)
  CROSS JOIN LATERAL (
-       SELECT f.fragment_id, f.content_digest, e.fragment_id IS NULL AS missing
+       SELECT f.fragment_id, f.project_id, f.content_digest, e.fragment_id IS NULL AS missing
          FROM pyretrieve.fragments f
          LEFT JOIN pyretrieve.embeddings e
            ON e.workspace_id = f.workspace_id AND e.fragment_id = f.fragment_id
           AND e.model_id = %s
-        WHERE f.workspace_id = %s AND f.project_id = %s AND f.fragment_id = u.id
+        WHERE f.workspace_id = %s AND f.fragment_id = u.id
           AND (e.fragment_id IS NULL OR e.source_digest <> f.content_digest
                OR e.vector_generation < f.lexical_generation)
        OFFSET 0) f
+ WHERE f.project_id = %s
 """
 
 _PUT_EMBEDDINGS = """
@@ -1116,12 +1120,11 @@ class Ingestor:
         query = (
             "SELECT f.fragment_id, f.body, f.content_digest, e.fragment_id IS NULL"
             + _STALE_WHERE
-            + " AND (%s::uuid IS NULL OR f.fragment_id > %s::uuid)"
-            " ORDER BY f.fragment_id LIMIT %s"
+            + " AND f.fragment_id > %s ORDER BY f.fragment_id LIMIT %s"
         )
         with self._transaction(conn, workspace, project) as (cur, _ceiling):
             rows = cur.execute(
-                query, (embedder.model_id, workspace, project, after, after, size)
+                query, (embedder.model_id, workspace, project, after or _NIL_UUID, size)
             ).fetchall()
             if not rows:
                 return 0, after
