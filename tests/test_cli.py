@@ -21,7 +21,7 @@ from pyretrieve import embedded
 from pyretrieve.db import migrate
 from tests.conftest import Server, create_database, drop_database
 
-HEAD = "pyretrieve_0001"
+HEAD = "pyretrieve_0002"
 
 
 def _command() -> list[str]:

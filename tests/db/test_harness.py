@@ -12,7 +12,7 @@ from tests.conftest import Database, acting_as, role
 def test_each_test_gets_the_installed_schema(db: Database) -> None:
     with db.admin() as admin:
         row = admin.execute("SELECT schema_version FROM pyretrieve.installation").fetchone()
-        assert row == {"schema_version": "0001"}
+        assert row == {"schema_version": "0002"}
         ext = admin.execute(
             "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
         ).fetchone()

@@ -22,7 +22,7 @@ from pyretrieve import resources
 from pyretrieve.db import migrate
 from tests.conftest import INSTALL_SQL, Server, create_database, drop_database
 
-HEAD = "pyretrieve_0001"
+HEAD = "pyretrieve_0002"
 ROLES = ("pyretrieve_owner", "pyretrieve_reader", "pyretrieve_writer", "pyretrieve_admin")
 
 # ---------------------------------------------------------------------------------------------
@@ -299,7 +299,7 @@ def test_upgrade_twice_is_a_no_op(built: Built) -> None:
 def test_script_install_then_upgrade_stamps_the_revision(built: Built) -> None:
     dsn = built.dsn(built.script)
     before = snapshot_of(dsn)
-    migrate.upgrade(dsn)  # stamps pyretrieve_0001, then finds nothing to do
+    migrate.upgrade(dsn)  # stamps pyretrieve_0002, then finds nothing to do
     assert migrate.current(dsn) == HEAD
     migrate.upgrade(dsn)
     assert migrate.current(dsn) == HEAD
@@ -469,7 +469,7 @@ def test_application_alembic_upgrades_the_pyretrieve_branch(tmp_path: Path, fres
     with psycopg.connect(fresh_db) as conn:
         assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [(HEAD,)]
         assert conn.execute("SELECT schema_version FROM pyretrieve.installation").fetchone() == (
-            "0001",
+            "0002",
         )
         assert conn.execute("SELECT to_regclass('public.app_notes')").fetchone() == (None,)
 
