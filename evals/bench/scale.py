@@ -1,0 +1,1253 @@
+"""Speed at scale: pyretrieve against the same queries without RLS and against the naive way.
+
+Usage: python -m evals.bench.scale [--fragments 200000] [--dsn DSN] [--quick] [--out PATH]
+
+1. Generate a corpus (``evals/bench/synth.py``: text sampled from SciFact's word frequencies or
+   a Zipf vocabulary, clustered 384-d embeddings) over many workspaces and projects, with probe
+   scopes of 0.1%, 1%, 5% and 20% of the table (and a 100,000-row scope when the table has
+   room for it: the naive-way target is stated at that size). One row in ten is
+   ``confidential``, above the reader's ``internal`` ceiling, so policy filters inside a scope.
+2. Load it through the writer API: ``Ingestor.ingest_path`` (JSONL, batched) for fragments, then
+   ``Ingestor.reembed`` with an embedder that returns the precomputed vectors. The per-model
+   HNSW index (made by ``register_model``) is dropped for the bulk load and rebuilt afterwards
+   (timed); the ingestion rate with the index in place is measured on a sample scope first.
+3. Measure, per probe scope and at 1, 4 and 16 concurrent clients (threads, each with its own
+   connection), interleaved in rounds with methods taking turns, after a warm-up:
+   * ``client.hybrid`` / ``client.lexical`` / ``client.vector``: ``Retriever.search`` end to end
+     (authorize, candidates, records, fusion, explanations), limit 10, candidate_limit 100;
+   * ``sql.search``: SQL ``pyretrieve.search`` as the reader;
+   * ``rls.lexical`` / ``rls.vector``: the candidate statement alone (``lexical_candidates`` /
+     ``vector_candidates``, top 100) as the reader under RLS, after ``authorize``;
+   * ``hand.lexical`` / ``hand.vector``: the same candidate queries with the same filters written
+     by hand, run by the superuser (RLS bypassed): what security costs;
+   * ``hand.hybrid``: both hand-written legs, the records of their union and RRF in Python;
+   * ``naive``: fetch every authorised row of the scope (body and embedding) into Python as the
+     reader and rank it in process (numpy cosine + term overlap, RRF), as small in-process
+     rankers do.
+   Plus vector recall@100 of ``vector_candidates`` against exact search (numpy, float64) over
+   the same authorised rows.
+4. Record ingestion throughput, index build time, table and index sizes, peak memory (this
+   process, and the server's processes when local), and the issue's targets with verdicts.
+
+Writes ``evals/bench/latest.json`` and ``docs/performance.md``. Timings are measurements, not
+tests: the test suite runs ``--quick`` and checks structure only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import re
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psycopg
+from numpy.typing import NDArray
+from psycopg import sql
+from psycopg.types import TypeInfo
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from evals.bench import synth  # noqa: E402
+from evals.bench.runtime import (  # noqa: E402
+    DATASETS,
+    Principals,
+    acting_as,
+    display_path,
+    ensure_installed,
+    provenance,
+    summary_ms,
+    throwaway_database,
+)
+from pyretrieve import Retriever, Scope  # noqa: E402
+from pyretrieve.ingest import Ingestor  # noqa: E402
+from pyretrieve.vectors import to_pgvector_text  # noqa: E402
+
+MODEL = "bench-384"
+PURPOSE = "bench"
+LIMIT = 10
+CANDIDATES = 100
+CEILING = "internal"
+CONFIDENTIAL_EVERY = 10
+FRACTIONS = (0.001, 0.01, 0.05, 0.2)
+TARGET_SCOPE_ROWS = 100_000
+SAMPLE_ROWS = 5_000
+OUT = ROOT / "evals" / "bench" / "latest.json"
+DOC = ROOT / "docs" / "performance.md"
+_WORD = re.compile(r"\w+")
+
+TARGETS = {
+    "hybrid_latency": "hybrid end to end p50 <= 10 ms and p95 <= 25 ms at 1,000,000 fragments"
+    " and a 1% scope (10,000 rows), 1 client",
+    "rls_cost": "RLS costs at most 1.2x the hand-filtered query",
+    "vs_naive": "at a 100,000-row scope at least 5x faster than the naive way",
+    "recall": "vector recall@100 >= 0.98 at every scope size",
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Plan
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ScopePlan:
+    workspace: str
+    project: str
+    rows: int
+    label: str | None = None  # probe scopes carry a label ("1%", "100k rows")
+
+    @property
+    def name(self) -> str:
+        return f"{self.workspace}/{self.project}"
+
+    @property
+    def scope(self) -> Scope:
+        return Scope(workspace=self.workspace, project=self.project, purpose=PURPOSE)
+
+
+@dataclass
+class Settings:
+    fragments: int = 200_000
+    seed: int = 1
+    workspaces: int = 40
+    projects: int = 5
+    fractions: tuple[float, ...] = FRACTIONS
+    target_scope: bool = True
+    sample_rows: int = SAMPLE_ROWS
+    clusters: int = 0  # 0: one per 500 fragments
+    threads: int = 2
+    batch_size: int = 1000
+    queries: int = 64
+    concurrency: tuple[int, ...] = (1, 4, 16)
+    rounds: int = 3
+    burst_seconds: float = 1.5
+    max_calls: int = 40
+    hnsw_build: bool = True
+    text: str = "scifact"
+    datasets: Path = DATASETS
+    quick: bool = False
+
+
+def plan_scopes(s: Settings) -> tuple[list[ScopePlan], ScopePlan]:
+    """Probe scopes, the HNSW sample scope, then filler over workspaces x projects."""
+    n = s.fragments
+    probes = []
+    for i, fraction in enumerate(s.fractions):
+        rows = max(10, round(n * fraction))
+        label = f"{fraction * 100:g}%"
+        probes.append(ScopePlan(f"w{i:03d}", f"probe-{label[:-1]}pct", rows, label))
+    has_target = any(abs(p.rows - TARGET_SCOPE_ROWS) <= 0.01 * TARGET_SCOPE_ROWS for p in probes)
+    if s.target_scope and not has_target and n // 2 >= TARGET_SCOPE_ROWS:
+        probes.append(
+            ScopePlan(f"w{len(probes):03d}", "probe-100k", TARGET_SCOPE_ROWS, "100k rows")
+        )
+    sample = ScopePlan("w000", "hnsw-sample", min(s.sample_rows, max(10, n // 40)))
+    rest = n - sum(p.rows for p in probes) - sample.rows
+    if rest < s.workspaces * s.projects:
+        raise ValueError("too few fragments for this many probe scopes")
+    fillers = [
+        ScopePlan(f"w{w:03d}", f"p{p}", 0) for w in range(s.workspaces) for p in range(s.projects)
+    ]
+    for i, plan in enumerate(fillers):
+        plan.rows = rest // len(fillers) + (1 if i < rest % len(fillers) else 0)
+    return [*probes, *fillers], sample
+
+
+# ---------------------------------------------------------------------------------------------
+# Load
+# ---------------------------------------------------------------------------------------------
+
+
+class _Lookup:
+    """An embedder that returns precomputed vectors, found by the body's digest."""
+
+    model_id = MODEL
+    dimension = synth.DIMENSION
+
+    def __init__(self, table: dict[bytes, NDArray[np.float32]]) -> None:
+        self.table = table
+
+    def embed_documents(self, texts: Sequence[str]) -> list[Any]:
+        return [self.table[hashlib.sha256(t.encode()).digest()] for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        raise NotImplementedError("queries come with their embeddings")
+
+
+def _classification(i: int) -> str:
+    return "confidential" if i % CONFIDENTIAL_EVERY == 0 else "internal"
+
+
+def _files(tmp: Path, plan: ScopePlan) -> tuple[Path, Path]:
+    stem = plan.name.replace("/", "__")
+    return tmp / f"{stem}.jsonl", tmp / f"{stem}.npy"
+
+
+def generate(gen: synth.Generator, plans: Sequence[ScopePlan], tmp: Path) -> None:
+    for plan in plans:
+        bodies, vectors, _ = gen.scope(plan.name, plan.rows)
+        jsonl, npy = _files(tmp, plan)
+        with jsonl.open("w", encoding="utf-8") as fh:
+            for i, body in enumerate(bodies):
+                fh.write(
+                    json.dumps({"id": i, "text": body, "classification": _classification(i)}) + "\n"
+                )
+        np.save(npy, vectors)
+
+
+def _lookup(tmp: Path, plan: ScopePlan) -> _Lookup:
+    jsonl, npy = _files(tmp, plan)
+    vectors = np.load(npy)
+    with jsonl.open(encoding="utf-8") as fh:
+        table = {
+            hashlib.sha256(json.loads(line)["text"].encode()).digest(): vectors[i]
+            for i, line in enumerate(fh)
+        }
+    return _Lookup(table)
+
+
+def _parallel(
+    dsn: str,
+    plans: Sequence[ScopePlan],
+    threads: int,
+    work: Callable[[psycopg.Connection[Any], ScopePlan], int],
+) -> dict[str, Any]:
+    """Run ``work`` per scope on ``threads`` connections; largest scopes first."""
+    ordered = sorted(plans, key=lambda p: -p.rows)
+    lock = threading.Lock()
+    queue = list(ordered)
+    done = [0]
+
+    def worker() -> None:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            while True:
+                with lock:
+                    if not queue:
+                        return
+                    plan = queue.pop(0)
+                count = work(conn, plan)
+                with lock:
+                    done[0] += count
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(threads) as pool:
+        for future in [pool.submit(worker) for _ in range(threads)]:
+            future.result()
+    seconds = time.perf_counter() - started
+    return {
+        "rows": done[0],
+        "seconds": round(seconds, 2),
+        "per_s": round(done[0] / seconds, 1),
+        "threads": threads,
+        "scopes": len(plans),
+    }
+
+
+def _sizes(conn: psycopg.Connection[Any]) -> dict[str, Any]:
+    rows = conn.execute(
+        """
+        SELECT c.relname, c.relkind::text, pg_relation_size(c.oid),
+               pg_total_relation_size(c.oid),
+               coalesce(pg_relation_size(c.reltoastrelid), 0), t.relname
+          FROM pg_class c
+          JOIN pg_namespace n ON n.oid = c.relnamespace
+          LEFT JOIN pg_index i ON i.indexrelid = c.oid
+          LEFT JOIN pg_class t ON t.oid = i.indrelid
+         WHERE n.nspname = 'pyretrieve'
+           AND (c.relname IN ('fragments', 'embeddings')
+                OR t.relname IN ('fragments', 'embeddings'))
+         ORDER BY c.relkind DESC, c.relname
+        """
+    ).fetchall()
+    mb = 1024 * 1024
+    out: dict[str, Any] = {"tables": {}, "indexes": {}}
+    for name, kind, size, total, toast, table in rows:
+        if kind == "r":
+            out["tables"][name] = {
+                "heap_mb": round(size / mb, 1),
+                "toast_mb": round(toast / mb, 1),
+                "total_with_indexes_mb": round(total / mb, 1),
+            }
+        else:
+            out["indexes"][name] = {"table": table, "mb": round(size / mb, 1)}
+    return out
+
+
+def load(
+    dsn: str, s: Settings, principals: Principals, plans: list[ScopePlan], sample: ScopePlan
+) -> dict[str, Any]:
+    vocabulary = _vocabulary(s)
+    gen = synth.Generator(
+        vocabulary, clusters=s.clusters or max(16, s.fragments // 500), seed=s.seed
+    )
+    out: dict[str, Any] = {
+        "vocabulary": vocabulary.source,
+        "clusters": gen.clusters,
+        "path": "writer API: Ingestor.ingest_path (JSONL, batched) for fragments, then"
+        " Ingestor.reembed with precomputed vectors; RLS on, as a writer principal",
+    }
+    with psycopg.connect(dsn, autocommit=True) as conn, tempfile.TemporaryDirectory() as tmpdir:
+        tmp = Path(tmpdir)
+        with acting_as(conn, principals.admin):
+            for ws in sorted({p.workspace for p in [*plans, sample]}):
+                conn.execute("SELECT pyretrieve.create_workspace(%s)", (ws,))
+            for plan in [*plans, sample]:
+                conn.execute(
+                    "SELECT pyretrieve.create_project(%s, %s)", (plan.workspace, plan.project)
+                )
+                conn.execute(
+                    "SELECT pyretrieve.grant_access(%s::regrole, %s, %s, 'ingest', 'confidential')",
+                    (principals.writer, plan.workspace, plan.project),
+                )
+                if plan.label:
+                    conn.execute(
+                        "SELECT pyretrieve.grant_access(%s::regrole, %s, %s, %s, %s)",
+                        (principals.reader, plan.workspace, plan.project, PURPOSE, CEILING),
+                    )
+            index = conn.execute(
+                "SELECT pyretrieve.register_model(%s, %s), pyretrieve.create_model_index(%s)",
+                (MODEL, synth.DIMENSION, MODEL),
+            ).fetchone()
+        index_name = str(index[1]) if index else ""
+
+        started = time.perf_counter()
+        generate(gen, [sample, *plans], tmp)
+        out["generate_seconds"] = round(time.perf_counter() - started, 2)
+
+        # The writer API with every index in place, HNSW included, on the sample scope.
+        jsonl, _ = _files(tmp, sample)
+        report = Ingestor(
+            conn,
+            principal=principals.writer,
+            embedder=_lookup(tmp, sample),
+            batch_size=s.batch_size,
+        ).ingest_path(jsonl, workspace=sample.workspace, project=sample.project)
+        out["sample_with_hnsw"] = {
+            "rows": report.inserted,
+            "embedded": report.embedded,
+            "seconds": round(report.seconds, 2),
+            "fragments_per_s": round(report.inserted / report.seconds, 1),
+            "note": "fragments and their embeddings in the same batches, one thread, all"
+            " indexes (HNSW included) maintained",
+        }
+
+        # The bulk load: the HNSW index is rebuilt afterwards, as for any bulk load.
+        conn.execute(sql.SQL("DROP INDEX pyretrieve.{}").format(sql.Identifier(index_name)))
+
+        def put_fragments(c: psycopg.Connection[Any], plan: ScopePlan) -> int:
+            path, _ = _files(tmp, plan)
+            return (
+                Ingestor(c, principal=principals.writer, batch_size=s.batch_size)
+                .ingest_path(path, workspace=plan.workspace, project=plan.project)
+                .inserted
+            )
+
+        def put_embeddings(c: psycopg.Connection[Any], plan: ScopePlan) -> int:
+            return (
+                Ingestor(c, principal=principals.writer, batch_size=s.batch_size)
+                .reembed(
+                    workspace=plan.workspace,
+                    project=plan.project,
+                    model_or_embedder=_lookup(tmp, plan),
+                )
+                .embedded
+            )
+
+        out["fragments"] = _parallel(dsn, plans, s.threads, put_fragments)
+        print(f"fragments: {out['fragments']}", file=sys.stderr)
+        out["embeddings"] = _parallel(dsn, plans, s.threads, put_embeddings)
+        print(f"embeddings: {out['embeddings']}", file=sys.stderr)
+        a, b = out["fragments"]["per_s"], out["embeddings"]["per_s"]
+        out["fragments_with_embeddings_per_s"] = round(1 / (1 / a + 1 / b), 1)
+
+        started = time.perf_counter()
+        conn.execute("VACUUM (ANALYZE) pyretrieve.fragments")
+        conn.execute("VACUUM (ANALYZE) pyretrieve.embeddings")
+        out["vacuum_analyze_seconds"] = round(time.perf_counter() - started, 2)
+
+        out["hnsw_build_seconds"] = None
+        out["hnsw_build_settings"] = "not rebuilt (--no-hnsw-build)"
+        if s.hnsw_build:
+            with acting_as(conn, principals.admin):
+                conn.execute("SET LOCAL maintenance_work_mem = '2GB'")
+                started = time.perf_counter()
+                conn.execute("SELECT pyretrieve.create_model_index(%s)", (MODEL,))
+                out["hnsw_build_seconds"] = round(time.perf_counter() - started, 2)
+            out["hnsw_build_settings"] = (
+                "maintenance_work_mem 2GB, pyretrieve.create_model_index as admin"
+            )
+        out["sizes"] = _sizes(conn)
+        row = conn.execute("SELECT count(*) FROM pyretrieve.fragments").fetchone()
+        out["table_rows"] = int(row[0]) if row else 0
+    return out
+
+
+def _vocabulary(s: Settings) -> synth.Vocabulary:
+    corpus = s.datasets / "scifact" / "corpus.jsonl.gz"
+    if s.text == "scifact" and corpus.exists():
+        vocabulary = synth.vocabulary_from_corpus(corpus)
+        return synth.Vocabulary(
+            vocabulary.words,
+            vocabulary.probabilities,
+            f"word frequencies of {display_path(corpus)}",
+        )
+    return synth.zipf_vocabulary()
+
+
+# ---------------------------------------------------------------------------------------------
+# Methods
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Query:
+    text: str
+    vector: NDArray[np.float32]
+    literal: str  # pgvector text form, as the client sends it
+
+
+@dataclass
+class Worker:
+    conn: psycopg.Connection[Any]
+    retriever: Retriever
+    reader: str
+    vector_info: TypeInfo
+
+
+_HAND_LEXICAL = """
+SELECT f.fragment_id, f.content_digest, ts_rank(f.tsv, q.tsq, 1)::double precision AS score,
+       f.lexical_generation
+  FROM pyretrieve.fragments f,
+       (SELECT pyretrieve.or_tsquery('pg_catalog.english', %(q)s) AS tsq) q
+ WHERE f.workspace_id = %(ws)s AND f.project_id = %(pj)s AND f.state = 'active'
+   AND f.classification <= %(ceiling)s::pyretrieve.classification
+   AND f.observed_at <= now() AND (f.expires_at IS NULL OR f.expires_at > now())
+   AND f.ts_config = 'pg_catalog.english'::regconfig
+   AND numnode(q.tsq) > 0 AND f.tsv @@ q.tsq
+ ORDER BY score DESC, f.content_digest, f.fragment_id
+ LIMIT 100
+"""
+
+_HAND_VECTOR = """
+SELECT e.fragment_id, f.content_digest,
+       (e.embedding OPERATOR(public.<=>) %(v)s::public.vector)::double precision AS distance,
+       e.source_digest, e.vector_generation, f.lexical_generation
+  FROM pyretrieve.embeddings e
+  JOIN pyretrieve.fragments f ON f.workspace_id = e.workspace_id AND f.fragment_id = e.fragment_id
+ WHERE e.workspace_id = %(ws)s AND e.project_id = %(pj)s AND e.model_id = %(model)s
+   AND f.workspace_id = %(ws)s AND f.project_id = %(pj)s AND f.state = 'active'
+   AND f.classification <= %(ceiling)s::pyretrieve.classification
+   AND f.observed_at <= now() AND (f.expires_at IS NULL OR f.expires_at > now())
+ ORDER BY distance, f.content_digest, f.fragment_id
+ LIMIT 100
+"""
+
+_HAND_RECORDS = """
+SELECT f.fragment_id, f.body, f.content_digest, f.source_uri, f.observed_at
+  FROM pyretrieve.fragments f
+ WHERE f.workspace_id = %s AND f.fragment_id = ANY (%s) AND f.state = 'active'
+"""
+
+# Every authorised row of a scope with its embedding: the ground truth for recall.
+_EXACT_ROWS = """
+SELECT e.fragment_id, e.embedding
+  FROM pyretrieve.embeddings e
+  JOIN pyretrieve.fragments f ON f.workspace_id = e.workspace_id AND f.fragment_id = e.fragment_id
+ WHERE e.workspace_id = %(ws)s AND e.project_id = %(pj)s AND e.model_id = %(model)s
+   AND f.workspace_id = %(ws)s AND f.project_id = %(pj)s AND f.state = 'active'
+   AND f.classification <= %(ceiling)s::pyretrieve.classification
+   AND f.observed_at <= now() AND (f.expires_at IS NULL OR f.expires_at > now())
+"""
+
+_AUTHORIZE = (
+    "SELECT decision_id FROM pyretrieve.authorize(p_workspace => %s, p_project => %s,"
+    " p_purpose => %s, p_query_digest => %s, p_semantic_intent => 'optional',"
+    " p_embedding_digest => NULL, p_requested_limit => %s)"
+)
+
+_NAIVE_FETCH = """
+SELECT f.fragment_id, f.body, e.embedding
+  FROM pyretrieve.fragments f
+  JOIN pyretrieve.embeddings e ON e.workspace_id = f.workspace_id AND e.fragment_id = f.fragment_id
+ WHERE f.workspace_id = %s AND f.project_id = %s AND e.model_id = %s
+"""
+
+
+def _rrf(*rankings: Sequence[Any], k: int = 60, limit: int = LIMIT) -> list[Any]:
+    scores: dict[Any, float] = {}
+    for ranking in rankings:
+        for rank, item in enumerate(ranking, start=1):
+            scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank)
+    return sorted(scores, key=lambda item: (-scores[item], str(item)))[:limit]
+
+
+def _authorize(w: Worker, plan: ScopePlan, q: Query) -> Any:
+    w.conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(w.reader)))
+    row = w.conn.execute(
+        _AUTHORIZE,
+        (plan.workspace, plan.project, PURPOSE, hashlib.sha256(q.text.encode()).digest(), LIMIT),
+    ).fetchone()
+    assert row is not None
+    return row[0]
+
+
+def _client(mode: str) -> Callable[[Worker, ScopePlan, Query], float]:
+    def run(w: Worker, plan: ScopePlan, q: Query) -> float:
+        lexical = mode == "lexical"
+        started = time.perf_counter()
+        w.retriever.search(
+            q.text,
+            scope=plan.scope,
+            mode=mode,
+            limit=LIMIT,
+            candidate_limit=CANDIDATES,
+            embedding=None if lexical else q.vector,
+            model=None if lexical else MODEL,
+        )
+        return time.perf_counter() - started
+
+    return run
+
+
+def _sql_search(w: Worker, plan: ScopePlan, q: Query) -> float:
+    started = time.perf_counter()
+    with w.conn.transaction():
+        w.conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(w.reader)))
+        w.conn.execute(
+            "SELECT * FROM pyretrieve.search(%s, %s, %s, %s, %s::public.vector, %s, %s, 'hybrid')",
+            (plan.workspace, plan.project, PURPOSE, q.text, q.literal, MODEL, LIMIT),
+        ).fetchall()
+    return time.perf_counter() - started
+
+
+def _rls_leg(kind: str) -> Callable[[Worker, ScopePlan, Query], float]:
+    def run(w: Worker, plan: ScopePlan, q: Query) -> float:
+        with w.conn.transaction():
+            decision = _authorize(w, plan, q)
+            started = time.perf_counter()
+            if kind == "lexical":
+                w.conn.execute(
+                    "SELECT * FROM pyretrieve.lexical_candidates(p_decision => %s,"
+                    " p_query => %s, p_limit => %s)",
+                    (decision, q.text, CANDIDATES),
+                ).fetchall()
+            else:
+                w.conn.execute(
+                    "SELECT * FROM pyretrieve.vector_candidates(p_decision => %s, p_model => %s,"
+                    " p_embedding => %s::public.vector, p_limit => %s)",
+                    (decision, MODEL, q.literal, CANDIDATES),
+                ).fetchall()
+            return time.perf_counter() - started
+
+    return run
+
+
+def _hand_params(plan: ScopePlan, q: Query) -> dict[str, Any]:
+    return {
+        "q": q.text,
+        "v": q.literal,
+        "ws": plan.workspace,
+        "pj": plan.project,
+        "model": MODEL,
+        "ceiling": CEILING,
+    }
+
+
+def _hand_leg(kind: str) -> Callable[[Worker, ScopePlan, Query], float]:
+    statement = _HAND_LEXICAL if kind == "lexical" else _HAND_VECTOR
+
+    def run(w: Worker, plan: ScopePlan, q: Query) -> float:
+        started = time.perf_counter()
+        w.conn.execute(statement, _hand_params(plan, q)).fetchall()
+        return time.perf_counter() - started
+
+    return run
+
+
+def _hand_hybrid(w: Worker, plan: ScopePlan, q: Query) -> float:
+    started = time.perf_counter()
+    params = _hand_params(plan, q)
+    with w.conn.transaction():
+        lexical = [r[0] for r in w.conn.execute(_HAND_LEXICAL, params).fetchall()]
+        vector = [r[0] for r in w.conn.execute(_HAND_VECTOR, params).fetchall()]
+        ids = sorted(set(lexical) | set(vector), key=str)
+        records = {r[0]: r for r in w.conn.execute(_HAND_RECORDS, (plan.workspace, ids))}
+        top = [records[i] for i in _rrf(lexical, vector) if i in records]
+    assert len(top) <= LIMIT
+    return time.perf_counter() - started
+
+
+def naive_rank(
+    text: str,
+    vector: NDArray[np.float32],
+    ids: Sequence[Any],
+    bodies: Sequence[str],
+    matrix: NDArray[np.float32],
+) -> list[Any]:
+    """In-process ranking of a whole scope: cosine over the matrix, term overlap, RRF."""
+    if not ids:
+        return []
+    sims = matrix @ vector / (np.linalg.norm(matrix, axis=1) * float(np.linalg.norm(vector)))
+    by_vector = np.argsort(-sims, kind="stable")[:CANDIDATES]
+    terms = set(_WORD.findall(text.lower()))
+    overlap = np.fromiter(
+        (len(terms.intersection(_WORD.findall(b.lower()))) for b in bodies),
+        dtype=np.int64,
+        count=len(bodies),
+    )
+    matched = np.flatnonzero(overlap)
+    by_terms = matched[np.argsort(-overlap[matched], kind="stable")][:CANDIDATES]
+    return _rrf([ids[i] for i in by_terms], [ids[i] for i in by_vector])
+
+
+def _naive(w: Worker, plan: ScopePlan, q: Query) -> float:
+    from pgvector.psycopg.vector import register_vector_info
+
+    started = time.perf_counter()
+    with w.conn.transaction():
+        _authorize(w, plan, q)
+        with w.conn.cursor(binary=True) as cur:
+            register_vector_info(cur, w.vector_info)  # type: ignore[arg-type]
+            rows = cur.execute(_NAIVE_FETCH, (plan.workspace, plan.project, MODEL)).fetchall()
+    ids = [r[0] for r in rows]
+    bodies = [r[1] for r in rows]
+    matrix = (
+        np.stack([r[2].to_numpy() for r in rows]).astype(np.float32)
+        if rows
+        else np.zeros((0, synth.DIMENSION), np.float32)
+    )
+    naive_rank(q.text, q.vector, ids, bodies, matrix)
+    return time.perf_counter() - started
+
+
+METHODS: dict[str, Callable[[Worker, ScopePlan, Query], float]] = {
+    "client.hybrid": _client("hybrid"),
+    "client.lexical": _client("lexical"),
+    "client.vector": _client("vector"),
+    "sql.search": _sql_search,
+    "rls.lexical": _rls_leg("lexical"),
+    "rls.vector": _rls_leg("vector"),
+    "hand.lexical": _hand_leg("lexical"),
+    "hand.vector": _hand_leg("vector"),
+    "hand.hybrid": _hand_hybrid,
+    "naive": _naive,
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Measurement
+# ---------------------------------------------------------------------------------------------
+
+
+class MemorySampler:
+    """Peak resident memory of this process (RSS) and of the server's processes (PSS sum)."""
+
+    def __init__(self, backend_pid: int | None, interval: float = 1.0) -> None:
+        import psutil
+
+        self._psutil = psutil
+        self.interval = interval
+        self.python_peak = 0
+        self.server_peak: int | None = None
+        self._postmaster = None
+        if backend_pid is not None:
+            with contextlib.suppress(Exception):
+                self._postmaster = psutil.Process(backend_pid).parent()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def sample(self) -> None:
+        me = self._psutil.Process()
+        self.python_peak = max(self.python_peak, me.memory_info().rss)
+        if self._postmaster is None:
+            return
+        total = 0
+        with contextlib.suppress(Exception):
+            for proc in [self._postmaster, *self._postmaster.children()]:
+                with contextlib.suppress(Exception):
+                    total += proc.memory_full_info().pss
+            self.server_peak = max(self.server_peak or 0, total)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.sample()
+
+    def __enter__(self) -> MemorySampler:
+        self.sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sample()
+
+    def result(self) -> dict[str, Any]:
+        import resource
+
+        mb = 1024 * 1024
+        return {
+            "python_peak_rss_mb": round(
+                max(self.python_peak, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+                / mb,
+                1,
+            ),
+            "server_peak_pss_mb": None
+            if self.server_peak is None
+            else round(self.server_peak / mb, 1),
+            "server_note": "sum of PSS over the postmaster and its children, sampled every"
+            f" {self.interval:g} s"
+            if self.server_peak is not None
+            else "server processes not visible from here",
+        }
+
+
+@dataclass
+class Samples:
+    latencies: list[float] = field(default_factory=list)
+    calls: int = 0
+    wall: float = 0.0
+
+
+def _burst(
+    pool: ThreadPoolExecutor,
+    workers: Sequence[Worker],
+    method: Callable[[Worker, ScopePlan, Query], float],
+    plan: ScopePlan,
+    queries: Sequence[Query],
+    clients: int,
+    calls: int,
+    offset: int,
+) -> tuple[list[float], float]:
+    barrier = threading.Barrier(clients)
+    spans: list[tuple[float, float]] = []
+    lock = threading.Lock()
+
+    def client(i: int) -> list[float]:
+        w = workers[i]
+        out = []
+        barrier.wait()
+        begin = time.perf_counter()
+        for j in range(calls):
+            out.append(method(w, plan, queries[(offset + i * calls + j) % len(queries)]))
+        with lock:
+            spans.append((begin, time.perf_counter()))
+        return out
+
+    results = [f.result() for f in [pool.submit(client, i) for i in range(clients)]]
+    wall = max(e for _, e in spans) - min(b for b, _ in spans)
+    return [x for r in results for x in r], wall
+
+
+def recall_at_100(
+    dsn: str, workers: Sequence[Worker], plan: ScopePlan, queries: Sequence[Query]
+) -> dict[str, Any]:
+    """vector_candidates (as the reader) against exact numpy search over the same rows."""
+    from pgvector.psycopg.vector import register_vector_info
+
+    w = workers[0]
+    with psycopg.connect(dsn, autocommit=True) as admin, admin.cursor(binary=True) as cur:
+        register_vector_info(cur, w.vector_info)  # type: ignore[arg-type]
+        rows = cur.execute(_EXACT_ROWS, _hand_params(plan, queries[0])).fetchall()
+    ids = [r[0] for r in rows]
+    matrix = np.array([r[1].to_numpy() for r in rows], dtype=np.float64).reshape(len(rows), -1)
+    norms = np.linalg.norm(matrix, axis=1)
+    values = []
+    for q in queries:
+        vec = q.vector.astype(np.float64)
+        sims = matrix @ vec / (norms * np.linalg.norm(vec))
+        exact = {ids[i] for i in np.argsort(-sims, kind="stable")[:CANDIDATES]}
+        with w.conn.transaction():
+            decision = _authorize(w, plan, q)
+            ours = {
+                r[1]
+                for r in w.conn.execute(
+                    "SELECT * FROM pyretrieve.vector_candidates(%s, %s, %s::public.vector, %s)",
+                    (decision, MODEL, q.literal, CANDIDATES),
+                )
+            }
+        values.append(len(ours & exact) / max(1, min(CANDIDATES, len(ids))))
+    return {
+        "mean": round(float(np.mean(values)), 4),
+        "min": round(float(np.min(values)), 4),
+        "queries": len(values),
+        "authorized_rows": len(ids),
+    }
+
+
+def measure(
+    dsn: str, s: Settings, principals: Principals, probes: Sequence[ScopePlan]
+) -> list[dict[str, Any]]:
+    vocabulary = _vocabulary(s)
+    gen = synth.Generator(
+        vocabulary, clusters=s.clusters or max(16, s.fragments // 500), seed=s.seed
+    )
+    clients = max(s.concurrency)
+    workers: list[Worker] = []
+    with contextlib.ExitStack() as stack:
+        info_conn = stack.enter_context(psycopg.connect(dsn, autocommit=True))
+        info = TypeInfo.fetch(info_conn, "public.vector")
+        assert info is not None
+        for _ in range(clients):
+            conn = stack.enter_context(psycopg.connect(dsn, autocommit=True))
+            workers.append(
+                Worker(conn, Retriever(conn, principal=principals.reader), principals.reader, info)
+            )
+        pool = stack.enter_context(ThreadPoolExecutor(clients))
+        out = []
+        for plan in probes:
+            queries = [
+                Query(text, vector, to_pgvector_text(vector))
+                for text, vector in gen.queries(plan.name, s.queries)
+            ]
+            scope_out: dict[str, Any] = {
+                "label": plan.label,
+                "scope": plan.name,
+                "rows": plan.rows,
+                "fraction": round(plan.rows / s.fragments, 5),
+                "recall_at_100": recall_at_100(
+                    dsn, workers, plan, queries[: min(20, len(queries))]
+                ),
+            }
+            # Warm-up: every method over a few queries; its median sizes the bursts.
+            estimate: dict[str, float] = {}
+            for name, method in METHODS.items():
+                times = [method(workers[0], plan, q) for q in queries[:3]]
+                estimate[name] = float(np.median(times))
+            results: dict[str, dict[str, Any]] = {}
+            for c in s.concurrency:
+                samples = {name: Samples() for name in METHODS}
+                for r in range(s.rounds):
+                    names = list(METHODS)
+                    turn = r % len(names)
+                    for name in [*names[turn:], *names[:turn]]:
+                        calls = int(s.burst_seconds * min(c, 2) / (c * max(estimate[name], 1e-4)))
+                        calls = max(1 if c > 1 else 3, min(s.max_calls, calls))
+                        if s.quick:
+                            calls = min(calls, 3)
+                        latencies, wall = _burst(
+                            pool, workers, METHODS[name], plan, queries, c, calls, r * 997
+                        )
+                        samples[name].latencies += latencies
+                        samples[name].calls += len(latencies)
+                        samples[name].wall += wall
+                for name, got in samples.items():
+                    results.setdefault(name, {})[str(c)] = {
+                        **summary_ms(got.latencies),
+                        "throughput_qps": round(got.calls / got.wall, 1) if got.wall else None,
+                    }
+            scope_out["methods"] = results
+            print(
+                f"{plan.label:>9} {plan.rows:>7} rows: "
+                + ", ".join(f"{n} {results[n]['1']['p50']:.1f}" for n in METHODS)
+                + f"; recall {scope_out['recall_at_100']['mean']}",
+                file=sys.stderr,
+            )
+            out.append(scope_out)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Targets
+# ---------------------------------------------------------------------------------------------
+
+
+def _p(scope: dict[str, Any], method: str, stat: str = "p50", clients: str = "1") -> float:
+    return float(scope["methods"][method][clients][stat])
+
+
+def targets(fragments: int, scopes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    if not scopes:
+        return out
+    at_target_size = fragments >= 1_000_000
+    # The latency and RLS targets are stated at 1M fragments and a 1% scope (10,000 rows).
+    # Cost follows the scope's size (the plans read the scope through its index), so a smaller
+    # table is judged at the probe scope closest to 10,000 rows.
+    ten_k = min(scopes, key=lambda x: abs(x["rows"] - 10_000))
+    where = f"{ten_k['label']} scope, {ten_k['rows']} rows of {fragments}"
+    proxy = (
+        ""
+        if at_target_size
+        else f" Run at {fragments} fragments, not 1,000,000: judged at the probe scope closest"
+        " to 10,000 rows (the size of a 1% scope at 1M)."
+    )
+    p50, p95 = _p(ten_k, "client.hybrid"), _p(ten_k, "client.hybrid", "p95")
+    met = p50 <= 10 and p95 <= 25
+    out.append(
+        {
+            "target": TARGETS["hybrid_latency"],
+            "where": where,
+            "measured": {"p50_ms": p50, "p95_ms": p95},
+            "met": met,
+            "miss": None
+            if met
+            else f"p50 {p50:.1f} ms is {p50 / 10:.2f}x the 10 ms target;"
+            f" p95 {p95:.1f} ms is {p95 / 25:.2f}x the 25 ms target",
+            "exact_conditions": at_target_size,
+            "note": proxy.strip() or None,
+        }
+    )
+    ratios = {
+        "lexical candidates (rls.lexical / hand.lexical)": _p(ten_k, "rls.lexical")
+        / _p(ten_k, "hand.lexical"),
+        "vector candidates (rls.vector / hand.vector)": _p(ten_k, "rls.vector")
+        / _p(ten_k, "hand.vector"),
+        "end to end (client.hybrid / hand.hybrid)": _p(ten_k, "client.hybrid")
+        / _p(ten_k, "hand.hybrid"),
+    }
+    worst = max(ratios, key=lambda k: ratios[k])
+    met = ratios[worst] <= 1.2
+    out.append(
+        {
+            "target": TARGETS["rls_cost"],
+            "where": where + ", p50 ratios, 1 client",
+            "measured": {k: round(v, 2) for k, v in ratios.items()},
+            "met": met,
+            "miss": None if met else f"{worst}: {ratios[worst]:.2f}x, limit 1.2x",
+            "exact_conditions": at_target_size,
+            "note": "The end-to-end ratio also prices authorize, explanations and the Python"
+            " ranker, which the hand-written path does not do.",
+        }
+    )
+    big = [x for x in scopes if abs(x["rows"] - TARGET_SCOPE_ROWS) <= 0.01 * TARGET_SCOPE_ROWS]
+    naive_scope = big[0] if big else max(scopes, key=lambda x: x["rows"])
+    speedup = _p(naive_scope, "naive") / _p(naive_scope, "client.hybrid")
+    throughput = {
+        f"{c} clients": round(
+            naive_scope["methods"]["client.hybrid"][c]["throughput_qps"]
+            / naive_scope["methods"]["naive"][c]["throughput_qps"],
+            2,
+        )
+        for c in naive_scope["methods"]["naive"]
+    }
+    met = speedup >= 5
+    out.append(
+        {
+            "target": TARGETS["vs_naive"],
+            "where": f"{naive_scope['label']} scope, {naive_scope['rows']} rows, p50, 1 client",
+            "measured": {
+                "naive_p50_ms": _p(naive_scope, "naive"),
+                "client_hybrid_p50_ms": _p(naive_scope, "client.hybrid"),
+                "speedup": round(speedup, 2),
+                "throughput_ratio": throughput,
+            },
+            "met": met,
+            "miss": None if met else f"{speedup:.2f}x faster, target 5x",
+            "exact_conditions": bool(big),
+            "note": None if big else "no 100,000-row scope in this run: judged at the largest",
+        }
+    )
+    worst_scope = min(scopes, key=lambda x: x["recall_at_100"]["mean"])
+    recall = worst_scope["recall_at_100"]["mean"]
+    met = recall >= 0.98
+    out.append(
+        {
+            "target": TARGETS["recall"],
+            "where": "every probe scope; worst: " + str(worst_scope["label"]),
+            "measured": {x["label"]: x["recall_at_100"]["mean"] for x in scopes},
+            "met": met,
+            "miss": None if met else f"mean recall {recall:.3f} at {worst_scope['label']}",
+            "exact_conditions": True,
+            "note": None,
+        }
+    )
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Report
+# ---------------------------------------------------------------------------------------------
+
+_SHOW = ("client.hybrid", "client.lexical", "client.vector", "sql.search", "hand.hybrid", "naive")
+
+
+def render(result: dict[str, Any]) -> str:
+    s = result["settings"]
+    ld = result["load"]
+    lines = [
+        "# Performance at scale",
+        "",
+        "Generated by `python -m evals.bench.scale` from `evals/bench/latest.json`; do not edit",
+        "by hand. What each method does is in the module's docstring (`evals/bench/scale.py`).",
+        "",
+        f"Run: {s['fragments']:,} fragments, commit {result['commit'][:10]}"
+        f"{' (dirty)' if result.get('dirty') else ''}, {result['date']};"
+        f" {result['machine']['cpu_count']} cores ({result['machine']['cpu']}),"
+        f" {result['machine']['memory_gb']} GB; PostgreSQL {result['server']['version']},"
+        f" pgvector {result['server']['pgvector']}, schema {result['server']['schema_version']}.",
+        "",
+        "## Targets",
+        "",
+        "| target | where | measured | verdict |",
+        "|---|---|---|---|",
+    ]
+    for t in result["targets"]:
+        measured = ", ".join(
+            f"{k} {v}" if not isinstance(v, dict) else f"{k} " + json.dumps(v)
+            for k, v in t["measured"].items()
+        )
+        verdict = "met" if t["met"] else f"**missed**: {t['miss']}"
+        if not t["exact_conditions"]:
+            verdict += " (not at the target's exact conditions)"
+        lines.append(f"| {t['target']} | {t['where']} | {measured} | {verdict} |")
+    notes = [t["note"] for t in result["targets"] if t.get("note")]
+    lines += ["", *[f"- {n}" for n in dict.fromkeys(notes)]]
+    lines += [
+        "",
+        "## Latency per scope (1 client, ms)",
+        "",
+        "| scope | rows | recall@100 | " + " | ".join(f"{m} p50 / p95 / p99" for m in _SHOW) + " |",
+        "|---|---|---|" + "---|" * len(_SHOW),
+    ]
+    for x in result["scopes"]:
+        cells = []
+        for m in _SHOW:
+            v = x["methods"][m]["1"]
+            cells.append(f"{v['p50']:.1f} / {v['p95']:.1f} / {v['p99']:.1f}")
+        lines.append(
+            f"| {x['label']} | {x['rows']:,} | {x['recall_at_100']['mean']:.3f} | "
+            + " | ".join(cells)
+            + " |"
+        )
+    lines += [
+        "",
+        "## Security's price: candidate statements under RLS vs hand-written (1 client, p50 ms)",
+        "",
+        "| scope | rls.lexical | hand.lexical | ratio | rls.vector | hand.vector | ratio |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for x in result["scopes"]:
+        rl, hl = _p(x, "rls.lexical"), _p(x, "hand.lexical")
+        rv, hv = _p(x, "rls.vector"), _p(x, "hand.vector")
+        lines.append(
+            f"| {x['label']} | {rl:.2f} | {hl:.2f} | {rl / hl:.2f}x | {rv:.2f} | {hv:.2f}"
+            f" | {rv / hv:.2f}x |"
+        )
+    conc = [str(c) for c in s["concurrency"]]
+    lines += [
+        "",
+        "## Throughput (queries/s) and p95 (ms) by concurrent clients",
+        "",
+        "| scope | method | " + " | ".join(f"{c} clients qps / p95" for c in conc) + " |",
+        "|---|---|" + "---|" * len(conc),
+    ]
+    for x in result["scopes"]:
+        for m in _SHOW:
+            cells = [
+                f"{x['methods'][m][c]['throughput_qps']} / {x['methods'][m][c]['p95']:.1f}"
+                for c in conc
+            ]
+            lines.append(f"| {x['label']} | {m} | " + " | ".join(cells) + " |")
+    sizes = ld["sizes"]
+    lines += [
+        "",
+        "## Loading, indexes, sizes, memory",
+        "",
+        f"- Generation: {ld['generate_seconds']} s ({ld['vocabulary']}, {ld['clusters']} clusters).",
+        f"- Fragments through `Ingestor.ingest_path`: {ld['fragments']['rows']:,} in"
+        f" {ld['fragments']['seconds']} s = **{ld['fragments']['per_s']:,} fragments/s**"
+        f" ({ld['fragments']['threads']} writer threads, batches of {s['batch_size']}).",
+        f"- Embeddings through `Ingestor.reembed` (precomputed vectors, no model):"
+        f" {ld['embeddings']['rows']:,} in {ld['embeddings']['seconds']} s ="
+        f" **{ld['embeddings']['per_s']:,} embeddings/s**; both together about"
+        f" {ld['fragments_with_embeddings_per_s']:,} fragments/s.",
+        f"- With the HNSW index maintained during ingestion (sample scope,"
+        f" {ld['sample_with_hnsw']['rows']:,} rows, one thread, fragments and embeddings in"
+        f" the same batches): {ld['sample_with_hnsw']['fragments_per_s']:,} fragments/s.",
+        f"- VACUUM ANALYZE: {ld['vacuum_analyze_seconds']} s; HNSW build"
+        f" ({ld['hnsw_build_settings']}): {ld['hnsw_build_seconds']} s.",
+        "- Peak memory: Python process"
+        f" {result['memory']['python_peak_rss_mb']} MB RSS; server"
+        f" {result['memory']['server_peak_pss_mb']} MB PSS ({result['memory']['server_note']}).",
+        "",
+        "| relation | heap MB | TOAST MB | total with indexes MB |",
+        "|---|---|---|---|",
+    ]
+    for name, t in sizes["tables"].items():
+        lines.append(
+            f"| {name} | {t['heap_mb']} | {t['toast_mb']} | {t['total_with_indexes_mb']} |"
+        )
+    lines += ["", "| index | table | MB |", "|---|---|---|"]
+    for name, i in sizes["indexes"].items():
+        lines.append(f"| {name} | {i['table']} | {i['mb']} |")
+    lines += ["", "## Deviations and caveats", ""]
+    lines += [f"- {d}" for d in result["deviations"]]
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# Main
+# ---------------------------------------------------------------------------------------------
+
+
+def quick_settings(s: Settings) -> Settings:
+    s.fragments = 2_000
+    s.workspaces, s.projects = 4, 2
+    s.sample_rows = 100
+    s.queries = 6
+    s.concurrency = (1, 2)
+    s.rounds = 1
+    s.burst_seconds = 0.05
+    s.quick = True
+    return s
+
+
+def run(s: Settings, dsn: str | None = None) -> dict[str, Any]:
+    plans, sample = plan_scopes(s)
+    probes = [p for p in plans if p.label]
+    with contextlib.ExitStack() as stack:
+        if dsn:
+            ensure_installed(dsn)
+            url = dsn
+        else:
+            url = stack.enter_context(throwaway_database())
+        conn = stack.enter_context(psycopg.connect(url, autocommit=True))
+        facts = provenance(conn)
+        backend = conn.execute("SELECT pg_backend_pid()").fetchone()
+        principals = Principals.create(conn, "bench")
+        stack.callback(principals.drop, conn)
+        local = facts["server"]["local_socket"]
+        memory = stack.enter_context(MemorySampler(backend[0] if backend and local else None))
+        started = time.perf_counter()
+        loaded = load(url, s, principals, plans, sample)
+        loaded["total_seconds"] = round(time.perf_counter() - started, 1)
+        print(f"loaded in {loaded['total_seconds']} s", file=sys.stderr)
+        started = time.perf_counter()
+        scopes = measure(url, s, principals, probes)
+        measure_seconds = round(time.perf_counter() - started, 1)
+    settings = {
+        k: (display_path(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v)
+        for k, v in vars(s).items()
+    }
+    return {
+        "benchmark": "scale",
+        **facts,
+        "settings": {
+            **settings,
+            "model": MODEL,
+            "dimension": synth.DIMENSION,
+            "limit": LIMIT,
+            "candidate_limit": CANDIDATES,
+            "reader_ceiling": CEILING,
+            "confidential_share": 1 / CONFIDENTIAL_EVERY,
+            "scopes": {
+                "probes": [{"scope": p.name, "rows": p.rows, "label": p.label} for p in probes],
+                "hnsw_sample": {"scope": sample.name, "rows": sample.rows},
+                "fillers": len(plans) - len(probes),
+                "workspaces": len({p.workspace for p in plans}),
+            },
+            "connections": "every client connects as the DSN's role: reader methods SET LOCAL"
+            " ROLE to a reader principal (RLS on); hand-written methods run as that role,"
+            " a superuser, which bypasses RLS",
+        },
+        "load": loaded,
+        "measure_seconds": measure_seconds,
+        "memory": memory.result(),
+        "scopes": scopes,
+        "targets": targets(s.fragments, scopes),
+        "deviations": [
+            "The per-model HNSW index is dropped for the bulk load and rebuilt afterwards"
+            " (timed as hnsw_build_seconds); the ingestion rate with it in place is measured"
+            " on the sample scope (sample_with_hnsw).",
+            "Embeddings are precomputed (synthetic); Ingestor.reembed writes them through the"
+            " writer API, so model inference is not part of the ingestion rates.",
+            "No query uses the HNSW index: vector_candidates scans the scope exactly, so recall"
+            " is expected to be 1.0 (up to float ties).",
+            "Hand-written lexical SQL mirrors lexical_candidates as recorded in"
+            " server.lexical_candidates (OR over the query's lexemes, ts_rank normalization 1);"
+            " a change of lexical scoring needs the same change here for a fair ratio.",
+            "Latencies are measured from Python over the local socket: they include the driver"
+            " and the round trips.",
+        ]
+        + (
+            []
+            if s.fragments >= 1_000_000
+            else [
+                f"Run at {s.fragments:,} fragments: the 1,000,000-fragment run was not made"
+                " (see docs/performance.md for why); targets stated at 1M are judged at the"
+                " scope of the same row count."
+            ]
+        )
+        + (
+            [
+                "The 100,000-row scope is "
+                f"{TARGET_SCOPE_ROWS / s.fragments:.0%} of this table, beyond the 0.1%-20%"
+                " range of the other probes: it is there for the naive-way target."
+            ]
+            if any(p.label == "100k rows" for p in probes)
+            else []
+        ),
+    }
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--fragments", type=int, default=200_000)
+    parser.add_argument("--dsn", help="a database (superuser); default: a throwaway server")
+    parser.add_argument("--datasets", type=Path, default=DATASETS)
+    parser.add_argument("--text", choices=("scifact", "zipf"), default="scifact")
+    parser.add_argument("--threads", type=int, default=2, help="writer threads for the load")
+    parser.add_argument("--batch-size", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--burst-seconds", type=float, default=1.5)
+    parser.add_argument("--concurrency", default="1,4,16")
+    parser.add_argument("--no-target-scope", action="store_true", help="no 100,000-row scope")
+    parser.add_argument(
+        "--no-hnsw-build",
+        action="store_true",
+        help="do not rebuild the HNSW index after the load (no query uses it)",
+    )
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--quick", action="store_true", help="2,000 fragments, a few seconds")
+    parser.add_argument("--out", type=Path, help="result JSON (default: evals/bench/latest.json)")
+    parser.add_argument("--doc", type=Path, help="markdown (default: docs/performance.md)")
+    args = parser.parse_args(argv)
+    s = Settings(
+        fragments=args.fragments,
+        seed=args.seed,
+        threads=args.threads,
+        batch_size=args.batch_size,
+        rounds=args.rounds,
+        burst_seconds=args.burst_seconds,
+        concurrency=tuple(int(c) for c in args.concurrency.split(",")),
+        target_scope=not args.no_target_scope,
+        hnsw_build=not args.no_hnsw_build,
+        text=args.text,
+        datasets=args.datasets,
+    )
+    if args.quick:
+        s = quick_settings(s)
+    result = run(s, args.dsn)
+    out: Path | None = args.out or (None if args.quick else OUT)
+    doc: Path | None = args.doc or (None if args.quick else DOC)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=2, default=str) + "\n", encoding="utf-8")
+        print(f"wrote {out}", file=sys.stderr)
+    if doc is not None:
+        doc.parent.mkdir(parents=True, exist_ok=True)
+        doc.write_text(render(result), encoding="utf-8")
+        print(f"wrote {doc}", file=sys.stderr)
+    for t in result["targets"]:
+        print(
+            f"{'met   ' if t['met'] else 'MISSED'} {t['target']}: {t['measured']}", file=sys.stderr
+        )
+    return result
+
+
+if __name__ == "__main__":
+    main()

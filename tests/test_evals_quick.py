@@ -1,0 +1,75 @@
+"""The evaluation harnesses in --quick mode, so their code cannot rot.
+
+Structure and sanity only (fields present, measures in [0, 1], latencies positive): timings
+are never asserted here. Each harness runs in its own fresh database on the test server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ir_measures", reason="the evals extra is not installed")
+
+from evals.bench import scale
+from evals.bench.runtime import DATASETS
+from evals.quality import cli as quality
+from tests.conftest import Server, create_database, drop_database
+
+
+@pytest.fixture
+def fresh_dsn(server: Server, template_db: str) -> Iterator[str]:
+    name = create_database(server, template_db)
+    try:
+        yield server.dsn(name)
+    finally:
+        drop_database(server, name)
+
+
+@pytest.mark.skipif(
+    not (DATASETS / "cranfield" / "beir_format").is_dir(), reason="Cranfield is not available"
+)
+def test_quality_quick(fresh_dsn: str, tmp_path: Path) -> None:
+    data = quality.main(["--quick", "--dsn", fresh_dsn, "--out", str(tmp_path)])
+    assert (tmp_path / "cranfield.json").exists()
+    assert (tmp_path / "quality.md").read_text().startswith("# Retrieval quality")
+    assert data["collection"]["judged_queries"] == 10
+    run = data["runs"]["hash-ngram-v1"]
+    assert run["commit"]
+    assert run["server"]["schema_version"]
+    assert run["ingest"]["inserted"] > 0
+    for mode in ("lexical", "vector", "hybrid"):
+        m = run["modes"][mode]
+        for measure in ("nDCG@10", "R@100", "MRR@10"):
+            assert 0.0 <= m[measure] <= 1.0
+        assert m["latency_ms"]["n"] == 10
+        assert m["latency_ms"]["p50"] > 0
+    # The slice keeps every relevant document, so lexical search finds some of them.
+    assert run["modes"]["lexical"]["R@100"] > 0
+    assert run["modes"]["vector"]["semantic_status"] == {"used": 10}
+    bar = data["bars"]["hash-ngram-v1"]
+    assert isinstance(bar["hybrid_ge_best_leg_nDCG@10"]["holds"], bool)
+
+
+def test_scale_quick(fresh_dsn: str) -> None:
+    result = scale.run(scale.quick_settings(scale.Settings()), fresh_dsn)
+    assert result["load"]["table_rows"] == result["settings"]["fragments"]
+    assert result["load"]["fragments"]["per_s"] > 0
+    assert result["load"]["embeddings"]["rows"] > 0
+    assert result["load"]["sizes"]["tables"]["embeddings"]["heap_mb"] > 0
+    assert len(result["scopes"]) == len(scale.FRACTIONS)
+    for scope in result["scopes"]:
+        recall = scope["recall_at_100"]
+        assert 0.0 <= recall["min"] <= recall["mean"] <= 1.0
+        assert set(scope["methods"]) == set(scale.METHODS)
+        for per_clients in scope["methods"].values():
+            for summary in per_clients.values():
+                assert summary["n"] > 0
+                assert 0 < summary["p50"] <= summary["p95"] <= summary["p99"]
+                assert summary["throughput_qps"] > 0
+    assert {t["target"] for t in result["targets"]} == set(scale.TARGETS.values())
+    assert all(isinstance(t["met"], bool) for t in result["targets"])
+    assert result["memory"]["python_peak_rss_mb"] > 0
+    assert scale.render(result).startswith("# Performance at scale")
