@@ -785,6 +785,8 @@ class Ingestor:
                     raise MalformedInput(problems)
             else:
                 total = source.lines() if progress is not None else None
+            if progress is not None:
+                progress(0, total)
             batch: list[_Record] = []
             for item in _checked(source.records(), ceiling):
                 if isinstance(item, IngestIssue):
@@ -850,6 +852,8 @@ class Ingestor:
         with self._connection() as conn:
             self._preflight(conn, workspace, project, embedder)
             total = self._count_stale(conn, workspace, project, embedder.model_id)
+            if progress is not None:
+                progress(0, total)
             last: UUID | None = None
             while True:
                 done, last = self._reembed_batch(

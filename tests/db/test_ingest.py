@@ -363,6 +363,7 @@ def test_an_interrupted_ingest_keeps_whole_batches_and_resumes_without_duplicate
     assert len({r["source_uri"] for r in rows}) == 10
     assert {r["fragment_id"] for r in committed} <= {r["fragment_id"] for r in rows}
     assert len(embeddings(scope)) == 10
+    assert calls[0] == (0, 10)
     assert calls[-1] == (10, 10)
     assert [done for done, _ in calls] == sorted(done for done, _ in calls)
 
