@@ -725,6 +725,11 @@ class Ingestor:
     ``embedder``: embeds every new or changed fragment (and any whose embedding for that model
     is missing or stale); its model must be registered in the database. ``batch_size``:
     records per transaction.
+
+    Access to the scope and the model's registration are checked before any input is read.
+    Any other failure (a database error, translated to a typed error; an embedder that raises,
+    as ``InternalError`` naming only the exception's type) ends the run: the batches already
+    committed stay, the failing one leaves nothing, and a rerun picks up where it stopped.
     """
 
     def __init__(
@@ -1183,6 +1188,7 @@ def ingest(
     strict: bool = False,
     batch_size: int = DEFAULT_BATCH_SIZE,
     progress: Progress | None = None,
+    max_chars: int = DEFAULT_MAX_CHARS,
 ) -> IngestReport:
     """One call: ``Ingestor(...).ingest_path(...)``; ``embedder`` may be a model id."""
     if isinstance(embedder, str):
@@ -1198,4 +1204,5 @@ def ingest(
         classification=classification,
         strict=strict,
         progress=progress,
+        max_chars=max_chars,
     )
