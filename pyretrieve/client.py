@@ -44,6 +44,7 @@ from pyretrieve.vectors import canonical_embedding, embedding_digest, to_pgvecto
 
 Mode = Literal["hybrid", "lexical", "vector"]
 SemanticIntent = Literal["optional", "required", "disabled"]
+Ranking = Literal["bm25", "ts_rank"]
 
 MAX_QUERY_CHARS = 4096
 MAX_LIMIT = 1000
@@ -66,6 +67,7 @@ class SearchRequest:
     embedding: bytes | None  # float32 little-endian, canonical
     weights: Weights
     query_digest: bytes
+    ranking: Ranking = "bm25"
 
     @property
     def wants_vector(self) -> bool:
@@ -111,6 +113,7 @@ def build_request(
     embedding: Sequence[float] | NDArray[np.floating] | None = None,
     model: str | None = None,
     weights: Weights | None = None,
+    ranking: str = "bm25",
 ) -> SearchRequest:
     """Validate everything that can be validated before touching the database."""
     if not isinstance(query, str) or not 1 <= len(query) <= MAX_QUERY_CHARS:
@@ -124,6 +127,8 @@ def build_request(
         raise InvalidInput("mode must be hybrid, lexical or vector")
     if semantic not in ("optional", "required", "disabled"):
         raise InvalidInput("semantic must be optional, required or disabled")
+    if ranking not in ("bm25", "ts_rank"):
+        raise InvalidInput("ranking must be bm25 or ts_rank")
     if mode == "vector" and semantic == "disabled":
         raise InvalidInput("vector mode needs semantic retrieval")
     _check_int(limit, "limit", 1, MAX_LIMIT)
@@ -149,6 +154,7 @@ def build_request(
         embedding=vector_bytes,
         weights=weights,
         query_digest=hashlib.sha256(query.encode("utf-8")).digest(),
+        ranking=cast(Ranking, ranking),
     )
 
 
@@ -218,6 +224,7 @@ class Retriever:
         embedding: Sequence[float] | NDArray[np.floating] | None = None,
         model: str | None = None,
         weights: Weights | None = None,
+        ranking: str = "bm25",
     ) -> SearchResult:
         request = build_request(
             query,
@@ -229,6 +236,7 @@ class Retriever:
             embedding=embedding,
             model=model,
             weights=weights,
+            ranking=ranking,
         )
         return self.execute(request)
 
@@ -305,7 +313,7 @@ class Retriever:
 
         lexical_rows: list[Row] | None = None
         if request.wants_lexical:
-            lexical_rows = self._lexical(cur, decision_id, request.query, per_leg)
+            lexical_rows = self._lexical(cur, decision_id, request, per_leg)
 
         leg = self._vector(conn, request, decision, vector_input, digest, adapter_status, per_leg)
 
@@ -331,12 +339,14 @@ class Retriever:
         )
 
     @staticmethod
-    def _lexical(cur: psycopg.Cursor[Row], decision_id: UUID, query: str, limit: int) -> list[Row]:
+    def _lexical(
+        cur: psycopg.Cursor[Row], decision_id: UUID, request: SearchRequest, limit: int
+    ) -> list[Row]:
         try:
             return cur.execute(
                 "SELECT * FROM pyretrieve.lexical_candidates(p_decision => %s, p_query => %s,"
-                " p_limit => %s)",
-                (decision_id, query, limit),
+                " p_limit => %s, p_ranking => %s)",
+                (decision_id, request.query, limit, request.ranking),
             ).fetchall()
         except psycopg.Error as exc:
             error = translate(exc)

@@ -67,6 +67,7 @@ def explain_result(
         lexical_part = {
             "rank": lexical.rank,
             "score": lexical.score,
+            "terms": [t.to_plain() for t in lexical.terms],
             "contribution": lexical_contribution,
             "weight": weights.lexical,
         }

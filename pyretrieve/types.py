@@ -404,6 +404,58 @@ _DECISION_SPEC: Final[Mapping[str, _Parser]] = {
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class LexicalTerm:
+    """Why a lexical hit scored: one matched query term (BM25's parts for it)."""
+
+    term: str
+    idf: float
+    tf: int
+    query_tf: int
+    length_norm: float
+    contribution: float
+
+    def to_plain(self) -> dict[str, JsonValue]:
+        return {
+            "term": self.term,
+            "idf": self.idf,
+            "tf": self.tf,
+            "query_tf": self.query_tf,
+            "length_norm": self.length_norm,
+            "contribution": self.contribution,
+        }
+
+
+def _p_number(name: str, value: object) -> float:
+    # jsonb carries numbers without a float/int distinction: 2.0 may arrive as 2.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _type_error(name)
+    number = float(value)
+    if not math.isfinite(number):
+        raise _value_error(name)
+    return number
+
+
+_TERM_SPEC: Final[Mapping[str, _Parser]] = {
+    "term": _p_ident,
+    "idf": _p_number,
+    "tf": _p_rank,
+    "query_tf": _p_rank,
+    "length_norm": _p_number,
+    "contribution": _p_number,
+}
+
+
+def _p_terms(name: str, value: object) -> tuple[LexicalTerm, ...]:
+    if not isinstance(value, list):
+        raise _type_error(name)
+    terms = tuple(LexicalTerm(**_parse_row(item, _TERM_SPEC)) for item in value)
+    if [t.term for t in terms] != sorted({t.term for t in terms}):
+        # The database lists each matched term once, in lexeme order.
+        raise _value_error(name)
+    return terms
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class LexicalCandidate:
     """One row of ``pyretrieve.lexical_candidates``."""
 
@@ -412,6 +464,7 @@ class LexicalCandidate:
     content_digest: bytes
     score: float
     lexical_generation: int
+    terms: tuple[LexicalTerm, ...] = ()
 
     @classmethod
     def from_row(cls, row: Mapping[str, object]) -> LexicalCandidate:
@@ -424,6 +477,7 @@ _LEXICAL_SPEC: Final[Mapping[str, _Parser]] = {
     "content_digest": _p_digest,
     "score": _p_float,
     "lexical_generation": _p_generation,
+    "terms": _p_terms,
 }
 
 

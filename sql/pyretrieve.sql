@@ -88,6 +88,19 @@ RETURN pg_catalog.sha256(pg_catalog.convert_to(p_body, 'UTF8'));
 COMMENT ON FUNCTION pyretrieve.content_digest(text) IS
     'sha256 of the UTF-8 bytes of a text: the content digest of a fragment body.';
 
+-- The number of token positions in a tsvector: BM25's document length. A lexeme stored without
+-- positions counts once.
+CREATE FUNCTION pyretrieve.tsvector_length(p_tsv tsvector)
+RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT coalesce(sum(greatest(cardinality(u.positions), 1)), 0)::integer
+      FROM unnest(p_tsv) AS u;
+END;
+COMMENT ON FUNCTION pyretrieve.tsvector_length(tsvector) IS
+    'BM25 document length: the number of token positions in a tsvector (a lexeme without positions counts once).';
+
 -- ---------------------------------------------------------------------------------------------
 -- Tables. Every primary and unique key starts with workspace_id: no key can act as an existence
 -- oracle across workspaces, and the tables are ready to shard by workspace.
@@ -113,21 +126,34 @@ CREATE TABLE pyretrieve.projects (
     project_id    pyretrieve.identifier NOT NULL,
     ts_config     regconfig NOT NULL DEFAULT 'pg_catalog.english',
     created_at    timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    bm25_k1       double precision NOT NULL DEFAULT 0.9 CHECK (bm25_k1 > 0 AND bm25_k1 <= 10),
+    bm25_b        double precision NOT NULL DEFAULT 0.4 CHECK (bm25_b >= 0 AND bm25_b <= 1),
     PRIMARY KEY (workspace_id, project_id)
 );
 
--- Per-scope index generations: every write that changes what the lexical or vector leg can
--- return bumps the scope's counter, and the rows written carry it. The text-search
--- configurations used in the scope are kept here so a query is parsed once per configuration.
-CREATE TABLE pyretrieve.scope_generations (
-    workspace_id        pyretrieve.identifier NOT NULL,
-    project_id          pyretrieve.identifier NOT NULL,
-    lexical_generation  bigint NOT NULL DEFAULT 0,
-    vector_generation   bigint NOT NULL DEFAULT 0,
-    ts_configs          regconfig[] NOT NULL DEFAULT '{}',
-    PRIMARY KEY (workspace_id, project_id),
+-- Per-scope index generations and text-search configurations, append-only: one log row per
+-- writing statement and scope, and one row per configuration, so concurrent writers in a scope
+-- never wait on a shared row. The view scope_generations (below) reads them.
+CREATE TABLE pyretrieve.generation_log (
+    workspace_id  pyretrieve.identifier NOT NULL,
+    project_id    pyretrieve.identifier NOT NULL,
+    kind          text NOT NULL CHECK (kind IN ('lexical', 'vector')),
+    generation    bigint NOT NULL,
+    logged_at     timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    PRIMARY KEY (workspace_id, project_id, kind, generation)
+);
+COMMENT ON TABLE pyretrieve.generation_log IS
+    'One row per writing statement and scope: the highest generation it stamped. A scope''s index generation is the highest logged one; appending never waits on another writer.';
+
+CREATE TABLE pyretrieve.scope_configs (
+    workspace_id  pyretrieve.identifier NOT NULL,
+    project_id    pyretrieve.identifier NOT NULL,
+    ts_config     regconfig NOT NULL,
+    PRIMARY KEY (workspace_id, project_id, ts_config),
     FOREIGN KEY (workspace_id, project_id) REFERENCES pyretrieve.projects
 );
+COMMENT ON TABLE pyretrieve.scope_configs IS
+    'The text-search configurations used in a scope, so a query is parsed once per configuration.';
 
 CREATE TABLE pyretrieve.fragments (
     workspace_id        pyretrieve.identifier NOT NULL,
@@ -147,6 +173,9 @@ CREATE TABLE pyretrieve.fragments (
     ts_config           regconfig NOT NULL DEFAULT 'pg_catalog.english',
     tsv                 tsvector GENERATED ALWAYS AS (pg_catalog.to_tsvector(ts_config, body)) STORED,
     lexical_generation  bigint NOT NULL DEFAULT 0,
+    -- BM25's document length. A generated column cannot read another one, so the tsvector is
+    -- computed again here.
+    doc_length          integer GENERATED ALWAYS AS (pyretrieve.tsvector_length(pg_catalog.to_tsvector(ts_config, body))) STORED,
     PRIMARY KEY (workspace_id, fragment_id),
     FOREIGN KEY (workspace_id, project_id) REFERENCES pyretrieve.projects,
     FOREIGN KEY (workspace_id, superseded_by) REFERENCES pyretrieve.fragments (workspace_id, fragment_id),
@@ -162,7 +191,8 @@ CREATE UNIQUE INDEX fragments_active_content_key
     WHERE state = 'active';
 -- The scope index every candidate query starts from.
 CREATE INDEX fragments_scope_idx
-    ON pyretrieve.fragments (workspace_id, project_id, state, classification);
+    ON pyretrieve.fragments (workspace_id, project_id, state, classification)
+    INCLUDE (observed_at, expires_at, doc_length);
 -- Used by callers that bypass RLS legitimately (none today) and by a later lexical design; kept
 -- so the GIN cost is paid now rather than in a rebuild.
 CREATE INDEX fragments_tsv_idx ON pyretrieve.fragments USING gin (tsv);
@@ -170,6 +200,24 @@ CREATE INDEX fragments_tsv_idx ON pyretrieve.fragments USING gin (tsv);
 CREATE INDEX fragments_source_idx
     ON pyretrieve.fragments (workspace_id, project_id, source_uri)
     WHERE state = 'active' AND source_uri IS NOT NULL;
+
+-- -- Postings: one row per (active fragment, lexeme), carrying the columns the read policy needs,
+-- so term statistics and scoring read this table alone through its primary key.
+-- ---------------------------------------------------------------------------------------------
+CREATE TABLE pyretrieve.postings (
+    workspace_id    pyretrieve.identifier NOT NULL,
+    project_id      pyretrieve.identifier NOT NULL,
+    lexeme          text NOT NULL,
+    fragment_id     uuid NOT NULL,
+    tf              integer NOT NULL CHECK (tf BETWEEN 1 AND 256),
+    doc_length      integer NOT NULL,
+    classification  pyretrieve.classification NOT NULL,
+    observed_at     timestamptz NOT NULL,
+    expires_at      timestamptz,
+    PRIMARY KEY (workspace_id, project_id, lexeme, fragment_id)
+);
+COMMENT ON TABLE pyretrieve.postings IS
+    'Postings of active fragments (lexeme, term frequency, document length) with the fragment''s classification and times, maintained by triggers; its read policy admits exactly the postings of fragments the decision admits.';
 
 CREATE TABLE pyretrieve.embedding_models (
     model_id      text NOT NULL CHECK (model_id ~ '^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$'),
@@ -373,15 +421,15 @@ LANGUAGE plpgsql SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    UPDATE pyretrieve.scope_generations sg
-       SET lexical_generation = greatest(sg.lexical_generation, n.generation),
-           ts_configs = ARRAY(SELECT DISTINCT c FROM unnest(sg.ts_configs || n.configs) AS c ORDER BY c)
-      FROM (SELECT r.workspace_id, r.project_id,
-                   max(r.lexical_generation) AS generation,
-                   array_agg(DISTINCT r.ts_config) AS configs
-              FROM changed r
-             GROUP BY r.workspace_id, r.project_id) n
-     WHERE sg.workspace_id = n.workspace_id AND sg.project_id = n.project_id;
+    INSERT INTO pyretrieve.generation_log (workspace_id, project_id, kind, generation)
+    SELECT r.workspace_id, r.project_id, 'lexical', max(r.lexical_generation)
+      FROM changed r
+     GROUP BY r.workspace_id, r.project_id;
+    -- A configuration seen before conflicts and is skipped without taking a lock.
+    INSERT INTO pyretrieve.scope_configs (workspace_id, project_id, ts_config)
+    SELECT DISTINCT r.workspace_id, r.project_id, r.ts_config
+      FROM changed r
+    ON CONFLICT DO NOTHING;
     RETURN NULL;
 END;
 $$;
@@ -392,34 +440,57 @@ LANGUAGE plpgsql SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    UPDATE pyretrieve.scope_generations sg
-       SET vector_generation = greatest(sg.vector_generation, n.generation)
-      FROM (SELECT r.workspace_id, r.project_id, max(r.vector_generation) AS generation
-              FROM changed r
-             GROUP BY r.workspace_id, r.project_id) n
-     WHERE sg.workspace_id = n.workspace_id AND sg.project_id = n.project_id;
+    INSERT INTO pyretrieve.generation_log (workspace_id, project_id, kind, generation)
+    SELECT r.workspace_id, r.project_id, 'vector', max(r.vector_generation)
+      FROM changed r
+     GROUP BY r.workspace_id, r.project_id;
     RETURN NULL;
 END;
 $$;
 
--- Writers update the scope counters through the triggers above, so they hold UPDATE on them;
--- this guard keeps a hand-written UPDATE from rewinding a counter or dropping a configuration.
-CREATE FUNCTION pyretrieve.scope_generations_forward()
+CREATE FUNCTION pyretrieve.postings_insert()
 RETURNS trigger
 LANGUAGE plpgsql SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF NEW.lexical_generation < OLD.lexical_generation
-       OR NEW.vector_generation < OLD.vector_generation
-       OR NOT (NEW.ts_configs @> OLD.ts_configs) THEN
-        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'scope generations only move forward';
-    END IF;
-    RETURN NEW;
+    INSERT INTO pyretrieve.postings (workspace_id, project_id, lexeme, fragment_id, tf, doc_length,
+                                     classification, observed_at, expires_at)
+    SELECT r.workspace_id, r.project_id, u.lexeme, r.fragment_id,
+           least(greatest(cardinality(u.positions), 1), 256), r.doc_length,
+           r.classification, r.observed_at, r.expires_at
+      FROM changed r CROSS JOIN LATERAL unnest(r.tsv) AS u
+     WHERE r.state = 'active';
+    RETURN NULL;
 END;
 $$;
-CREATE TRIGGER scope_generations_forward BEFORE UPDATE ON pyretrieve.scope_generations
-    FOR EACH ROW EXECUTE FUNCTION pyretrieve.scope_generations_forward();
+
+-- A fragment leaves the index when it stops being active (superseded, retracted). Its lexemes
+-- come from its own tsvector, so the delete walks the primary key, not the table.
+CREATE FUNCTION pyretrieve.postings_update()
+RETURNS trigger
+LANGUAGE plpgsql SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    DELETE FROM pyretrieve.postings p
+     USING (SELECT o.workspace_id, o.project_id, o.fragment_id, u.lexeme
+              FROM before_rows o
+              JOIN changed n ON n.workspace_id = o.workspace_id AND n.fragment_id = o.fragment_id
+             CROSS JOIN LATERAL unnest(o.tsv) AS u
+             WHERE o.state = 'active' AND n.state <> 'active') gone
+     WHERE p.workspace_id = gone.workspace_id AND p.project_id = gone.project_id
+       AND p.lexeme = gone.lexeme AND p.fragment_id = gone.fragment_id;
+    RETURN NULL;
+END;
+$$;
+
+CREATE TRIGGER fragments_postings_insert AFTER INSERT ON pyretrieve.fragments
+    REFERENCING NEW TABLE AS changed
+    FOR EACH STATEMENT EXECUTE FUNCTION pyretrieve.postings_insert();
+CREATE TRIGGER fragments_postings_update AFTER UPDATE ON pyretrieve.fragments
+    REFERENCING OLD TABLE AS before_rows NEW TABLE AS changed
+    FOR EACH STATEMENT EXECUTE FUNCTION pyretrieve.postings_update();
 
 CREATE TRIGGER fragments_stamp BEFORE INSERT OR UPDATE ON pyretrieve.fragments
     FOR EACH ROW EXECUTE FUNCTION pyretrieve.stamp_lexical_generation();
@@ -445,7 +516,9 @@ CREATE TRIGGER embeddings_bump_update AFTER UPDATE ON pyretrieve.embeddings
 ALTER TABLE pyretrieve.installation      ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 ALTER TABLE pyretrieve.workspaces        ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 ALTER TABLE pyretrieve.projects          ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
-ALTER TABLE pyretrieve.scope_generations ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+ALTER TABLE pyretrieve.scope_configs     ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+ALTER TABLE pyretrieve.generation_log    ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+ALTER TABLE pyretrieve.postings          ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 ALTER TABLE pyretrieve.fragments         ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 ALTER TABLE pyretrieve.embedding_models  ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 ALTER TABLE pyretrieve.embeddings        ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
@@ -475,17 +548,29 @@ CREATE POLICY projects_read ON pyretrieve.projects FOR SELECT TO pyretrieve_read
 CREATE POLICY projects_admin ON pyretrieve.projects FOR ALL TO pyretrieve_admin
     USING (true) WITH CHECK (true);
 
-CREATE POLICY scope_generations_read ON pyretrieve.scope_generations FOR SELECT TO pyretrieve_reader
+CREATE POLICY generation_log_read ON pyretrieve.generation_log FOR SELECT TO pyretrieve_reader
     USING ((workspace_id = (SELECT d.workspace_id FROM pyretrieve.bound_decision() d)
             AND project_id = (SELECT d.project_id FROM pyretrieve.bound_decision() d))
         OR (workspace_id = (SELECT w.workspace_id FROM pyretrieve.write_scope() w)
             AND project_id = (SELECT w.project_id FROM pyretrieve.write_scope() w)));
-CREATE POLICY scope_generations_write ON pyretrieve.scope_generations FOR UPDATE TO pyretrieve_writer
-    USING (workspace_id = (SELECT w.workspace_id FROM pyretrieve.write_scope() w)
-       AND project_id = (SELECT w.project_id FROM pyretrieve.write_scope() w))
+-- A writer logs only generations the sequence has issued, so a scope's generation cannot be
+-- pushed ahead by hand (nor back: the log is append-only and the generation is its maximum).
+CREATE POLICY generation_log_insert ON pyretrieve.generation_log FOR INSERT TO pyretrieve_writer
+    WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.write_scope() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.write_scope() w)
+       AND generation <= (SELECT s.last_value FROM pyretrieve.generation_seq s));
+CREATE POLICY generation_log_admin ON pyretrieve.generation_log FOR SELECT TO pyretrieve_admin
+    USING (true);
+
+CREATE POLICY scope_configs_read ON pyretrieve.scope_configs FOR SELECT TO pyretrieve_reader
+    USING ((workspace_id = (SELECT d.workspace_id FROM pyretrieve.bound_decision() d)
+            AND project_id = (SELECT d.project_id FROM pyretrieve.bound_decision() d))
+        OR (workspace_id = (SELECT w.workspace_id FROM pyretrieve.write_scope() w)
+            AND project_id = (SELECT w.project_id FROM pyretrieve.write_scope() w)));
+CREATE POLICY scope_configs_insert ON pyretrieve.scope_configs FOR INSERT TO pyretrieve_writer
     WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.write_scope() w)
        AND project_id = (SELECT w.project_id FROM pyretrieve.write_scope() w));
-CREATE POLICY scope_generations_admin ON pyretrieve.scope_generations FOR ALL TO pyretrieve_admin
+CREATE POLICY scope_configs_admin ON pyretrieve.scope_configs FOR ALL TO pyretrieve_admin
     USING (true) WITH CHECK (true);
 
 -- Fragments: the decision's whole filter (scope, ceiling, state, evaluation time, max_age,
@@ -521,6 +606,29 @@ CREATE POLICY fragments_update ON pyretrieve.fragments FOR UPDATE TO pyretrieve_
        AND classification <= (SELECT w.ceiling FROM pyretrieve.write_scope() w)
        AND (superseded_by IS NULL
             OR pyretrieve.visible_successor(workspace_id, project_id, superseded_by)));
+
+-- Postings: the fragments' filters on the columns they carry (only active fragments have
+-- postings), so a decision admits exactly the postings of the fragments it admits.
+CREATE POLICY postings_read ON pyretrieve.postings FOR SELECT TO pyretrieve_reader
+    USING (workspace_id = (SELECT d.workspace_id FROM pyretrieve.bound_decision() d)
+       AND project_id = (SELECT d.project_id FROM pyretrieve.bound_decision() d)
+       AND classification <= (SELECT d.ceiling FROM pyretrieve.bound_decision() d)
+       AND observed_at <= (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)
+       AND observed_at >= coalesce((SELECT d.evaluated_at - d.max_age FROM pyretrieve.bound_decision() d),
+                                   '-infinity'::timestamptz)
+       AND (expires_at IS NULL OR expires_at > (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)));
+CREATE POLICY postings_write_read ON pyretrieve.postings FOR SELECT TO pyretrieve_writer
+    USING (workspace_id = (SELECT w.workspace_id FROM pyretrieve.write_scope() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.write_scope() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.write_scope() w));
+CREATE POLICY postings_insert ON pyretrieve.postings FOR INSERT TO pyretrieve_writer
+    WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.write_scope() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.write_scope() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.write_scope() w));
+CREATE POLICY postings_delete ON pyretrieve.postings FOR DELETE TO pyretrieve_writer
+    USING (workspace_id = (SELECT w.workspace_id FROM pyretrieve.write_scope() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.write_scope() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.write_scope() w));
 
 -- Embeddings are visible exactly when their fragment is (the sub-select runs under the
 -- fragments policies as the caller).
@@ -578,6 +686,23 @@ CREATE POLICY decisions_insert ON pyretrieve.decisions FOR INSERT TO pyretrieve_
                        AND (g.expires_at IS NULL OR g.expires_at > now())));
 CREATE POLICY decisions_admin ON pyretrieve.decisions FOR SELECT TO pyretrieve_admin
     USING (true);
+
+-- Per-scope index generations, as the caller may see them (a view, so it runs under the RLS of
+-- the tables it reads).
+CREATE VIEW pyretrieve.scope_generations WITH (security_invoker = true) AS
+SELECT p.workspace_id, p.project_id,
+       coalesce((SELECT max(l.generation) FROM pyretrieve.generation_log l
+                  WHERE l.workspace_id = p.workspace_id AND l.project_id = p.project_id
+                    AND l.kind = 'lexical'), 0) AS lexical_generation,
+       coalesce((SELECT max(l.generation) FROM pyretrieve.generation_log l
+                  WHERE l.workspace_id = p.workspace_id AND l.project_id = p.project_id
+                    AND l.kind = 'vector'), 0) AS vector_generation,
+       ARRAY(SELECT c.ts_config FROM pyretrieve.scope_configs c
+              WHERE c.workspace_id = p.workspace_id AND c.project_id = p.project_id
+              ORDER BY c.ts_config) AS ts_configs
+  FROM pyretrieve.projects p;
+COMMENT ON VIEW pyretrieve.scope_generations IS
+    'Per-scope index generations (the highest lexical and vector generation written) and text-search configurations, as the caller may see them.';
 
 -- ---------------------------------------------------------------------------------------------
 -- Errors. Every error raised here has its own SQLSTATE in class PR, a fixed message that names
@@ -710,9 +835,10 @@ END;
 COMMENT ON FUNCTION pyretrieve.or_tsquery(regconfig, text) IS
     'The OR of the query''s lexemes in one text-search configuration (phrases from compound words stay phrases).';
 
-CREATE FUNCTION pyretrieve.lexical_candidates(p_decision uuid, p_query text, p_limit integer)
+CREATE FUNCTION pyretrieve.lexical_candidates(
+    p_decision uuid, p_query text, p_limit integer, p_ranking text DEFAULT 'bm25')
 RETURNS TABLE (rank integer, fragment_id uuid, content_digest bytea, score double precision,
-               lexical_generation bigint)
+               lexical_generation bigint, terms jsonb)
 LANGUAGE plpgsql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 SET client_min_messages = warning
@@ -720,6 +846,8 @@ AS $$
 #variable_conflict use_column
 DECLARE
     d pyretrieve.decisions := pyretrieve.require_decision(p_decision);
+    v_k1 double precision;
+    v_b double precision;
 BEGIN
     IF p_query IS NULL OR length(p_query) NOT BETWEEN 1 AND 4096 THEN
         RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'query must be 1 to 4096 characters';
@@ -727,21 +855,62 @@ BEGIN
     IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND d.candidate_limit THEN
         RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'candidate limit out of range for this decision';
     END IF;
+    IF p_ranking IS NULL OR p_ranking NOT IN ('bm25', 'ts_rank') THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'ranking must be bm25 or ts_rank';
+    END IF;
 
-    -- The decision's filters are stated explicitly (with the scope as parameters the planner
-    -- can use for the scope index) and RLS applies them again as the caller: both must pass.
-    -- Scoring is the replaceable part: ts_rank with length normalisation 1.
+    IF p_ranking = 'ts_rank' THEN
+        -- The earlier scoring, kept for comparison: OR over the lexemes, ts_rank normalisation 1.
+        RETURN QUERY
+        WITH q AS MATERIALIZED (
+            SELECT c.ts_config AS cfg, pyretrieve.or_tsquery(c.ts_config, p_query) AS tsq
+              FROM pyretrieve.scope_configs c
+             WHERE c.workspace_id = d.workspace_id AND c.project_id = d.project_id
+        ), top AS (
+            SELECT f.fragment_id, f.content_digest,
+                   ts_rank(f.tsv, q.tsq, 1)::double precision AS score, f.lexical_generation
+              FROM pyretrieve.fragments f
+              JOIN q ON f.ts_config = q.cfg
+             WHERE f.workspace_id = d.workspace_id
+               AND f.project_id = d.project_id
+               AND f.state = 'active'
+               AND f.classification <= d.ceiling
+               AND f.observed_at <= d.evaluated_at
+               AND (d.max_age IS NULL OR f.observed_at >= d.evaluated_at - d.max_age)
+               AND (f.expires_at IS NULL OR f.expires_at > d.evaluated_at)
+               AND numnode(q.tsq) > 0
+               AND f.tsv @@ q.tsq
+             ORDER BY score DESC, f.content_digest, f.fragment_id
+             LIMIT p_limit
+        )
+        SELECT (row_number() OVER (ORDER BY t.score DESC, t.content_digest, t.fragment_id))::integer,
+               t.fragment_id, t.content_digest, t.score, t.lexical_generation, '[]'::jsonb
+          FROM top t
+         ORDER BY 1;
+        RETURN;
+    END IF;
+
+    SELECT p.bm25_k1, p.bm25_b INTO v_k1, v_b
+      FROM pyretrieve.projects p
+     WHERE p.workspace_id = d.workspace_id AND p.project_id = d.project_id;
+
+    -- BM25 with statistics of the rows this decision admits, and nothing else:
+    --   idf(t)   = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))
+    --   norm(d)  = k1 * (1 - b + b * |d| / avgdl)
+    --   score(d) = sum over query terms t in d of qtf(t) * idf(t) * tf(t,d) * (k1 + 1) / (tf(t,d) + norm(d))
+    -- Every predicate is stated explicitly (the scope as parameters for the primary key) and
+    -- RLS applies it again. Sums run in lexeme order (bytewise) so the float result never depends
+    -- on the plan.
     RETURN QUERY
-    WITH q AS MATERIALIZED (
-        SELECT c.cfg, pyretrieve.or_tsquery(c.cfg, p_query) AS tsq
-          FROM pyretrieve.scope_generations sg
-         CROSS JOIN LATERAL unnest(sg.ts_configs) AS c(cfg)
-         WHERE sg.workspace_id = d.workspace_id AND sg.project_id = d.project_id
-    ), top AS (
-        SELECT f.fragment_id, f.content_digest,
-               ts_rank(f.tsv, q.tsq, 1)::double precision AS score, f.lexical_generation
+    WITH ql AS MATERIALIZED (
+        SELECT u.lexeme, max(greatest(cardinality(u.positions), 1))::double precision AS qtf
+          FROM pyretrieve.scope_configs c
+         CROSS JOIN LATERAL unnest(to_tsvector(c.ts_config, p_query)) AS u
+         WHERE c.workspace_id = d.workspace_id AND c.project_id = d.project_id
+         GROUP BY u.lexeme
+    ), st AS MATERIALIZED (
+        SELECT count(*)::double precision AS n, coalesce(avg(f.doc_length), 0)::double precision AS avgdl
           FROM pyretrieve.fragments f
-          JOIN q ON f.ts_config = q.cfg
          WHERE f.workspace_id = d.workspace_id
            AND f.project_id = d.project_id
            AND f.state = 'active'
@@ -749,19 +918,57 @@ BEGIN
            AND f.observed_at <= d.evaluated_at
            AND (d.max_age IS NULL OR f.observed_at >= d.evaluated_at - d.max_age)
            AND (f.expires_at IS NULL OR f.expires_at > d.evaluated_at)
-           AND numnode(q.tsq) > 0
-           AND f.tsv @@ q.tsq
-         ORDER BY score DESC, f.content_digest, f.fragment_id
+    ), hits AS MATERIALIZED (
+        SELECT p.fragment_id, p.lexeme, p.tf::double precision AS tf,
+               p.doc_length::double precision AS doc_length, ql.qtf
+          FROM ql
+          JOIN pyretrieve.postings p
+            ON p.workspace_id = d.workspace_id AND p.project_id = d.project_id AND p.lexeme = ql.lexeme
+         WHERE p.classification <= d.ceiling
+           AND p.observed_at <= d.evaluated_at
+           AND (d.max_age IS NULL OR p.observed_at >= d.evaluated_at - d.max_age)
+           AND (p.expires_at IS NULL OR p.expires_at > d.evaluated_at)
+    ), df AS (
+        SELECT h.lexeme, count(*)::double precision AS df FROM hits h GROUP BY h.lexeme
+    ), parts AS (
+        SELECT h.fragment_id, h.lexeme, h.tf, h.qtf,
+               ln(1.0 + (st.n - df.df + 0.5) / (df.df + 0.5)) AS idf,
+               v_k1 * (1.0 - v_b + v_b * h.doc_length / st.avgdl) AS norm
+          FROM hits h JOIN df ON df.lexeme = h.lexeme CROSS JOIN st
+    ), scored AS (
+        SELECT pt.fragment_id,
+               sum(pt.qtf * pt.idf * (pt.tf * (v_k1 + 1.0)) / (pt.tf + pt.norm) ORDER BY pt.lexeme COLLATE "C") AS score
+          FROM parts pt
+         GROUP BY pt.fragment_id
+    ), cut AS (
+        -- The p_limit-th best score; every fragment scoring at least that much competes for the
+        -- last places on the content-bound tie-break, so the cut is exact and plan-independent.
+        SELECT min(s.score) AS score
+          FROM (SELECT sc.score FROM scored sc ORDER BY sc.score DESC LIMIT p_limit) s
+    ), top AS (
+        SELECT s.fragment_id, f.content_digest, s.score, f.lexical_generation
+          FROM scored s
+          CROSS JOIN cut
+          JOIN pyretrieve.fragments f
+            ON f.workspace_id = d.workspace_id AND f.fragment_id = s.fragment_id
+         WHERE s.score >= cut.score
+         ORDER BY s.score DESC, f.content_digest, f.fragment_id
          LIMIT p_limit
     )
     SELECT (row_number() OVER (ORDER BY t.score DESC, t.content_digest, t.fragment_id))::integer,
-           t.fragment_id, t.content_digest, t.score, t.lexical_generation
+           t.fragment_id, t.content_digest, t.score, t.lexical_generation,
+           (SELECT jsonb_agg(jsonb_build_object(
+                        'term', pt.lexeme, 'idf', pt.idf, 'tf', pt.tf::integer,
+                        'query_tf', pt.qtf::integer, 'length_norm', pt.norm,
+                        'contribution', pt.qtf * pt.idf * (pt.tf * (v_k1 + 1.0)) / (pt.tf + pt.norm))
+                    ORDER BY pt.lexeme COLLATE "C")
+              FROM parts pt WHERE pt.fragment_id = t.fragment_id)
       FROM top t
      ORDER BY 1;
 END;
 $$;
-COMMENT ON FUNCTION pyretrieve.lexical_candidates(uuid, text, integer) IS
-    'Lexical candidates for the bound decision: OR over the query''s lexemes, scored with ts_rank (normalisation 1), 1-based ranks in a total order (score desc, then content digest, then fragment id). Returns rank, fragment_id, content_digest, score, lexical_generation. Raises PR002 for a decision that is not the caller''s bound decision of this transaction.';
+COMMENT ON FUNCTION pyretrieve.lexical_candidates(uuid, text, integer, text) IS
+    'Lexical candidates for the bound decision. p_ranking ''bm25'' (default): BM25 over the OR of the query''s lexemes (repeated query terms count), with k1 and b from the project and corpus statistics (document count, average length, document frequency) computed only from the fragments the decision admits; ''ts_rank'': the earlier ts_rank scoring, for comparison. 1-based ranks in a total order (score desc, then content digest, then fragment id). Returns rank, fragment_id, content_digest, score, lexical_generation and terms (each matched term with idf, tf, query_tf, length_norm and contribution). Raises PR002 for a decision that is not the caller''s bound decision of this transaction.';
 
 CREATE FUNCTION pyretrieve.check_embedding(p_model text, p_embedding public.vector)
 RETURNS void
@@ -1102,14 +1309,34 @@ BEGIN
     INSERT INTO pyretrieve.projects (workspace_id, project_id, ts_config)
     VALUES (p_workspace, p_project, coalesce(p_ts_config, 'pg_catalog.english'))
     ON CONFLICT (workspace_id, project_id) DO NOTHING;
-    INSERT INTO pyretrieve.scope_generations (workspace_id, project_id, ts_configs)
-    VALUES (p_workspace, p_project, ARRAY[coalesce(p_ts_config, 'pg_catalog.english')]::regconfig[])
-    ON CONFLICT (workspace_id, project_id) DO NOTHING;
+    INSERT INTO pyretrieve.scope_configs (workspace_id, project_id, ts_config)
+    VALUES (p_workspace, p_project, coalesce(p_ts_config, 'pg_catalog.english'))
+    ON CONFLICT DO NOTHING;
     RETURN p_project;
 END;
 $$;
 COMMENT ON FUNCTION pyretrieve.create_project(text, text, regconfig) IS
     'Create a project in a workspace (idempotent) with its default text-search configuration; returns its id. Admins only.';
+
+-- Per-project BM25 parameters (admins).
+CREATE FUNCTION pyretrieve.set_bm25(p_workspace text, p_project text, p_k1 double precision, p_b double precision)
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_k1 IS NULL OR NOT (p_k1 > 0 AND p_k1 <= 10) OR p_b IS NULL OR NOT (p_b >= 0 AND p_b <= 1) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'k1 must be in (0, 10] and b in [0, 1]';
+    END IF;
+    UPDATE pyretrieve.projects p SET bm25_k1 = p_k1, bm25_b = p_b
+     WHERE p.workspace_id = p_workspace AND p.project_id = p_project;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR020', MESSAGE = 'project not found';
+    END IF;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.set_bm25(text, text, double precision, double precision) IS
+    'Set a project''s BM25 parameters k1 (term-frequency saturation, default 0.9) and b (length normalisation, default 0.4). Admins only.';
 
 CREATE FUNCTION pyretrieve.grant_access(
     p_principal regrole,
@@ -1261,7 +1488,10 @@ CREATE FUNCTION pyretrieve.search(
     p_embedding public.vector DEFAULT NULL,
     p_model text DEFAULT NULL,
     p_limit integer DEFAULT 10,
-    p_mode text DEFAULT 'hybrid')
+    p_mode text DEFAULT 'hybrid',
+    p_lexical_weight double precision DEFAULT 1.0,
+    p_vector_weight double precision DEFAULT 1.0,
+    p_ranking text DEFAULT 'bm25')
 RETURNS TABLE (
     rank integer, fragment_id uuid, content_digest bytea, body text, final_score double precision,
     rrf_score double precision, freshness double precision, confidence double precision,
@@ -1288,6 +1518,11 @@ BEGIN
     IF p_mode IS NULL OR p_mode NOT IN ('hybrid', 'lexical', 'vector') THEN
         RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'mode must be hybrid, lexical or vector';
     END IF;
+    IF p_lexical_weight IS NULL OR p_vector_weight IS NULL
+       OR NOT (p_lexical_weight >= 0 AND p_lexical_weight <= 1000)
+       OR NOT (p_vector_weight >= 0 AND p_vector_weight <= 1000) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'weights must be between 0 and 1000';
+    END IF;
     IF p_query IS NULL OR length(p_query) NOT BETWEEN 1 AND 4096 THEN
         RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'query must be 1 to 4096 characters';
     END IF;
@@ -1308,8 +1543,8 @@ BEGIN
     -- 2. Lexical candidates (a failure here is a hard error).
     IF p_mode <> 'vector' THEN
         SELECT coalesce(jsonb_agg(to_jsonb(c) ORDER BY c.rank), '[]'::jsonb) INTO v_lexical
-          FROM pyretrieve.lexical_candidates(d.decision_id, p_query, d.candidate_limit) c;
-        v_ideal := v_ideal + 1.0::double precision / 61.0::double precision;
+          FROM pyretrieve.lexical_candidates(d.decision_id, p_query, d.candidate_limit, p_ranking) c;
+        v_ideal := v_ideal + p_lexical_weight / 61.0::double precision;
     END IF;
 
     -- 3. Vector candidates, when mode, intent and policy allow and an embedding exists.
@@ -1339,7 +1574,7 @@ BEGIN
             ELSE
                 v_status := 'used';
                 v_evidence := jsonb_build_object('model', p_model);
-                v_ideal := v_ideal + 1.0::double precision / 61.0::double precision;
+                v_ideal := v_ideal + p_vector_weight / 61.0::double precision;
             END IF;
         EXCEPTION
             WHEN SQLSTATE 'PR012' THEN
@@ -1353,13 +1588,16 @@ BEGIN
     IF v_required AND v_status IS DISTINCT FROM 'used' THEN
         RAISE EXCEPTION USING ERRCODE = 'PR030', MESSAGE = 'semantic retrieval is required but was not available';
     END IF;
+    IF NOT v_ideal > 0 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'the weights of the modalities that ran are all zero';
+    END IF;
     v_factor := CASE WHEN v_status = 'degraded' THEN 0.75::double precision ELSE 1.0::double precision END;
 
     -- 4. Authoritative records, fusion, freshness, total order, confidence, explanation.
     RETURN QUERY
     WITH lex AS (
         SELECT (x->>'rank')::integer AS rank, (x->>'fragment_id')::uuid AS fragment_id,
-               (x->>'score')::double precision AS score
+               (x->>'score')::double precision AS score, x->'terms' AS terms
           FROM jsonb_array_elements(coalesce(v_lexical, '[]'::jsonb)) x
     ), vec AS (
         SELECT (x->>'rank')::integer AS rank, (x->>'fragment_id')::uuid AS fragment_id,
@@ -1371,10 +1609,10 @@ BEGIN
           FROM pyretrieve.fragments(d.decision_id, ARRAY(
                    SELECT l.fragment_id FROM lex l UNION SELECT v.fragment_id FROM vec v)) r
     ), fused AS (
-        SELECT r.*, l.rank AS lexical_rank, l.score AS lexical_score,
+        SELECT r.*, l.rank AS lexical_rank, l.score AS lexical_score, l.terms AS lexical_terms,
                v.rank AS vector_rank, v.distance, v.vector_generation,
-               1.0::double precision / (60 + l.rank)::double precision AS lexical_contribution,
-               1.0::double precision / (60 + v.rank)::double precision AS vector_contribution,
+               p_lexical_weight / (60 + l.rank)::double precision AS lexical_contribution,
+               p_vector_weight / (60 + v.rank)::double precision AS vector_contribution,
                (extract(epoch FROM d.evaluated_at - r.observed_at) * 1000000)::bigint AS age_us,
                (extract(epoch FROM d.max_age) * 1000000)::bigint AS max_age_us
           FROM rec r
@@ -1414,11 +1652,12 @@ BEGIN
                    'retrieved_at', d.evaluated_at, 'expires_at', t.expires_at,
                    'ingested_at', t.ingested_at, 'content_digest', encode(t.content_digest, 'hex')),
                'lexical', CASE WHEN t.lexical_rank IS NULL THEN NULL ELSE jsonb_build_object(
-                   'rank', t.lexical_rank, 'score', t.lexical_score,
-                   'contribution', t.lexical_contribution, 'weight', 1.0) END,
+                   'rank', t.lexical_rank, 'score', t.lexical_score, 'ranking', p_ranking,
+                   'terms', t.lexical_terms,
+                   'contribution', t.lexical_contribution, 'weight', p_lexical_weight) END,
                'vector', CASE WHEN t.vector_rank IS NULL THEN NULL ELSE jsonb_build_object(
                    'rank', t.vector_rank, 'distance', t.distance, 'metric', 'cosine_distance',
-                   'contribution', t.vector_contribution, 'weight', 1.0) END,
+                   'contribution', t.vector_contribution, 'weight', p_vector_weight) END,
                'rrf', jsonb_build_object('k', 60, 'rank_base', 1, 'score', t.rrf,
                    'formula', 'sum over modalities of w/(60+rank), 1-based ranks, a missing modality contributes 0'),
                'freshness', jsonb_build_object('factor', t.fresh, 'age_us', t.age_us, 'max_age_us', t.max_age_us),
@@ -1434,8 +1673,8 @@ BEGIN
      ORDER BY t.fused_rank;
 END;
 $$;
-COMMENT ON FUNCTION pyretrieve.search(text, text, text, text, public.vector, text, integer, text) IS
-    'One fused, explained search: authorize, lexical candidates, vector candidates (when the mode and the grant''s semantic policy allow and an embedding and model are given), then Reciprocal Rank Fusion (1-based ranks, k = 60, a missing modality contributes 0), a freshness factor within the grant''s max_age, a total order (final score, RRF score, content digest, fragment id), confidence and a jsonb explanation per result. Same order as the Python client. Raises PR001 on deny and PR030 when semantic retrieval is required but unavailable.';
+COMMENT ON FUNCTION pyretrieve.search(text, text, text, text, public.vector, text, integer, text, double precision, double precision, text) IS
+    'One fused, explained search: authorize, lexical candidates (BM25 by default, p_ranking ''ts_rank'' for comparison), vector candidates (when the mode and the grant''s semantic policy allow and an embedding and model are given), then weighted Reciprocal Rank Fusion (w / (60 + rank), 1-based ranks, k = 60, weights default 1.0, a missing modality contributes 0), a freshness factor within the grant''s max_age, a total order (final score, RRF score, content digest, fragment id), confidence and a jsonb explanation per result. Same order as the Python client. Raises PR001 on deny and PR030 when semantic retrieval is required but unavailable.';
 
 -- ---------------------------------------------------------------------------------------------
 -- Privileges. Nothing for PUBLIC; each group gets what its functions need, and RLS decides rows.
@@ -1452,7 +1691,8 @@ GRANT USAGE ON TYPE pyretrieve.classification, pyretrieve.fragment_state, pyretr
 
 GRANT SELECT ON pyretrieve.installation, pyretrieve.workspaces, pyretrieve.projects,
     pyretrieve.scope_generations, pyretrieve.fragments, pyretrieve.embedding_models,
-    pyretrieve.embeddings, pyretrieve.grants, pyretrieve.decisions
+    pyretrieve.embeddings, pyretrieve.grants, pyretrieve.decisions, pyretrieve.postings,
+    pyretrieve.generation_log, pyretrieve.scope_configs
     TO pyretrieve_reader;
 GRANT INSERT (workspace_id, project_id, purpose, grant_id, ceiling, max_age, semantic_policy,
               requested_limit, candidate_limit, query_digest, semantic_intent, embedding_digest)
@@ -1465,33 +1705,36 @@ GRANT UPDATE (state, superseded_by) ON pyretrieve.fragments TO pyretrieve_writer
 GRANT INSERT (workspace_id, project_id, fragment_id, model_id, embedding, source_digest),
       UPDATE (embedding, source_digest)
     ON pyretrieve.embeddings TO pyretrieve_writer;
-GRANT UPDATE (lexical_generation, vector_generation, ts_configs)
-    ON pyretrieve.scope_generations TO pyretrieve_writer;
-GRANT USAGE ON SEQUENCE pyretrieve.generation_seq TO pyretrieve_writer;
+GRANT INSERT, DELETE ON pyretrieve.postings TO pyretrieve_writer;
+GRANT INSERT ON pyretrieve.generation_log, pyretrieve.scope_configs TO pyretrieve_writer;
+GRANT USAGE, SELECT ON SEQUENCE pyretrieve.generation_seq TO pyretrieve_writer;
 
 GRANT SELECT ON pyretrieve.installation, pyretrieve.embedding_models, pyretrieve.decisions
     TO pyretrieve_admin;
 GRANT SELECT, INSERT, UPDATE, DELETE ON pyretrieve.workspaces, pyretrieve.projects, pyretrieve.grants
     TO pyretrieve_admin;
-GRANT SELECT, INSERT ON pyretrieve.scope_generations TO pyretrieve_admin;
+GRANT SELECT ON pyretrieve.generation_log, pyretrieve.scope_generations TO pyretrieve_admin;
+GRANT SELECT, INSERT ON pyretrieve.scope_configs TO pyretrieve_admin;
+GRANT UPDATE (bm25_k1, bm25_b) ON pyretrieve.projects TO pyretrieve_admin;
 GRANT INSERT (model_id, dimension) ON pyretrieve.embedding_models TO pyretrieve_admin;
 
 -- Helpers called inside policies run as the caller, so every group needs them.
 GRANT EXECUTE ON FUNCTION pyretrieve.setting_uuid(text), pyretrieve.bound_decision(),
     pyretrieve.effective_grant(text, text, text),
     pyretrieve.content_digest(text),
-    pyretrieve.write_scope(), pyretrieve.check_identifier(text, text)
+    pyretrieve.write_scope(), pyretrieve.check_identifier(text, text),
+    pyretrieve.tsvector_length(tsvector)
     TO pyretrieve_reader, pyretrieve_writer, pyretrieve_admin;
 GRANT EXECUTE ON FUNCTION
     pyretrieve.authorize(text, text, text, bytea, text, bytea, integer),
     pyretrieve.require_decision(uuid),
     pyretrieve.or_tsquery(regconfig, text),
     pyretrieve.check_embedding(text, public.vector),
-    pyretrieve.lexical_candidates(uuid, text, integer),
+    pyretrieve.lexical_candidates(uuid, text, integer, text),
     pyretrieve.vector_candidates(uuid, text, public.vector, integer),
     pyretrieve.fragments(uuid, uuid[]),
     pyretrieve.embedding_digest(public.vector),
-    pyretrieve.search(text, text, text, text, public.vector, text, integer, text)
+    pyretrieve.search(text, text, text, text, public.vector, text, integer, text, double precision, double precision, text)
     TO pyretrieve_reader;
 GRANT EXECUTE ON FUNCTION
     pyretrieve.bind_write_scope(text, text),
@@ -1502,7 +1745,8 @@ GRANT EXECUTE ON FUNCTION
     pyretrieve.check_embedding(text, public.vector),
     pyretrieve.stamp_lexical_generation(), pyretrieve.stamp_vector_generation(),
     pyretrieve.bump_scope_lexical(), pyretrieve.bump_scope_vector(),
-    pyretrieve.visible_successor(text, text, uuid), pyretrieve.scope_generations_forward()
+    pyretrieve.visible_successor(text, text, uuid),
+    pyretrieve.postings_insert(), pyretrieve.postings_update()
     TO pyretrieve_writer;
 GRANT EXECUTE ON FUNCTION
     pyretrieve.create_workspace(text, text),
@@ -1510,7 +1754,8 @@ GRANT EXECUTE ON FUNCTION
     pyretrieve.grant_access(regrole, text, text, text, pyretrieve.classification, interval, pyretrieve.semantic_policy, timestamptz),
     pyretrieve.revoke_access(regrole, text, text, text),
     pyretrieve.register_model(text, integer),
-    pyretrieve.create_model_index(text)
+    pyretrieve.create_model_index(text),
+    pyretrieve.set_bm25(text, text, double precision, double precision)
     TO pyretrieve_admin;
 
 -- ---------------------------------------------------------------------------------------------
@@ -2133,6 +2378,6 @@ GRANT SELECT ON pyretrieve.audit_server, pyretrieve.audit_objects, pyretrieve.au
 GRANT EXECUTE ON FUNCTION pyretrieve.audit_expression_calls(pg_node_tree) TO pyretrieve_admin;
 
 INSERT INTO pyretrieve.installation (schema_version, created_vector)
-VALUES ('0002', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
+VALUES ('0003', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
 
 RESET ROLE;

@@ -30,6 +30,11 @@ from psycopg.rows import dict_row
 
 ROOT = Path(__file__).resolve().parent.parent
 INSTALL_SQL = ROOT / "sql" / "pyretrieve.sql"
+# The newest migration: what sql/pyretrieve.sql installs and what `alembic upgrade head` reaches.
+SCHEMA_VERSION = max(
+    p.name[:4] for p in (ROOT / "sql" / "migrations").glob("[0-9][0-9][0-9][0-9]_*.sql")
+)
+HEAD = f"pyretrieve_{SCHEMA_VERSION}"
 
 
 @dataclass

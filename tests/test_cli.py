@@ -19,9 +19,7 @@ import pytest
 
 from pyretrieve import embedded
 from pyretrieve.db import migrate
-from tests.conftest import Server, create_database, drop_database
-
-HEAD = "pyretrieve_0002"
+from tests.conftest import HEAD, Server, create_database, drop_database
 
 
 def _command() -> list[str]:

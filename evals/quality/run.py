@@ -50,10 +50,12 @@ BATCH_SIZE = 256
 WARMUP_QUERIES = 3
 _TABLES = (
     "embeddings",
+    "postings",
     "fragments",
     "decisions",
     "grants",
-    "scope_generations",
+    "generation_log",
+    "scope_configs",
     "projects",
     "workspaces",
 )

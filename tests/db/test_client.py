@@ -759,7 +759,7 @@ def test_a_lexical_failure_is_a_hard_sanitized_error(db: Database) -> None:
         seed_scopes(c)
     with db.admin(autocommit=True) as admin:
         admin.execute(
-            "REVOKE EXECUTE ON FUNCTION pyretrieve.lexical_candidates(uuid, text, integer)"
+            "REVOKE EXECUTE ON FUNCTION pyretrieve.lexical_candidates(uuid, text, integer, text)"
             " FROM pyretrieve_reader"
         )
     conn = recording_connection(db.app_dsn)

@@ -6,13 +6,13 @@ from typing import Any
 
 import psycopg
 
-from tests.conftest import Database, acting_as, role
+from tests.conftest import SCHEMA_VERSION, Database, acting_as, role
 
 
 def test_each_test_gets_the_installed_schema(db: Database) -> None:
     with db.admin() as admin:
         row = admin.execute("SELECT schema_version FROM pyretrieve.installation").fetchone()
-        assert row == {"schema_version": "0002"}
+        assert row == {"schema_version": SCHEMA_VERSION}
         ext = admin.execute(
             "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
         ).fetchone()

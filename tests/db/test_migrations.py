@@ -20,9 +20,8 @@ import pytest
 
 from pyretrieve import resources
 from pyretrieve.db import migrate
-from tests.conftest import INSTALL_SQL, Server, create_database, drop_database
+from tests.conftest import HEAD, INSTALL_SQL, SCHEMA_VERSION, Server, create_database, drop_database
 
-HEAD = "pyretrieve_0002"
 ROLES = ("pyretrieve_owner", "pyretrieve_reader", "pyretrieve_writer", "pyretrieve_admin")
 
 # ---------------------------------------------------------------------------------------------
@@ -299,7 +298,7 @@ def test_upgrade_twice_is_a_no_op(built: Built) -> None:
 def test_script_install_then_upgrade_stamps_the_revision(built: Built) -> None:
     dsn = built.dsn(built.script)
     before = snapshot_of(dsn)
-    migrate.upgrade(dsn)  # stamps pyretrieve_0002, then finds nothing to do
+    migrate.upgrade(dsn)  # stamps the head revision, then finds nothing to do
     assert migrate.current(dsn) == HEAD
     migrate.upgrade(dsn)
     assert migrate.current(dsn) == HEAD
@@ -469,7 +468,7 @@ def test_application_alembic_upgrades_the_pyretrieve_branch(tmp_path: Path, fres
     with psycopg.connect(fresh_db) as conn:
         assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [(HEAD,)]
         assert conn.execute("SELECT schema_version FROM pyretrieve.installation").fetchone() == (
-            "0002",
+            SCHEMA_VERSION,
         )
         assert conn.execute("SELECT to_regclass('public.app_notes')").fetchone() == (None,)
 
@@ -481,3 +480,32 @@ def test_application_alembic_upgrades_the_pyretrieve_branch(tmp_path: Path, fres
         assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("app_0001",)]
         assert conn.execute("SELECT to_regnamespace('pyretrieve')").fetchone() == (None,)
         assert conn.execute("SELECT to_regclass('public.app_notes')").fetchone() is not None
+
+
+def _revisions() -> list[str]:
+    return sorted(
+        f"pyretrieve_{p.name[:4]}"
+        for p in resources.sql_dir().joinpath("migrations").glob("[0-9][0-9][0-9][0-9]_*.sql")
+        if not p.name.endswith(".down.sql")
+    )
+
+
+@pytest.mark.parametrize("previous", _revisions()[:-1])
+def test_each_downgrade_restores_the_previous_catalog(server: Server, previous: str) -> None:
+    """Down to ``previous`` from the head gives the catalog that upgrading to ``previous`` gives."""
+    up_only = create_database(server, None)
+    down_again = create_database(server, None)
+    try:
+        migrate.upgrade(server.dsn(up_only), previous)
+        migrate.upgrade(server.dsn(down_again))
+        migrate.downgrade(server.dsn(down_again), previous)
+        left, right = snapshot_of(server.dsn(up_only)), snapshot_of(server.dsn(down_again))
+        assert left == right, catalog_diff(
+            left, right, (f"upgrade to {previous}", "head, then down")
+        )
+        # And the way back up works from there.
+        migrate.upgrade(server.dsn(down_again))
+        assert migrate.current(server.dsn(down_again)) == HEAD
+    finally:
+        drop_database(server, up_only)
+        drop_database(server, down_again)

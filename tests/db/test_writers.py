@@ -104,7 +104,14 @@ READER_WRITES = [
     "UPDATE pyretrieve.fragments SET state = 'retracted'",
     "DELETE FROM pyretrieve.fragments",
     "DELETE FROM pyretrieve.embeddings",
-    "UPDATE pyretrieve.scope_generations SET lexical_generation = 0",
+    "INSERT INTO pyretrieve.generation_log (workspace_id, project_id, kind, generation)"
+    " VALUES ('acme', 'docs', 'lexical', 1)",
+    "INSERT INTO pyretrieve.postings (workspace_id, project_id, lexeme, fragment_id, tf,"
+    " doc_length, classification, observed_at)"
+    " VALUES ('acme', 'docs', 'forged', gen_random_uuid(), 1, 1, 'public', now())",
+    "DELETE FROM pyretrieve.postings",
+    "INSERT INTO pyretrieve.scope_configs (workspace_id, project_id, ts_config)"
+    " VALUES ('acme', 'docs', 'simple')",
     "INSERT INTO pyretrieve.grants (workspace_id, principal, project_id, purpose, ceiling)"
     " VALUES ('acme', current_user::regrole, 'docs', 'support', 'restricted')",
     "UPDATE pyretrieve.grants SET ceiling = 'restricted'",
@@ -348,15 +355,25 @@ def test_trigger_stamps_generations_on_direct_writes(conn: Conn, s: Seeded) -> N
     assert end["vector_generation"] == gen["vector_generation"]
 
 
-def test_writer_cannot_rewind_scope_generations(conn: Conn, s: Seeded) -> None:
-    start = scope_generations(conn)
-    assert start["lexical_generation"] > 0
-    failure(
-        conn,
-        "wally",
+@pytest.mark.parametrize(
+    "statement",
+    [
         "UPDATE pyretrieve.scope_generations"
         " SET lexical_generation = 0, vector_generation = 0, ts_configs = '{}'",
-    )
+        "DELETE FROM pyretrieve.generation_log",
+        "UPDATE pyretrieve.generation_log SET generation = 0",
+        "DELETE FROM pyretrieve.scope_configs",
+        # Forward is refused too: a writer can log no generation the sequence has not issued.
+        "INSERT INTO pyretrieve.generation_log (workspace_id, project_id, kind, generation)"
+        " VALUES ('acme', 'docs', 'lexical', 9000000000000000000)",
+    ],
+)
+def test_writer_cannot_move_scope_generations_by_hand(
+    conn: Conn, s: Seeded, statement: str
+) -> None:
+    start = scope_generations(conn)
+    assert start["lexical_generation"] > 0
+    failure(conn, "wally", statement)
     assert scope_generations(conn) == start
 
 

@@ -78,6 +78,16 @@ def lexical_row(record: Mapping[str, Any], rank: int, **overrides: Any) -> dict[
         "content_digest": record["content_digest"],
         "score": 1.0 / rank,
         "lexical_generation": record["lexical_generation"],
+        "terms": [
+            {
+                "term": "fox",
+                "idf": 1.5,
+                "tf": 2,
+                "query_tf": 1,
+                "length_norm": 0.9,
+                "contribution": 1.0 / rank,
+            }
+        ],
     }
     row.update(overrides)
     return row

@@ -46,6 +46,20 @@ TOP_LEVEL_KEYS = {
 }
 
 
+def fox_terms(contribution: float) -> list[dict[str, object]]:
+    """The matched-term explanation the row factories attach to every lexical hit."""
+    return [
+        {
+            "term": "fox",
+            "idf": 1.5,
+            "tf": 2,
+            "query_tf": 1,
+            "length_norm": 0.9,
+            "contribution": contribution,
+        }
+    ]
+
+
 def _shape(value: JsonValue) -> Any:
     """The key structure of an explanation, with every leaf replaced by its type."""
     if isinstance(value, dict):
@@ -106,7 +120,13 @@ def test_explanation_modalities_present_and_absent() -> None:
     out = _two_fragment_run(("alpha", "beta"))
     first, second = (r.explanation for r in out.results)
     assert first["modalities"] == {
-        "lexical": {"rank": 1, "score": 1.0, "contribution": 1.0 / 61, "weight": 1.0},
+        "lexical": {
+            "rank": 1,
+            "score": 1.0,
+            "terms": fox_terms(1.0),
+            "contribution": 1.0 / 61,
+            "weight": 1.0,
+        },
         "vector": {
             "rank": 1,
             "distance": 0.1,
@@ -116,7 +136,13 @@ def test_explanation_modalities_present_and_absent() -> None:
         },
     }
     assert second["modalities"] == {
-        "lexical": {"rank": 2, "score": 0.5, "contribution": 1.0 / 62, "weight": 1.0},
+        "lexical": {
+            "rank": 2,
+            "score": 0.5,
+            "terms": fox_terms(0.5),
+            "contribution": 1.0 / 62,
+            "weight": 1.0,
+        },
         "vector": None,
     }
     assert first["generations"] == {"lexical_generation": 1, "vector_generation": 3}

@@ -60,6 +60,16 @@ def test_rrf_hand_worked_lexical_1_vector_3() -> None:
     assert modalities["lexical"] == {
         "rank": 1,
         "score": 1.0,
+        "terms": [
+            {
+                "term": "fox",
+                "idf": 1.5,
+                "tf": 2,
+                "query_tf": 1,
+                "length_norm": 0.9,
+                "contribution": 1.0,
+            }
+        ],
         "contribution": 1.0 / 61,
         "weight": 1.0,
     }
