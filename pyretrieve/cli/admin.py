@@ -17,7 +17,8 @@ CLASSIFICATIONS = click.Choice(["public", "internal", "confidential", "restricte
 def _table(columns: list[str], rows: list[dict[str, object]]) -> None:
     table = Table()
     for c in columns:
-        table.add_column(c)
+        # Names and ids must stay readable in a narrow terminal: wrap, never cut.
+        table.add_column(c, overflow="fold")
     for row in rows:
         table.add_row(*(Text("" if row[c] is None else str(row[c])) for c in columns))
     Console().print(table)
@@ -47,13 +48,23 @@ def workspaces(ctx: click.Context, principal: str | None, dsn: str | None) -> No
 @click.argument("workspace")
 @click.option("--project", "projects", multiple=True, help="Also create this project (repeatable).")
 @click.option("--ts-config", default="pg_catalog.english", show_default=True)
+@as_option
+@dsn_option
 @click.pass_context
 @handle_errors
 def workspaces_create(
-    ctx: click.Context, workspace: str, projects: tuple[str, ...], ts_config: str
+    ctx: click.Context,
+    workspace: str,
+    projects: tuple[str, ...],
+    ts_config: str,
+    principal: str | None,
+    dsn: str | None,
 ) -> None:
     """Create a workspace (and projects) idempotently."""
-    with connect(ctx.obj["dsn"]) as conn, transaction(conn, ctx.obj["principal"]):
+    with (
+        connect(dsn or ctx.obj["dsn"]) as conn,
+        transaction(conn, principal or ctx.obj["principal"]),
+    ):
         conn.execute("SELECT pyretrieve.create_workspace(p_workspace => %s)", (workspace,))
         for project in projects:
             conn.execute(
@@ -86,12 +97,17 @@ def models(ctx: click.Context, principal: str | None, dsn: str | None) -> None:
 
 @models.command("register")
 @click.argument("model")
+@as_option
+@dsn_option
 @click.pass_context
 @handle_errors
-def models_register(ctx: click.Context, model: str) -> None:
+def models_register(ctx: click.Context, model: str, principal: str | None, dsn: str | None) -> None:
     """Register the model of a locally available embedder (its id and dimension)."""
     embedder = get_embedder(model)
-    with connect(ctx.obj["dsn"]) as conn, transaction(conn, ctx.obj["principal"]):
+    with (
+        connect(dsn or ctx.obj["dsn"]) as conn,
+        transaction(conn, principal or ctx.obj["principal"]),
+    ):
         conn.execute(
             "SELECT pyretrieve.register_model(p_model => %s, p_dimension => %s)",
             (embedder.model_id, embedder.dimension),

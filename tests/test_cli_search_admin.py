@@ -1,0 +1,160 @@
+"""``pyretrieve search`` and the admin commands against a real server, as principals.
+
+Commands connect as the authenticator (``--dsn``) and act with ``--as``, as an application
+would; every check reads what the command printed or what the database now holds.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import psycopg
+import pytest
+from click.testing import CliRunner, Result
+
+from pyretrieve.cli import main
+from pyretrieve.embedders.hashing import HashNgramEmbedder
+from tests.conftest import Database, acting_as, role
+
+WS, PJ, PURPOSE = "acme", "docs", "support"
+BODIES = {
+    "public": "how to rotate the API credentials every ninety days",
+    "internal": "credential rotation runbook for the payments service",
+    "confidential": "HIDDEN-SENTINEL rotation keys for the vault",
+}
+
+
+def cli(db: Database, nick: str, *args: str) -> Result:
+    runner = CliRunner(env={"COLUMNS": "200"})
+    return runner.invoke(main, [*args, "--dsn", db.app_dsn, "--as", role(nick)])
+
+
+@pytest.fixture
+def scope(db: Database, conn: psycopg.Connection[Any]) -> Database:
+    assert cli(db, "adam", "workspaces", "create", WS, "--project", PJ).exit_code == 0
+    assert cli(db, "adam", "models", "register", "hash-ngram-v1").exit_code == 0
+    granted = cli(
+        db, "adam", "grant", role("wally"), "--workspace", WS, "--project", PJ,
+        "--purpose", "ingest", "--ceiling", "restricted",
+    )  # fmt: skip
+    assert granted.exit_code == 0, granted.output
+    embedder = HashNgramEmbedder()
+    for classification, body in BODIES.items():
+        with acting_as(conn, "wally"):
+            fid = conn.execute(
+                "SELECT pyretrieve.put_fragment(%s, %s, %s, %s::pyretrieve.classification) AS id",
+                (WS, PJ, body, classification),
+            ).fetchone()
+            assert fid is not None
+            vector = embedder.embed_query(body)
+            conn.execute(
+                "SELECT pyretrieve.put_embedding(%s, %s, %s, 'hash-ngram-v1', %s::vector,"
+                " pyretrieve.content_digest(%s))",
+                (WS, PJ, fid["id"], str(vector), body),
+            )
+    return db
+
+
+def grant_alice(db: Database, *extra: str) -> Result:
+    return cli(
+        db, "adam", "grant", role("alice"), "--workspace", WS, "--project", PJ,
+        "--purpose", PURPOSE, "--ceiling", "internal", *extra,
+    )  # fmt: skip
+
+
+def search(db: Database, *extra: str, nick: str = "alice") -> Result:
+    return cli(
+        db, nick, "search", "rotate credentials", "--workspace", WS, "--project", PJ,
+        "--purpose", PURPOSE, *extra,
+    )  # fmt: skip
+
+
+def test_search_prints_a_table_and_the_explanation(scope: Database) -> None:
+    assert grant_alice(scope).exit_code == 0
+    out = search(scope, "--explain")
+    assert out.exit_code == 0, out.output
+    assert "semantic: used" in out.output
+    assert "rotate the API credentials" in out.output
+    assert '"trust": "untrusted-data"' in out.output
+    # Above alice's ceiling: not in the table, not counted, not anywhere.
+    assert "HIDDEN-SENTINEL" not in out.output
+    assert "results: 2" in out.output
+
+
+def test_search_json_is_the_canonical_result(scope: Database) -> None:
+    assert grant_alice(scope).exit_code == 0
+    out = search(scope, "--json", "--limit", "1")
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.output)
+    assert out.output.strip() == json.dumps(
+        doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
+    assert len(doc["results"]) == 1
+    assert len(doc["omissions"]) == 1
+    assert doc["omissions"][0]["reason"] == "result_limit"
+    assert "HIDDEN-SENTINEL" not in out.output
+
+
+def test_search_errors_are_one_line_with_a_code(scope: Database) -> None:
+    out = search(scope, nick="bob")  # bob holds no grant
+    assert out.exit_code == 2
+    assert out.output.strip() == "error [VES_MEMORY_ACCESS_DENIED]: access denied"
+    out = search(scope, "--limit", "0")
+    assert out.exit_code == 2
+    assert out.output.startswith("error [VES_MEMORY_INVALID_INPUT]:")
+    assert "Traceback" not in out.output
+
+
+def test_semantic_disabled_by_policy_is_shown(scope: Database) -> None:
+    assert grant_alice(scope, "--semantic", "disabled").exit_code == 0
+    out = search(scope)
+    assert out.exit_code == 0, out.output
+    assert "semantic: degraded (disabled; confidence lowered)" in out.output
+
+
+def test_grant_revoke_and_principals(scope: Database) -> None:
+    assert grant_alice(scope, "--max-age", "30 days").exit_code == 0
+    listed = cli(scope, "adam", "principals")
+    assert listed.exit_code == 0, listed.output
+    assert role("alice") in listed.output
+    assert "720:00:00" in listed.output  # stored as clock time
+    revoked = cli(
+        scope, "adam", "revoke", role("alice"), "--workspace", WS, "--project", PJ,
+        "--purpose", PURPOSE,
+    )  # fmt: skip
+    assert revoked.output.strip() == "revoked"
+    again = cli(
+        scope, "adam", "revoke", role("alice"), "--workspace", WS, "--project", PJ,
+        "--purpose", PURPOSE,
+    )  # fmt: skip
+    assert again.output.strip() == "no such grant"
+    assert search(scope).exit_code == 2
+
+
+def test_admin_commands_need_an_admin(scope: Database) -> None:
+    out = grant_alice(scope)
+    assert out.exit_code == 0
+    denied = cli(
+        scope, "alice", "grant", role("alice"), "--workspace", WS, "--project", PJ,
+        "--purpose", PURPOSE, "--ceiling", "restricted",
+    )  # fmt: skip
+    assert denied.exit_code == 2
+    assert denied.output.startswith("error [VES_MEMORY_ACCESS_DENIED]")
+    # A reader sees no workspace without a bound scope, and no grant of anyone else.
+    ws = cli(scope, "alice", "workspaces")
+    assert ws.exit_code == 0
+    assert WS not in ws.output
+
+
+def test_workspaces_and_models_list_what_exists(scope: Database) -> None:
+    ws = cli(scope, "adam", "workspaces")
+    assert ws.exit_code == 0
+    assert WS in ws.output
+    assert PJ in ws.output
+    models = cli(scope, "adam", "models")
+    assert "hash-ngram-v1" in models.output
+    assert "256" in models.output
+    unknown = cli(scope, "adam", "models", "register", "no-such-model")
+    assert unknown.exit_code == 2
+    assert unknown.output.startswith("error [VES_MEMORY_UNKNOWN_MODEL]")
