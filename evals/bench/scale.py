@@ -257,6 +257,7 @@ def _parallel(
 
 
 def _sizes(conn: psycopg.Connection[Any]) -> dict[str, Any]:
+    """Heap, TOAST and index sizes of every table of the schema (and each index)."""
     rows = conn.execute(
         """
         SELECT c.relname, c.relkind::text, pg_relation_size(c.oid),
@@ -266,15 +267,15 @@ def _sizes(conn: psycopg.Connection[Any]) -> dict[str, Any]:
           JOIN pg_namespace n ON n.oid = c.relnamespace
           LEFT JOIN pg_index i ON i.indexrelid = c.oid
           LEFT JOIN pg_class t ON t.oid = i.indrelid
-         WHERE n.nspname = 'pyretrieve'
-           AND (c.relname IN ('fragments', 'embeddings')
-                OR t.relname IN ('fragments', 'embeddings'))
-         ORDER BY c.relkind DESC, c.relname
+         WHERE n.nspname = 'pyretrieve' AND c.relkind IN ('r', 'i')
+         ORDER BY pg_total_relation_size(c.oid) DESC, c.relname
         """
     ).fetchall()
     mb = 1024 * 1024
     out: dict[str, Any] = {"tables": {}, "indexes": {}}
     for name, kind, size, total, toast, table in rows:
+        if total < mb // 10:
+            continue
         if kind == "r":
             out["tables"][name] = {
                 "heap_mb": round(size / mb, 1),
@@ -425,6 +426,18 @@ class Worker:
     retriever: Retriever
     reader: str
     vector_info: TypeInfo
+    hand_lexical: str  # the hand-written statement matching the installed lexical scoring
+
+
+def lexical_scoring(conn: psycopg.Connection[Any]) -> str:
+    """``bm25`` when lexical_candidates scores with BM25 by default (it then takes p_ranking),
+    else ``ts_rank`` (schema 0001-0002)."""
+    row = conn.execute(
+        "SELECT bool_or('p_ranking' = ANY (p.proargnames)) FROM pg_proc p"
+        " JOIN pg_namespace n ON n.oid = p.pronamespace"
+        " WHERE n.nspname = 'pyretrieve' AND p.proname = 'lexical_candidates'"
+    ).fetchone()
+    return "bm25" if row and row[0] else "ts_rank"
 
 
 _HAND_LEXICAL = """
@@ -439,6 +452,68 @@ SELECT f.fragment_id, f.content_digest, ts_rank(f.tsv, q.tsq, 1)::double precisi
    AND numnode(q.tsq) > 0 AND f.tsv @@ q.tsq
  ORDER BY score DESC, f.content_digest, f.fragment_id
  LIMIT 100
+"""
+
+# The BM25 scoring of lexical_candidates (schema 0003), statement for statement, with the
+# decision's values as literals: scope statistics, postings, the exact cut, term explanations.
+_HAND_BM25 = """
+WITH ql AS MATERIALIZED (
+    SELECT u.lexeme, max(greatest(cardinality(u.positions), 1))::double precision AS qtf
+      FROM pyretrieve.scope_configs c
+     CROSS JOIN LATERAL unnest(to_tsvector(c.ts_config, %(q)s)) AS u
+     WHERE c.workspace_id = %(ws)s AND c.project_id = %(pj)s
+     GROUP BY u.lexeme
+), pr AS MATERIALIZED (
+    SELECT p.bm25_k1 AS k1, p.bm25_b AS b FROM pyretrieve.projects p
+     WHERE p.workspace_id = %(ws)s AND p.project_id = %(pj)s
+), st AS MATERIALIZED (
+    SELECT count(*)::double precision AS n, coalesce(avg(f.doc_length), 0)::double precision AS avgdl
+      FROM pyretrieve.fragments f
+     WHERE f.workspace_id = %(ws)s AND f.project_id = %(pj)s AND f.state = 'active'
+       AND f.classification <= %(ceiling)s::pyretrieve.classification
+       AND f.observed_at <= now() AND (f.expires_at IS NULL OR f.expires_at > now())
+), hits AS MATERIALIZED (
+    SELECT p.fragment_id, p.lexeme, p.tf::double precision AS tf,
+           p.doc_length::double precision AS doc_length, ql.qtf
+      FROM ql
+      JOIN pyretrieve.postings p
+        ON p.workspace_id = %(ws)s AND p.project_id = %(pj)s AND p.lexeme = ql.lexeme
+     WHERE p.classification <= %(ceiling)s::pyretrieve.classification
+       AND p.observed_at <= now() AND (p.expires_at IS NULL OR p.expires_at > now())
+), df AS (
+    SELECT h.lexeme, count(*)::double precision AS df FROM hits h GROUP BY h.lexeme
+), parts AS (
+    SELECT h.fragment_id, h.lexeme, h.tf, h.qtf, pr.k1,
+           ln(1.0 + (st.n - df.df + 0.5) / (df.df + 0.5)) AS idf,
+           pr.k1 * (1.0 - pr.b + pr.b * h.doc_length / st.avgdl) AS norm
+      FROM hits h JOIN df ON df.lexeme = h.lexeme CROSS JOIN st CROSS JOIN pr
+), scored AS (
+    SELECT pt.fragment_id,
+           sum(pt.qtf * pt.idf * (pt.tf * (pt.k1 + 1.0)) / (pt.tf + pt.norm)
+               ORDER BY pt.lexeme COLLATE "C") AS score
+      FROM parts pt
+     GROUP BY pt.fragment_id
+), cut AS (
+    SELECT min(s.score) AS score
+      FROM (SELECT sc.score FROM scored sc ORDER BY sc.score DESC LIMIT 100) s
+), top AS (
+    SELECT s.fragment_id, f.content_digest, s.score, f.lexical_generation
+      FROM scored s
+     CROSS JOIN cut
+      JOIN pyretrieve.fragments f ON f.workspace_id = %(ws)s AND f.fragment_id = s.fragment_id
+     WHERE s.score >= cut.score
+     ORDER BY s.score DESC, f.content_digest, f.fragment_id
+     LIMIT 100
+)
+SELECT t.fragment_id, t.content_digest, t.score, t.lexical_generation,
+       (SELECT jsonb_agg(jsonb_build_object(
+                   'term', pt.lexeme, 'idf', pt.idf, 'tf', pt.tf::integer,
+                   'query_tf', pt.qtf::integer, 'length_norm', pt.norm,
+                   'contribution', pt.qtf * pt.idf * (pt.tf * (pt.k1 + 1.0)) / (pt.tf + pt.norm))
+               ORDER BY pt.lexeme COLLATE "C")
+          FROM parts pt WHERE pt.fragment_id = t.fragment_id)
+  FROM top t
+ ORDER BY t.score DESC, t.content_digest, t.fragment_id
 """
 
 _HAND_VECTOR = """
@@ -567,9 +642,8 @@ def _hand_params(plan: ScopePlan, q: Query) -> dict[str, Any]:
 
 
 def _hand_leg(kind: str) -> Callable[[Worker, ScopePlan, Query], float]:
-    statement = _HAND_LEXICAL if kind == "lexical" else _HAND_VECTOR
-
     def run(w: Worker, plan: ScopePlan, q: Query) -> float:
+        statement = w.hand_lexical if kind == "lexical" else _HAND_VECTOR
         started = time.perf_counter()
         w.conn.execute(statement, _hand_params(plan, q)).fetchall()
         return time.perf_counter() - started
@@ -581,7 +655,7 @@ def _hand_hybrid(w: Worker, plan: ScopePlan, q: Query) -> float:
     started = time.perf_counter()
     params = _hand_params(plan, q)
     with w.conn.transaction():
-        lexical = [r[0] for r in w.conn.execute(_HAND_LEXICAL, params).fetchall()]
+        lexical = [r[0] for r in w.conn.execute(w.hand_lexical, params).fetchall()]
         vector = [r[0] for r in w.conn.execute(_HAND_VECTOR, params).fetchall()]
         ids = sorted(set(lexical) | set(vector), key=str)
         records = {r[0]: r for r in w.conn.execute(_HAND_RECORDS, (plan.workspace, ids))}
@@ -766,25 +840,42 @@ def recall_at_100(
     matrix = np.array([r[1].to_numpy() for r in rows], dtype=np.float64).reshape(len(rows), -1)
     norms = np.linalg.norm(matrix, axis=1)
     values = []
+    same = {"lexical": 0, "vector": 0}
     for q in queries:
         vec = q.vector.astype(np.float64)
         sims = matrix @ vec / (norms * np.linalg.norm(vec))
         exact = {ids[i] for i in np.argsort(-sims, kind="stable")[:CANDIDATES]}
         with w.conn.transaction():
             decision = _authorize(w, plan, q)
-            ours = {
+            ours = [
                 r[1]
                 for r in w.conn.execute(
                     "SELECT * FROM pyretrieve.vector_candidates(%s, %s, %s::public.vector, %s)",
                     (decision, MODEL, q.literal, CANDIDATES),
                 )
-            }
-        values.append(len(ours & exact) / max(1, min(CANDIDATES, len(ids))))
+            ]
+            lexical = [
+                r[1]
+                for r in w.conn.execute(
+                    "SELECT * FROM pyretrieve.lexical_candidates(%s, %s, %s)",
+                    (decision, q.text, CANDIDATES),
+                )
+            ]
+        values.append(len(set(ours) & exact) / max(1, min(CANDIDATES, len(ids))))
+        # The hand-written statements must be the same candidate queries: same lists, in order.
+        w.conn.execute("RESET ROLE")
+        hand = {
+            "lexical": [r[0] for r in w.conn.execute(w.hand_lexical, _hand_params(plan, q))],
+            "vector": [r[0] for r in w.conn.execute(_HAND_VECTOR, _hand_params(plan, q))],
+        }
+        same["lexical"] += hand["lexical"] == lexical
+        same["vector"] += hand["vector"] == ours
     return {
         "mean": round(float(np.mean(values)), 4),
         "min": round(float(np.min(values)), 4),
         "queries": len(values),
         "authorized_rows": len(ids),
+        "hand_written_lists_identical": {k: f"{v}/{len(queries)}" for k, v in same.items()},
     }
 
 
@@ -801,10 +892,17 @@ def measure(
         info_conn = stack.enter_context(psycopg.connect(dsn, autocommit=True))
         info = TypeInfo.fetch(info_conn, "public.vector")
         assert info is not None
+        hand_lexical = _HAND_BM25 if lexical_scoring(info_conn) == "bm25" else _HAND_LEXICAL
         for _ in range(clients):
             conn = stack.enter_context(psycopg.connect(dsn, autocommit=True))
             workers.append(
-                Worker(conn, Retriever(conn, principal=principals.reader), principals.reader, info)
+                Worker(
+                    conn,
+                    Retriever(conn, principal=principals.reader),
+                    principals.reader,
+                    info,
+                    hand_lexical,
+                )
             )
         pool = stack.enter_context(ThreadPoolExecutor(clients))
         out = []
@@ -1027,15 +1125,17 @@ def render(result: dict[str, Any]) -> str:
         "",
         "## Security's price: candidate statements under RLS vs hand-written (1 client, p50 ms)",
         "",
-        "| scope | rls.lexical | hand.lexical | ratio | rls.vector | hand.vector | ratio |",
-        "|---|---|---|---|---|---|---|",
+        "| scope | rls.lexical | hand.lexical | ratio | rls.vector | hand.vector | ratio"
+        " | same top-100 lists (lexical, vector) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for x in result["scopes"]:
         rl, hl = _p(x, "rls.lexical"), _p(x, "hand.lexical")
         rv, hv = _p(x, "rls.vector"), _p(x, "hand.vector")
+        same = x["recall_at_100"]["hand_written_lists_identical"]
         lines.append(
             f"| {x['label']} | {rl:.2f} | {hl:.2f} | {rl / hl:.2f}x | {rv:.2f} | {hv:.2f}"
-            f" | {rv / hv:.2f}x |"
+            f" | {rv / hv:.2f}x | {same['lexical']}, {same['vector']} |"
         )
     conc = [str(c) for c in s["concurrency"]]
     lines += [
@@ -1117,6 +1217,7 @@ def run(s: Settings, dsn: str | None = None) -> dict[str, Any]:
             url = stack.enter_context(throwaway_database())
         conn = stack.enter_context(psycopg.connect(url, autocommit=True))
         facts = provenance(conn)
+        scoring = lexical_scoring(conn)
         backend = conn.execute("SELECT pg_backend_pid()").fetchone()
         principals = Principals.create(conn, "bench")
         stack.callback(principals.drop, conn)
@@ -1136,6 +1237,7 @@ def run(s: Settings, dsn: str | None = None) -> dict[str, Any]:
     return {
         "benchmark": "scale",
         **facts,
+        "lexical_scoring": scoring,
         "settings": {
             **settings,
             "model": MODEL,
@@ -1167,9 +1269,9 @@ def run(s: Settings, dsn: str | None = None) -> dict[str, Any]:
             " writer API, so model inference is not part of the ingestion rates.",
             "No query uses the HNSW index: vector_candidates scans the scope exactly, so recall"
             " is expected to be 1.0 (up to float ties).",
-            "Hand-written lexical SQL mirrors lexical_candidates as recorded in"
-            " server.lexical_candidates (OR over the query's lexemes, ts_rank normalization 1);"
-            " a change of lexical scoring needs the same change here for a fair ratio.",
+            f"Hand-written lexical SQL mirrors lexical_candidates' default {scoring} scoring"
+            " (the function is recorded in server.lexical_candidates); a change of lexical"
+            " scoring needs the same change here for a fair ratio.",
             "Latencies are measured from Python over the local socket: they include the driver"
             " and the round trips.",
         ]

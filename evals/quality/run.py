@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import secrets
+import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -24,6 +25,7 @@ import ir_measures
 import numpy as np
 import psycopg
 from numpy.typing import NDArray
+from psycopg import sql
 
 from evals.bench.runtime import (
     Principals,
@@ -117,20 +119,34 @@ class _Run:
             )
         self.duplicates = collection.duplicate_groups()
 
-    def cleanup(self, keep: bool) -> list[str]:
-        notes = []
-        if not keep:
-            if is_superuser(self.conn):
+    def cleanup(self, keep: bool) -> None:
+        """Remove the run's workspace (superuser only) and its roles; never fails the run."""
+        try:
+            if not keep and is_superuser(self.conn):
                 with self.conn.transaction():
-                    for table in _TABLES:
+                    # Every table of the schema that holds tenant rows, whatever the revision;
+                    # with foreign keys and triggers off, the order does not matter.
+                    self.conn.execute("SET LOCAL session_replication_role = replica")
+                    tables = self.conn.execute(
+                        "SELECT c.table_name FROM information_schema.columns c"
+                        " JOIN information_schema.tables t USING (table_schema, table_name)"
+                        " WHERE c.table_schema = 'pyretrieve' AND c.column_name = 'workspace_id'"
+                        " AND t.table_type = 'BASE TABLE'"
+                    ).fetchall()
+                    for (table,) in tables:
                         self.conn.execute(
-                            f"DELETE FROM pyretrieve.{table} WHERE workspace_id = %s",
+                            sql.SQL("DELETE FROM pyretrieve.{} WHERE workspace_id = %s").format(
+                                sql.Identifier(table)
+                            ),
                             (self.workspace,),
                         )
-            else:
-                notes.append(f"workspace {self.workspace} left in place (not a superuser)")
+            elif not keep:
+                print(
+                    f"workspace {self.workspace} left in place (not a superuser)", file=sys.stderr
+                )
+        except psycopg.Error as exc:
+            print(f"could not remove workspace {self.workspace}: {exc}", file=sys.stderr)
         self.principals.drop(self.conn)
-        return notes
 
     def ingest(self, folder: Path, embedder: Embedder) -> dict[str, Any]:
         register_model(self.conn, embedder, principal=self.principals.admin)
