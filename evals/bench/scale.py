@@ -375,8 +375,13 @@ def load(
         out["fragments_with_embeddings_per_s"] = round(1 / (1 / a + 1 / b), 1)
 
         started = time.perf_counter()
-        conn.execute("VACUUM (ANALYZE) pyretrieve.fragments")
-        conn.execute("VACUUM (ANALYZE) pyretrieve.embeddings")
+        # Every table of the schema (postings too, where the revision has them).
+        tables = conn.execute(
+            "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = 'pyretrieve' AND c.relkind = 'r'"
+        ).fetchall()
+        for (table,) in tables:
+            conn.execute(sql.SQL("VACUUM (ANALYZE) pyretrieve.{}").format(sql.Identifier(table)))
         out["vacuum_analyze_seconds"] = round(time.perf_counter() - started, 2)
 
         out["hnsw_build_seconds"] = None
