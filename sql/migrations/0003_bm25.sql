@@ -395,7 +395,8 @@ BEGIN
            AND (f.expires_at IS NULL OR f.expires_at > d.evaluated_at)
     ), hits AS MATERIALIZED (
         SELECT p.fragment_id, p.lexeme, p.tf::double precision AS tf,
-               p.doc_length::double precision AS doc_length, ql.qtf
+               p.doc_length::double precision AS doc_length, ql.qtf,
+               (count(*) OVER (PARTITION BY p.lexeme))::double precision AS df
           FROM ql
           JOIN pyretrieve.postings p
             ON p.workspace_id = d.workspace_id AND p.project_id = d.project_id AND p.lexeme = ql.lexeme
@@ -403,41 +404,49 @@ BEGIN
            AND p.observed_at <= d.evaluated_at
            AND (d.max_age IS NULL OR p.observed_at >= d.evaluated_at - d.max_age)
            AND (p.expires_at IS NULL OR p.expires_at > d.evaluated_at)
-    ), df AS (
-        SELECT h.lexeme, count(*)::double precision AS df FROM hits h GROUP BY h.lexeme
     ), parts AS (
-        SELECT h.fragment_id, h.lexeme, h.tf, h.qtf,
-               ln(1.0 + (st.n - df.df + 0.5) / (df.df + 0.5)) AS idf,
-               v_k1 * (1.0 - v_b + v_b * h.doc_length / st.avgdl) AS norm
-          FROM hits h JOIN df ON df.lexeme = h.lexeme CROSS JOIN st
-    ), scored AS (
+        SELECT h.fragment_id, h.lexeme, h.tf, h.qtf, b.idf, b.norm,
+               h.qtf * b.idf * (h.tf * (v_k1 + 1.0)) / (h.tf + b.norm) AS contribution
+          FROM hits h
+         CROSS JOIN st
+         CROSS JOIN LATERAL (
+               SELECT ln(1.0 + (st.n - h.df + 0.5) / (h.df + 0.5)) AS idf,
+                      v_k1 * (1.0 - v_b + v_b * h.doc_length / st.avgdl) AS norm) b
+    ), scored AS MATERIALIZED (
+        -- One pass per fragment: its score and the parts of it, summed and listed in the same
+        -- (bytewise lexeme) order, so the contributions add up to the score exactly. The
+        -- explanation is built from the arrays for the returned rows only.
         SELECT pt.fragment_id,
-               sum(pt.qtf * pt.idf * (pt.tf * (v_k1 + 1.0)) / (pt.tf + pt.norm) ORDER BY pt.lexeme COLLATE "C") AS score
+               sum(pt.contribution ORDER BY pt.lexeme COLLATE "C") AS score,
+               array_agg(pt.lexeme ORDER BY pt.lexeme COLLATE "C") AS t_term,
+               array_agg(pt.idf ORDER BY pt.lexeme COLLATE "C") AS t_idf,
+               array_agg(pt.tf ORDER BY pt.lexeme COLLATE "C") AS t_tf,
+               array_agg(pt.qtf ORDER BY pt.lexeme COLLATE "C") AS t_qtf,
+               array_agg(pt.norm ORDER BY pt.lexeme COLLATE "C") AS t_norm,
+               array_agg(pt.contribution ORDER BY pt.lexeme COLLATE "C") AS t_contribution
           FROM parts pt
          GROUP BY pt.fragment_id
-    ), cut AS (
-        -- The p_limit-th best score; every fragment scoring at least that much competes for the
-        -- last places on the content-bound tie-break, so the cut is exact and plan-independent.
-        SELECT min(s.score) AS score
-          FROM (SELECT sc.score FROM scored sc ORDER BY sc.score DESC LIMIT p_limit) s
     ), top AS (
-        SELECT s.fragment_id, f.content_digest, s.score, f.lexical_generation
+        -- Every fragment scoring at least the p_limit-th best score competes for the last
+        -- places on the content-bound tie-break, so the cut is exact and plan-independent;
+        -- the threshold is a sub-select, computed once.
+        SELECT s.*, f.content_digest, f.lexical_generation
           FROM scored s
-          CROSS JOIN cut
           JOIN pyretrieve.fragments f
             ON f.workspace_id = d.workspace_id AND f.fragment_id = s.fragment_id
-         WHERE s.score >= cut.score
+         WHERE s.score >= (SELECT min(x.score)
+                             FROM (SELECT sc.score FROM scored sc ORDER BY sc.score DESC LIMIT p_limit) x)
          ORDER BY s.score DESC, f.content_digest, f.fragment_id
          LIMIT p_limit
     )
     SELECT (row_number() OVER (ORDER BY t.score DESC, t.content_digest, t.fragment_id))::integer,
            t.fragment_id, t.content_digest, t.score, t.lexical_generation,
            (SELECT jsonb_agg(jsonb_build_object(
-                        'term', pt.lexeme, 'idf', pt.idf, 'tf', pt.tf::integer,
-                        'query_tf', pt.qtf::integer, 'length_norm', pt.norm,
-                        'contribution', pt.qtf * pt.idf * (pt.tf * (v_k1 + 1.0)) / (pt.tf + pt.norm))
-                    ORDER BY pt.lexeme COLLATE "C")
-              FROM parts pt WHERE pt.fragment_id = t.fragment_id)
+                       'term', u.term, 'idf', u.idf, 'tf', u.tf::integer,
+                       'query_tf', u.qtf::integer, 'length_norm', u.norm,
+                       'contribution', u.contribution) ORDER BY u.n)
+              FROM unnest(t.t_term, t.t_idf, t.t_tf, t.t_qtf, t.t_norm, t.t_contribution)
+                   WITH ORDINALITY AS u(term, idf, tf, qtf, norm, contribution, n))
       FROM top t
      ORDER BY 1;
 END;
