@@ -239,6 +239,12 @@ CREATE TABLE pyretrieve.embeddings (
     source_digest      bytea NOT NULL CHECK (pg_catalog.length(source_digest) = 32),
     vector_generation  bigint NOT NULL DEFAULT 0,
     embedded_at        timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    -- The fragment's visibility columns, copied by a trigger on every write (never by the
+    -- caller), so the vector leg and the read policy filter embeddings on their own columns.
+    classification     pyretrieve.classification NOT NULL,
+    fragment_state     pyretrieve.fragment_state NOT NULL,
+    observed_at        timestamptz NOT NULL,
+    expires_at         timestamptz,
     PRIMARY KEY (workspace_id, fragment_id, model_id),
     FOREIGN KEY (workspace_id, fragment_id) REFERENCES pyretrieve.fragments
 );
@@ -424,7 +430,8 @@ BEGIN
     INSERT INTO pyretrieve.generation_log (workspace_id, project_id, kind, generation)
     SELECT r.workspace_id, r.project_id, 'lexical', max(r.lexical_generation)
       FROM changed r
-     GROUP BY r.workspace_id, r.project_id;
+     GROUP BY r.workspace_id, r.project_id
+    ON CONFLICT DO NOTHING;
     -- A configuration seen before conflicts and is skipped without taking a lock.
     INSERT INTO pyretrieve.scope_configs (workspace_id, project_id, ts_config)
     SELECT DISTINCT r.workspace_id, r.project_id, r.ts_config
@@ -440,10 +447,13 @@ LANGUAGE plpgsql SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    -- A refresh of the mirrored fragment columns keeps the generation, which is then
+    -- already logged.
     INSERT INTO pyretrieve.generation_log (workspace_id, project_id, kind, generation)
     SELECT r.workspace_id, r.project_id, 'vector', max(r.vector_generation)
       FROM changed r
-     GROUP BY r.workspace_id, r.project_id;
+     GROUP BY r.workspace_id, r.project_id
+    ON CONFLICT DO NOTHING;
     RETURN NULL;
 END;
 $$;
@@ -481,6 +491,13 @@ BEGIN
              WHERE o.state = 'active' AND n.state <> 'active') gone
      WHERE p.workspace_id = gone.workspace_id AND p.project_id = gone.project_id
        AND p.lexeme = gone.lexeme AND p.fragment_id = gone.fragment_id;
+    -- Embeddings re-read their fragment's state (the mirror trigger sets the value).
+    UPDATE pyretrieve.embeddings e
+       SET fragment_state = n.state
+      FROM before_rows o
+      JOIN changed n ON n.workspace_id = o.workspace_id AND n.fragment_id = o.fragment_id
+     WHERE o.state IS DISTINCT FROM n.state
+       AND e.workspace_id = n.workspace_id AND e.fragment_id = n.fragment_id;
     RETURN NULL;
 END;
 $$;
@@ -500,7 +517,35 @@ CREATE TRIGGER fragments_bump_insert AFTER INSERT ON pyretrieve.fragments
 CREATE TRIGGER fragments_bump_update AFTER UPDATE ON pyretrieve.fragments
     REFERENCING NEW TABLE AS changed
     FOR EACH STATEMENT EXECUTE FUNCTION pyretrieve.bump_scope_lexical();
-CREATE TRIGGER embeddings_stamp BEFORE INSERT OR UPDATE ON pyretrieve.embeddings
+-- An embedding takes its fragment's classification, state and times from the fragment row on
+-- every write (the caller cannot set them), and the fragments' update trigger refreshes them
+-- when a fragment changes state.
+CREATE FUNCTION pyretrieve.mirror_fragment()
+RETURNS trigger
+LANGUAGE plpgsql SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    f record;
+BEGIN
+    SELECT fr.project_id, fr.classification, fr.state, fr.observed_at, fr.expires_at INTO f
+      FROM pyretrieve.fragments fr
+     WHERE fr.workspace_id = NEW.workspace_id AND fr.fragment_id = NEW.fragment_id;
+    IF NOT FOUND OR f.project_id <> NEW.project_id THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR020', MESSAGE = 'fragment not found';
+    END IF;
+    NEW.classification := f.classification;
+    NEW.fragment_state := f.state;
+    NEW.observed_at := f.observed_at;
+    NEW.expires_at := f.expires_at;
+    RETURN NEW;
+END;
+$$;
+CREATE TRIGGER embeddings_mirror BEFORE INSERT OR UPDATE ON pyretrieve.embeddings
+    FOR EACH ROW EXECUTE FUNCTION pyretrieve.mirror_fragment();
+-- A state refresh is not a new vector: the generation moves only when the vector or its
+-- source digest is written.
+CREATE TRIGGER embeddings_stamp BEFORE INSERT OR UPDATE OF embedding, source_digest ON pyretrieve.embeddings
     FOR EACH ROW EXECUTE FUNCTION pyretrieve.stamp_vector_generation();
 CREATE TRIGGER embeddings_bump_insert AFTER INSERT ON pyretrieve.embeddings
     REFERENCING NEW TABLE AS changed
@@ -630,25 +675,33 @@ CREATE POLICY postings_delete ON pyretrieve.postings FOR DELETE TO pyretrieve_wr
        AND project_id = (SELECT w.project_id FROM pyretrieve.write_scope() w)
        AND classification <= (SELECT w.ceiling FROM pyretrieve.write_scope() w));
 
--- Embeddings are visible exactly when their fragment is (the sub-select runs under the
--- fragments policies as the caller).
+-- Embeddings: the fragments' filters on the columns each embedding carries, so a decision
+-- admits exactly the embeddings of the fragments it admits.
 CREATE POLICY embeddings_read ON pyretrieve.embeddings FOR SELECT TO pyretrieve_reader
-    USING (EXISTS (SELECT 1 FROM pyretrieve.fragments f
-                    WHERE f.workspace_id = embeddings.workspace_id
-                      AND f.fragment_id = embeddings.fragment_id
-                      AND f.project_id = embeddings.project_id));
+    USING (workspace_id = (SELECT d.workspace_id FROM pyretrieve.bound_decision() d)
+       AND project_id = (SELECT d.project_id FROM pyretrieve.bound_decision() d)
+       AND fragment_state = 'active'
+       AND classification <= (SELECT d.ceiling FROM pyretrieve.bound_decision() d)
+       AND observed_at <= (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)
+       AND observed_at >= coalesce((SELECT d.evaluated_at - d.max_age FROM pyretrieve.bound_decision() d),
+                                   '-infinity'::timestamptz)
+       AND (expires_at IS NULL OR expires_at > (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)));
+CREATE POLICY embeddings_write_read ON pyretrieve.embeddings FOR SELECT TO pyretrieve_writer
+    USING (workspace_id = (SELECT w.workspace_id FROM pyretrieve.write_scope() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.write_scope() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.write_scope() w));
 CREATE POLICY embeddings_insert ON pyretrieve.embeddings FOR INSERT TO pyretrieve_writer
     WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.write_scope() w)
        AND project_id = (SELECT w.project_id FROM pyretrieve.write_scope() w)
-       AND EXISTS (SELECT 1 FROM pyretrieve.fragments f
-                    WHERE f.workspace_id = embeddings.workspace_id
-                      AND f.fragment_id = embeddings.fragment_id
-                      AND f.project_id = embeddings.project_id));
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.write_scope() w));
 CREATE POLICY embeddings_update ON pyretrieve.embeddings FOR UPDATE TO pyretrieve_writer
     USING (workspace_id = (SELECT w.workspace_id FROM pyretrieve.write_scope() w)
-       AND project_id = (SELECT w.project_id FROM pyretrieve.write_scope() w))
+       AND project_id = (SELECT w.project_id FROM pyretrieve.write_scope() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.write_scope() w))
     WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.write_scope() w)
-       AND project_id = (SELECT w.project_id FROM pyretrieve.write_scope() w));
+       AND project_id = (SELECT w.project_id FROM pyretrieve.write_scope() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.write_scope() w));
+
 
 -- Models are configuration, not tenant data.
 CREATE POLICY embedding_models_read ON pyretrieve.embedding_models FOR SELECT
@@ -1017,28 +1070,42 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'candidate limit out of range for this decision';
     END IF;
 
-    -- Exact cosine distance over the scope's rows, reached through the scope index: under RLS
-    -- the distance operator is not leakproof, so a global HNSW index would filter after the
-    -- scan and lose recall on small scopes. Exact search has recall 1.
+    -- Exact cosine distance over the scope's embeddings of the model, filtered on the
+    -- fragment columns each embedding carries (the decision's filters, stated explicitly with
+    -- the scope as parameters for embeddings_scope_idx, and applied again by RLS). Under RLS the
+    -- distance operator is not leakproof, so a global HNSW index would filter after the scan
+    -- and lose recall on small scopes; exact search has recall 1. Only the returned rows are
+    -- joined to their fragments; every row at the p_limit-th distance competes on the
+    -- content-bound tie-break, so the cut is exact.
     RETURN QUERY
-    WITH top AS (
-        SELECT e.fragment_id, f.content_digest,
+    WITH scan AS MATERIALIZED (
+        SELECT e.fragment_id,
                (e.embedding OPERATOR(public.<=>) p_embedding)::double precision AS distance,
-               e.source_digest, e.vector_generation, f.lexical_generation
+               e.source_digest, e.vector_generation
           FROM pyretrieve.embeddings e
-          JOIN pyretrieve.fragments f
-            ON f.workspace_id = e.workspace_id AND f.fragment_id = e.fragment_id
          WHERE e.workspace_id = d.workspace_id
            AND e.project_id = d.project_id
            AND e.model_id = p_model
-           AND f.workspace_id = d.workspace_id
+           AND e.fragment_state = 'active'
+           AND e.classification <= d.ceiling
+           AND e.observed_at <= d.evaluated_at
+           AND (d.max_age IS NULL OR e.observed_at >= d.evaluated_at - d.max_age)
+           AND (e.expires_at IS NULL OR e.expires_at > d.evaluated_at)
+    ), top AS (
+        SELECT s.fragment_id, f.content_digest, s.distance, s.source_digest, s.vector_generation,
+               f.lexical_generation
+          FROM scan s
+          JOIN pyretrieve.fragments f
+            ON f.workspace_id = d.workspace_id AND f.fragment_id = s.fragment_id
+         WHERE s.distance <= (SELECT max(x.distance)
+                                FROM (SELECT sc.distance FROM scan sc ORDER BY sc.distance LIMIT p_limit) x)
            AND f.project_id = d.project_id
            AND f.state = 'active'
            AND f.classification <= d.ceiling
            AND f.observed_at <= d.evaluated_at
            AND (d.max_age IS NULL OR f.observed_at >= d.evaluated_at - d.max_age)
            AND (f.expires_at IS NULL OR f.expires_at > d.evaluated_at)
-         ORDER BY distance, f.content_digest, f.fragment_id
+         ORDER BY s.distance, f.content_digest, f.fragment_id
          LIMIT p_limit
     )
     SELECT (row_number() OVER (ORDER BY t.distance, t.content_digest, t.fragment_id))::integer,
@@ -1715,6 +1782,7 @@ GRANT INSERT (workspace_id, project_id, fragment_id, model_id, embedding, source
       UPDATE (embedding, source_digest)
     ON pyretrieve.embeddings TO pyretrieve_writer;
 GRANT INSERT, DELETE ON pyretrieve.postings TO pyretrieve_writer;
+GRANT UPDATE (fragment_state) ON pyretrieve.embeddings TO pyretrieve_writer;
 GRANT INSERT ON pyretrieve.generation_log, pyretrieve.scope_configs TO pyretrieve_writer;
 GRANT USAGE, SELECT ON SEQUENCE pyretrieve.generation_seq TO pyretrieve_writer;
 
@@ -1755,7 +1823,7 @@ GRANT EXECUTE ON FUNCTION
     pyretrieve.stamp_lexical_generation(), pyretrieve.stamp_vector_generation(),
     pyretrieve.bump_scope_lexical(), pyretrieve.bump_scope_vector(),
     pyretrieve.visible_successor(text, text, uuid),
-    pyretrieve.postings_insert(), pyretrieve.postings_update()
+    pyretrieve.postings_insert(), pyretrieve.postings_update(), pyretrieve.mirror_fragment()
     TO pyretrieve_writer;
 GRANT EXECUTE ON FUNCTION
     pyretrieve.create_workspace(text, text),

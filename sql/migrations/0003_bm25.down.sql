@@ -13,6 +13,84 @@ DROP TRIGGER fragments_postings_update ON pyretrieve.fragments;
 DROP FUNCTION pyretrieve.postings_insert();
 DROP FUNCTION pyretrieve.postings_update();
 
+-- Embeddings lose their copy of the fragment's columns; the vector leg joins fragments again.
+DROP POLICY embeddings_read ON pyretrieve.embeddings;
+DROP POLICY embeddings_write_read ON pyretrieve.embeddings;
+DROP POLICY embeddings_insert ON pyretrieve.embeddings;
+DROP POLICY embeddings_update ON pyretrieve.embeddings;
+CREATE POLICY embeddings_read ON pyretrieve.embeddings FOR SELECT TO pyretrieve_reader
+    USING (EXISTS (SELECT 1 FROM pyretrieve.fragments f
+                    WHERE f.workspace_id = embeddings.workspace_id
+                      AND f.fragment_id = embeddings.fragment_id
+                      AND f.project_id = embeddings.project_id));
+CREATE POLICY embeddings_insert ON pyretrieve.embeddings FOR INSERT TO pyretrieve_writer
+    WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.write_scope() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.write_scope() w)
+       AND EXISTS (SELECT 1 FROM pyretrieve.fragments f
+                    WHERE f.workspace_id = embeddings.workspace_id
+                      AND f.fragment_id = embeddings.fragment_id
+                      AND f.project_id = embeddings.project_id));
+CREATE POLICY embeddings_update ON pyretrieve.embeddings FOR UPDATE TO pyretrieve_writer
+    USING (workspace_id = (SELECT w.workspace_id FROM pyretrieve.write_scope() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.write_scope() w))
+    WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.write_scope() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.write_scope() w));
+DROP TRIGGER embeddings_mirror ON pyretrieve.embeddings;
+DROP FUNCTION pyretrieve.mirror_fragment();
+DROP TRIGGER embeddings_stamp ON pyretrieve.embeddings;
+CREATE TRIGGER embeddings_stamp BEFORE INSERT OR UPDATE ON pyretrieve.embeddings
+    FOR EACH ROW EXECUTE FUNCTION pyretrieve.stamp_vector_generation();
+REVOKE UPDATE (fragment_state) ON pyretrieve.embeddings FROM pyretrieve_writer;
+ALTER TABLE pyretrieve.embeddings DROP COLUMN classification, DROP COLUMN fragment_state,
+    DROP COLUMN observed_at, DROP COLUMN expires_at;
+CREATE OR REPLACE FUNCTION pyretrieve.vector_candidates(p_decision uuid, p_model text, p_embedding public.vector, p_limit integer)
+RETURNS TABLE (rank integer, fragment_id uuid, content_digest bytea, distance double precision,
+               source_digest bytea, vector_generation bigint, lexical_generation bigint)
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    d pyretrieve.decisions := pyretrieve.require_decision(p_decision);
+BEGIN
+    PERFORM pyretrieve.check_embedding(p_model, p_embedding);
+    IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND d.candidate_limit THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'candidate limit out of range for this decision';
+    END IF;
+
+    -- Exact cosine distance over the scope's rows, reached through the scope index: under RLS
+    -- the distance operator is not leakproof, so a global HNSW index would filter after the
+    -- scan and lose recall on small scopes. Exact search has recall 1.
+    RETURN QUERY
+    WITH top AS (
+        SELECT e.fragment_id, f.content_digest,
+               (e.embedding OPERATOR(public.<=>) p_embedding)::double precision AS distance,
+               e.source_digest, e.vector_generation, f.lexical_generation
+          FROM pyretrieve.embeddings e
+          JOIN pyretrieve.fragments f
+            ON f.workspace_id = e.workspace_id AND f.fragment_id = e.fragment_id
+         WHERE e.workspace_id = d.workspace_id
+           AND e.project_id = d.project_id
+           AND e.model_id = p_model
+           AND f.workspace_id = d.workspace_id
+           AND f.project_id = d.project_id
+           AND f.state = 'active'
+           AND f.classification <= d.ceiling
+           AND f.observed_at <= d.evaluated_at
+           AND (d.max_age IS NULL OR f.observed_at >= d.evaluated_at - d.max_age)
+           AND (f.expires_at IS NULL OR f.expires_at > d.evaluated_at)
+         ORDER BY distance, f.content_digest, f.fragment_id
+         LIMIT p_limit
+    )
+    SELECT (row_number() OVER (ORDER BY t.distance, t.content_digest, t.fragment_id))::integer,
+           t.fragment_id, t.content_digest, t.distance, t.source_digest, t.vector_generation,
+           t.lexical_generation
+      FROM top t
+     ORDER BY 1;
+END;
+$$;
+
+
 -- The scope counters return to their table.
 CREATE TABLE pyretrieve.scope_generations_0003 AS
 SELECT * FROM pyretrieve.scope_generations;

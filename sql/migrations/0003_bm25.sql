@@ -9,6 +9,9 @@
 --   shared row per scope, so concurrent ingestion into a scope does not serialise.
 -- * Weighted Reciprocal Rank Fusion in search(): w / (60 + rank), weights shown in the
 --   explanation; matched terms with idf, tf and length normalisation explain a lexical hit.
+-- * Embeddings carry their fragment's classification, state and times (kept by triggers), so
+--   the vector leg filters the scope's embeddings on their own columns and joins the fragments
+--   only for the rows it returns.
 --
 -- Executed by the Alembic revision pyretrieve_0003; sql/pyretrieve.sql holds the same end state.
 -- Run as the installer, in one transaction.
@@ -91,6 +94,33 @@ CREATE TABLE pyretrieve.scope_configs (
 COMMENT ON TABLE pyretrieve.scope_configs IS
     'The text-search configurations used in a scope, so a query is parsed once per configuration.';
 
+-- The owner is bound by FORCE ROW LEVEL SECURITY and has no policy on tenant tables, so the
+-- backfills below run with RLS not forced on the tables they read and write; it is forced
+-- again before this transaction ends.
+ALTER TABLE pyretrieve.fragments NO FORCE ROW LEVEL SECURITY;
+ALTER TABLE pyretrieve.embeddings NO FORCE ROW LEVEL SECURITY;
+ALTER TABLE pyretrieve.scope_generations NO FORCE ROW LEVEL SECURITY;
+
+-- Embeddings mirror their fragment's visibility columns.
+ALTER TABLE pyretrieve.embeddings
+    ADD COLUMN classification pyretrieve.classification,
+    ADD COLUMN fragment_state pyretrieve.fragment_state,
+    ADD COLUMN observed_at timestamptz,
+    ADD COLUMN expires_at timestamptz;
+ALTER TABLE pyretrieve.embeddings DISABLE TRIGGER embeddings_stamp;
+ALTER TABLE pyretrieve.embeddings DISABLE TRIGGER embeddings_bump_update;
+UPDATE pyretrieve.embeddings e
+   SET classification = f.classification, fragment_state = f.state,
+       observed_at = f.observed_at, expires_at = f.expires_at
+  FROM pyretrieve.fragments f
+ WHERE f.workspace_id = e.workspace_id AND f.fragment_id = e.fragment_id;
+ALTER TABLE pyretrieve.embeddings ENABLE TRIGGER embeddings_stamp;
+ALTER TABLE pyretrieve.embeddings ENABLE TRIGGER embeddings_bump_update;
+ALTER TABLE pyretrieve.embeddings
+    ALTER COLUMN classification SET NOT NULL,
+    ALTER COLUMN fragment_state SET NOT NULL,
+    ALTER COLUMN observed_at SET NOT NULL;
+
 INSERT INTO pyretrieve.scope_configs (workspace_id, project_id, ts_config)
 SELECT sg.workspace_id, sg.project_id, c.cfg
   FROM pyretrieve.scope_generations sg CROSS JOIN LATERAL unnest(sg.ts_configs) AS c(cfg);
@@ -106,6 +136,9 @@ SELECT f.workspace_id, f.project_id, u.lexeme, f.fragment_id,
        f.classification, f.observed_at, f.expires_at
   FROM pyretrieve.fragments f CROSS JOIN LATERAL unnest(f.tsv) AS u
  WHERE f.state = 'active';
+
+ALTER TABLE pyretrieve.fragments FORCE ROW LEVEL SECURITY;
+ALTER TABLE pyretrieve.embeddings FORCE ROW LEVEL SECURITY;
 
 DROP TRIGGER scope_generations_forward ON pyretrieve.scope_generations;
 DROP FUNCTION pyretrieve.scope_generations_forward();
@@ -138,7 +171,8 @@ BEGIN
     INSERT INTO pyretrieve.generation_log (workspace_id, project_id, kind, generation)
     SELECT r.workspace_id, r.project_id, 'lexical', max(r.lexical_generation)
       FROM changed r
-     GROUP BY r.workspace_id, r.project_id;
+     GROUP BY r.workspace_id, r.project_id
+    ON CONFLICT DO NOTHING;
     -- A configuration seen before conflicts and is skipped without taking a lock.
     INSERT INTO pyretrieve.scope_configs (workspace_id, project_id, ts_config)
     SELECT DISTINCT r.workspace_id, r.project_id, r.ts_config
@@ -154,10 +188,13 @@ LANGUAGE plpgsql SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    -- A refresh of the mirrored fragment columns keeps the generation, which is then
+    -- already logged.
     INSERT INTO pyretrieve.generation_log (workspace_id, project_id, kind, generation)
     SELECT r.workspace_id, r.project_id, 'vector', max(r.vector_generation)
       FROM changed r
-     GROUP BY r.workspace_id, r.project_id;
+     GROUP BY r.workspace_id, r.project_id
+    ON CONFLICT DO NOTHING;
     RETURN NULL;
 END;
 $$;
@@ -195,9 +232,48 @@ BEGIN
              WHERE o.state = 'active' AND n.state <> 'active') gone
      WHERE p.workspace_id = gone.workspace_id AND p.project_id = gone.project_id
        AND p.lexeme = gone.lexeme AND p.fragment_id = gone.fragment_id;
+    -- Embeddings re-read their fragment's state (the mirror trigger sets the value).
+    UPDATE pyretrieve.embeddings e
+       SET fragment_state = n.state
+      FROM before_rows o
+      JOIN changed n ON n.workspace_id = o.workspace_id AND n.fragment_id = o.fragment_id
+     WHERE o.state IS DISTINCT FROM n.state
+       AND e.workspace_id = n.workspace_id AND e.fragment_id = n.fragment_id;
     RETURN NULL;
 END;
 $$;
+
+-- An embedding takes its fragment's classification, state and times from the fragment row on
+-- every write (the caller cannot set them), and the fragments' update trigger refreshes them
+-- when a fragment changes state.
+CREATE FUNCTION pyretrieve.mirror_fragment()
+RETURNS trigger
+LANGUAGE plpgsql SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    f record;
+BEGIN
+    SELECT fr.project_id, fr.classification, fr.state, fr.observed_at, fr.expires_at INTO f
+      FROM pyretrieve.fragments fr
+     WHERE fr.workspace_id = NEW.workspace_id AND fr.fragment_id = NEW.fragment_id;
+    IF NOT FOUND OR f.project_id <> NEW.project_id THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR020', MESSAGE = 'fragment not found';
+    END IF;
+    NEW.classification := f.classification;
+    NEW.fragment_state := f.state;
+    NEW.observed_at := f.observed_at;
+    NEW.expires_at := f.expires_at;
+    RETURN NEW;
+END;
+$$;
+CREATE TRIGGER embeddings_mirror BEFORE INSERT OR UPDATE ON pyretrieve.embeddings
+    FOR EACH ROW EXECUTE FUNCTION pyretrieve.mirror_fragment();
+-- A state refresh is not a new vector: the generation moves only when the vector or its
+-- source digest is written.
+DROP TRIGGER embeddings_stamp ON pyretrieve.embeddings;
+CREATE TRIGGER embeddings_stamp BEFORE INSERT OR UPDATE OF embedding, source_digest ON pyretrieve.embeddings
+    FOR EACH ROW EXECUTE FUNCTION pyretrieve.stamp_vector_generation();
 
 CREATE TRIGGER fragments_postings_insert AFTER INSERT ON pyretrieve.fragments
     REFERENCING NEW TABLE AS changed
@@ -231,6 +307,34 @@ CREATE POLICY postings_insert ON pyretrieve.postings FOR INSERT TO pyretrieve_wr
        AND classification <= (SELECT w.ceiling FROM pyretrieve.write_scope() w));
 CREATE POLICY postings_delete ON pyretrieve.postings FOR DELETE TO pyretrieve_writer
     USING (workspace_id = (SELECT w.workspace_id FROM pyretrieve.write_scope() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.write_scope() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.write_scope() w));
+
+DROP POLICY embeddings_read ON pyretrieve.embeddings;
+DROP POLICY embeddings_insert ON pyretrieve.embeddings;
+DROP POLICY embeddings_update ON pyretrieve.embeddings;
+CREATE POLICY embeddings_read ON pyretrieve.embeddings FOR SELECT TO pyretrieve_reader
+    USING (workspace_id = (SELECT d.workspace_id FROM pyretrieve.bound_decision() d)
+       AND project_id = (SELECT d.project_id FROM pyretrieve.bound_decision() d)
+       AND fragment_state = 'active'
+       AND classification <= (SELECT d.ceiling FROM pyretrieve.bound_decision() d)
+       AND observed_at <= (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)
+       AND observed_at >= coalesce((SELECT d.evaluated_at - d.max_age FROM pyretrieve.bound_decision() d),
+                                   '-infinity'::timestamptz)
+       AND (expires_at IS NULL OR expires_at > (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)));
+CREATE POLICY embeddings_write_read ON pyretrieve.embeddings FOR SELECT TO pyretrieve_writer
+    USING (workspace_id = (SELECT w.workspace_id FROM pyretrieve.write_scope() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.write_scope() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.write_scope() w));
+CREATE POLICY embeddings_insert ON pyretrieve.embeddings FOR INSERT TO pyretrieve_writer
+    WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.write_scope() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.write_scope() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.write_scope() w));
+CREATE POLICY embeddings_update ON pyretrieve.embeddings FOR UPDATE TO pyretrieve_writer
+    USING (workspace_id = (SELECT w.workspace_id FROM pyretrieve.write_scope() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.write_scope() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.write_scope() w))
+    WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.write_scope() w)
        AND project_id = (SELECT w.project_id FROM pyretrieve.write_scope() w)
        AND classification <= (SELECT w.ceiling FROM pyretrieve.write_scope() w));
 
@@ -304,6 +408,70 @@ END;
 $$;
 COMMENT ON FUNCTION pyretrieve.set_bm25(text, text, double precision, double precision) IS
     'Set a project''s BM25 parameters k1 (term-frequency saturation, default 0.9) and b (length normalisation, default 0.4). Admins only.';
+
+-- ---------------------------------------------------------------------------------------------
+-- Vector candidates: filter the embeddings on their own columns, join fragments for the top.
+-- ---------------------------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION pyretrieve.vector_candidates(p_decision uuid, p_model text, p_embedding public.vector, p_limit integer)
+RETURNS TABLE (rank integer, fragment_id uuid, content_digest bytea, distance double precision,
+               source_digest bytea, vector_generation bigint, lexical_generation bigint)
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    d pyretrieve.decisions := pyretrieve.require_decision(p_decision);
+BEGIN
+    PERFORM pyretrieve.check_embedding(p_model, p_embedding);
+    IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND d.candidate_limit THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'candidate limit out of range for this decision';
+    END IF;
+
+    -- Exact cosine distance over the scope's embeddings of the model, filtered on the
+    -- fragment columns each embedding carries (the decision's filters, stated explicitly with
+    -- the scope as parameters for embeddings_scope_idx, and applied again by RLS). Under RLS the
+    -- distance operator is not leakproof, so a global HNSW index would filter after the scan
+    -- and lose recall on small scopes; exact search has recall 1. Only the returned rows are
+    -- joined to their fragments; every row at the p_limit-th distance competes on the
+    -- content-bound tie-break, so the cut is exact.
+    RETURN QUERY
+    WITH scan AS MATERIALIZED (
+        SELECT e.fragment_id,
+               (e.embedding OPERATOR(public.<=>) p_embedding)::double precision AS distance,
+               e.source_digest, e.vector_generation
+          FROM pyretrieve.embeddings e
+         WHERE e.workspace_id = d.workspace_id
+           AND e.project_id = d.project_id
+           AND e.model_id = p_model
+           AND e.fragment_state = 'active'
+           AND e.classification <= d.ceiling
+           AND e.observed_at <= d.evaluated_at
+           AND (d.max_age IS NULL OR e.observed_at >= d.evaluated_at - d.max_age)
+           AND (e.expires_at IS NULL OR e.expires_at > d.evaluated_at)
+    ), top AS (
+        SELECT s.fragment_id, f.content_digest, s.distance, s.source_digest, s.vector_generation,
+               f.lexical_generation
+          FROM scan s
+          JOIN pyretrieve.fragments f
+            ON f.workspace_id = d.workspace_id AND f.fragment_id = s.fragment_id
+         WHERE s.distance <= (SELECT max(x.distance)
+                                FROM (SELECT sc.distance FROM scan sc ORDER BY sc.distance LIMIT p_limit) x)
+           AND f.project_id = d.project_id
+           AND f.state = 'active'
+           AND f.classification <= d.ceiling
+           AND f.observed_at <= d.evaluated_at
+           AND (d.max_age IS NULL OR f.observed_at >= d.evaluated_at - d.max_age)
+           AND (f.expires_at IS NULL OR f.expires_at > d.evaluated_at)
+         ORDER BY s.distance, f.content_digest, f.fragment_id
+         LIMIT p_limit
+    )
+    SELECT (row_number() OVER (ORDER BY t.distance, t.content_digest, t.fragment_id))::integer,
+           t.fragment_id, t.content_digest, t.distance, t.source_digest, t.vector_generation,
+           t.lexical_generation
+      FROM top t
+     ORDER BY 1;
+END;
+$$;
 
 -- ---------------------------------------------------------------------------------------------
 -- Lexical candidates: BM25 by default, ts_rank selectable for comparison.
@@ -661,7 +829,8 @@ COMMENT ON FUNCTION pyretrieve.search(text, text, text, text, public.vector, tex
 REVOKE ALL ON pyretrieve.postings, pyretrieve.generation_log, pyretrieve.scope_configs,
     pyretrieve.scope_generations FROM PUBLIC;
 REVOKE ALL ON FUNCTION pyretrieve.tsvector_length(tsvector), pyretrieve.postings_insert(),
-    pyretrieve.postings_update(), pyretrieve.set_bm25(text, text, double precision, double precision),
+    pyretrieve.postings_update(), pyretrieve.mirror_fragment(),
+    pyretrieve.set_bm25(text, text, double precision, double precision),
     pyretrieve.lexical_candidates(uuid, text, integer, text),
     pyretrieve.search(text, text, text, text, public.vector, text, integer, text, double precision, double precision, text)
     FROM PUBLIC;
@@ -669,6 +838,7 @@ REVOKE ALL ON FUNCTION pyretrieve.tsvector_length(tsvector), pyretrieve.postings
 GRANT SELECT ON pyretrieve.postings, pyretrieve.generation_log, pyretrieve.scope_configs,
     pyretrieve.scope_generations TO pyretrieve_reader;
 GRANT INSERT, DELETE ON pyretrieve.postings TO pyretrieve_writer;
+GRANT UPDATE (fragment_state) ON pyretrieve.embeddings TO pyretrieve_writer;
 GRANT INSERT ON pyretrieve.generation_log, pyretrieve.scope_configs TO pyretrieve_writer;
 GRANT SELECT ON SEQUENCE pyretrieve.generation_seq TO pyretrieve_writer;
 GRANT SELECT ON pyretrieve.generation_log, pyretrieve.scope_generations TO pyretrieve_admin;
@@ -677,7 +847,8 @@ GRANT UPDATE (bm25_k1, bm25_b) ON pyretrieve.projects TO pyretrieve_admin;
 
 GRANT EXECUTE ON FUNCTION pyretrieve.tsvector_length(tsvector)
     TO pyretrieve_reader, pyretrieve_writer, pyretrieve_admin;
-GRANT EXECUTE ON FUNCTION pyretrieve.postings_insert(), pyretrieve.postings_update()
+GRANT EXECUTE ON FUNCTION pyretrieve.postings_insert(), pyretrieve.postings_update(),
+    pyretrieve.mirror_fragment()
     TO pyretrieve_writer;
 GRANT EXECUTE ON FUNCTION
     pyretrieve.lexical_candidates(uuid, text, integer, text),

@@ -28,7 +28,7 @@
 \pset pager off
 
 BEGIN;
-SELECT plan(240);
+SELECT plan(242);
 
 -- The installation.
 SELECT has_schema('pyretrieve');
@@ -99,7 +99,7 @@ SELECT is((SELECT relforcerowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyre
 -- Policies: exactly these per table, all permissive, each with its command and roles.
 SELECT policies_are('pyretrieve', 'decisions', ARRAY['decisions_admin', 'decisions_insert', 'decisions_own']);
 SELECT policies_are('pyretrieve', 'embedding_models', ARRAY['embedding_models_admin', 'embedding_models_read']);
-SELECT policies_are('pyretrieve', 'embeddings', ARRAY['embeddings_insert', 'embeddings_read', 'embeddings_update']);
+SELECT policies_are('pyretrieve', 'embeddings', ARRAY['embeddings_insert', 'embeddings_read', 'embeddings_update', 'embeddings_write_read']);
 SELECT policies_are('pyretrieve', 'fragments', ARRAY['fragments_insert', 'fragments_read', 'fragments_update', 'fragments_write_read']);
 SELECT policies_are('pyretrieve', 'generation_log', ARRAY['generation_log_admin', 'generation_log_insert', 'generation_log_read']);
 SELECT policies_are('pyretrieve', 'grants', ARRAY['grants_admin', 'grants_own']);
@@ -128,6 +128,8 @@ SELECT policy_cmd_is('pyretrieve', 'embeddings', 'embeddings_read', 'SELECT', 'p
 SELECT policy_roles_are('pyretrieve', 'embeddings', 'embeddings_read', ARRAY['pyretrieve_reader']);
 SELECT policy_cmd_is('pyretrieve', 'embeddings', 'embeddings_update', 'UPDATE', 'policy embeddings_update on pyretrieve.embeddings is for UPDATE');
 SELECT policy_roles_are('pyretrieve', 'embeddings', 'embeddings_update', ARRAY['pyretrieve_writer']);
+SELECT policy_cmd_is('pyretrieve', 'embeddings', 'embeddings_write_read', 'SELECT', 'policy embeddings_write_read on pyretrieve.embeddings is for SELECT');
+SELECT policy_roles_are('pyretrieve', 'embeddings', 'embeddings_write_read', ARRAY['pyretrieve_writer']);
 SELECT policy_cmd_is('pyretrieve', 'fragments', 'fragments_insert', 'INSERT', 'policy fragments_insert on pyretrieve.fragments is for INSERT');
 SELECT policy_roles_are('pyretrieve', 'fragments', 'fragments_insert', ARRAY['pyretrieve_writer']);
 SELECT policy_cmd_is('pyretrieve', 'fragments', 'fragments_read', 'SELECT', 'policy fragments_read on pyretrieve.fragments is for SELECT');
@@ -175,7 +177,7 @@ SELECT policy_roles_are('pyretrieve', 'workspaces', 'workspaces_read', ARRAY['py
 
 -- Functions: exactly these; only create_model_index is SECURITY DEFINER, every function pins
 -- search_path = pg_catalog, pg_temp, and none is LEAKPROOF.
-SELECT functions_are('pyretrieve', ARRAY['audit_expression_calls', 'authorize', 'bind_write_scope', 'bound_decision', 'bump_scope_lexical', 'bump_scope_vector', 'check_embedding', 'check_identifier', 'content_digest', 'create_model_index', 'create_project', 'create_workspace', 'effective_grant', 'embedding_digest', 'fragments', 'grant_access', 'lexical_candidates', 'or_tsquery', 'postings_insert', 'postings_update', 'put_embedding', 'put_fragment', 'register_model', 'require_decision', 'retract_fragment', 'revoke_access', 'search', 'set_bm25', 'setting_uuid', 'stamp_lexical_generation', 'stamp_vector_generation', 'supersede_fragment', 'tsvector_length', 'vector_candidates', 'visible_successor', 'write_scope']);
+SELECT functions_are('pyretrieve', ARRAY['audit_expression_calls', 'authorize', 'bind_write_scope', 'bound_decision', 'bump_scope_lexical', 'bump_scope_vector', 'check_embedding', 'check_identifier', 'content_digest', 'create_model_index', 'create_project', 'create_workspace', 'effective_grant', 'embedding_digest', 'fragments', 'grant_access', 'lexical_candidates', 'mirror_fragment', 'or_tsquery', 'postings_insert', 'postings_update', 'put_embedding', 'put_fragment', 'register_model', 'require_decision', 'retract_fragment', 'revoke_access', 'search', 'set_bm25', 'setting_uuid', 'stamp_lexical_generation', 'stamp_vector_generation', 'supersede_fragment', 'tsvector_length', 'vector_candidates', 'visible_successor', 'write_scope']);
 SELECT is_definer('pyretrieve', 'create_model_index', ARRAY['text'], 'pyretrieve.create_model_index(text) is SECURITY DEFINER');
 SELECT is_empty(
     $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc p
@@ -237,6 +239,7 @@ SELECT results_eq(
     ('pyretrieve.fragments(uuid, uuid[])', 'pyretrieve_reader'),
     ('pyretrieve.grant_access(regrole, text, text, text, pyretrieve.classification, interval, pyretrieve.semantic_policy, timestamp with time zone)', 'pyretrieve_admin'),
     ('pyretrieve.lexical_candidates(uuid, text, integer, text)', 'pyretrieve_reader'),
+    ('pyretrieve.mirror_fragment()', 'pyretrieve_writer'),
     ('pyretrieve.or_tsquery(regconfig, text)', 'pyretrieve_reader'),
     ('pyretrieve.postings_insert()', 'pyretrieve_writer'),
     ('pyretrieve.postings_update()', 'pyretrieve_writer'),
@@ -338,6 +341,7 @@ SELECT results_eq(
     ('embeddings', 'embedding', 'pyretrieve_writer', 'INSERT'),
     ('embeddings', 'embedding', 'pyretrieve_writer', 'UPDATE'),
     ('embeddings', 'fragment_id', 'pyretrieve_writer', 'INSERT'),
+    ('embeddings', 'fragment_state', 'pyretrieve_writer', 'UPDATE'),
     ('embeddings', 'model_id', 'pyretrieve_writer', 'INSERT'),
     ('embeddings', 'project_id', 'pyretrieve_writer', 'INSERT'),
     ('embeddings', 'source_digest', 'pyretrieve_writer', 'INSERT'),

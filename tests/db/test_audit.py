@@ -100,7 +100,7 @@ def test_the_shipped_schema_audits_clean(db: Database) -> None:
     assert len(report.tables) == 11
     assert all(t.rls_enabled and t.rls_forced and t.policies >= 2 for t in report.tables)
     assert all(t.owner == "pyretrieve_owner" for t in report.tables)
-    assert len(report.policies) == 30
+    assert len(report.policies) == 31
     assert all(
         p.permissive and not p.per_row_calls and not p.trusts_settings_in for p in report.policies
     )

@@ -20,7 +20,17 @@ import pytest
 
 from pyretrieve import resources
 from pyretrieve.db import migrate
-from tests.conftest import HEAD, INSTALL_SQL, SCHEMA_VERSION, Server, create_database, drop_database
+from tests.conftest import (
+    HEAD,
+    INSTALL_SQL,
+    PASSWORD,
+    SCHEMA_VERSION,
+    Server,
+    acting_as,
+    create_database,
+    drop_database,
+    role,
+)
 
 ROLES = ("pyretrieve_owner", "pyretrieve_reader", "pyretrieve_writer", "pyretrieve_admin")
 
@@ -509,3 +519,88 @@ def test_each_downgrade_restores_the_previous_catalog(server: Server, previous: 
     finally:
         drop_database(server, up_only)
         drop_database(server, down_again)
+
+
+def test_upgrading_a_populated_database_backfills_what_0003_derives(
+    server: Server, template_db: str
+) -> None:
+    """Fragments and embeddings written under 0002 are found by BM25 and the vector leg after
+    the upgrade: the backfills run even though the owner is bound by FORCE RLS."""
+    name = create_database(server, None)
+    dsn = server.dsn(name)
+    app = server.dsn(name, user=role("authenticator"), password=PASSWORD)
+    try:
+        migrate.upgrade(dsn, "pyretrieve_0002")
+        with psycopg.connect(app, autocommit=True, row_factory=psycopg.rows.dict_row) as conn:
+            with acting_as(conn, "adam"):
+                conn.execute("SELECT pyretrieve.create_workspace('acme')")
+                conn.execute("SELECT pyretrieve.create_project('acme', 'docs')")
+                conn.execute("SELECT pyretrieve.register_model('m3', 3)")
+                conn.execute(
+                    "SELECT pyretrieve.grant_access(%s::regrole, 'acme', 'docs', 'ingest', 'restricted')",
+                    (role("wally"),),
+                )
+                conn.execute(
+                    "SELECT pyretrieve.grant_access(%s::regrole, 'acme', 'docs', 'read', 'internal')",
+                    (role("alice"),),
+                )
+            ids = {}
+            with acting_as(conn, "wally"):
+                for body, cls in [
+                    ("zebra crossing at noon", "internal"),
+                    ("zebra secrets", "restricted"),
+                    ("quiet river", "public"),
+                ]:
+                    row = conn.execute(
+                        "SELECT pyretrieve.put_fragment('acme', 'docs', %s, %s::pyretrieve.classification) AS id",
+                        (body, cls),
+                    ).fetchone()
+                    assert row is not None
+                    ids[body] = row["id"]
+                    conn.execute(
+                        "SELECT pyretrieve.put_embedding('acme', 'docs', %s, 'm3', '[1,0,0]',"
+                        " sha256(convert_to(%s, 'UTF8')))",
+                        (row["id"], body),
+                    )
+                conn.execute(
+                    "SELECT pyretrieve.retract_fragment('acme', 'docs', %s)", (ids["quiet river"],)
+                )
+        migrate.upgrade(dsn)
+        with psycopg.connect(app, autocommit=True, row_factory=psycopg.rows.dict_row) as conn:
+            with acting_as(conn, "alice"):
+                d = conn.execute(
+                    "SELECT decision_id FROM pyretrieve.authorize('acme', 'docs', 'read', %s,"
+                    " 'optional', NULL, 10)",
+                    (b"\x00" * 32,),
+                ).fetchone()
+                assert d is not None
+                lexical = conn.execute(
+                    "SELECT fragment_id, terms FROM pyretrieve.lexical_candidates(%s, 'zebra', 10)",
+                    (d["decision_id"],),
+                ).fetchall()
+                vector = conn.execute(
+                    "SELECT fragment_id FROM pyretrieve.vector_candidates(%s, 'm3', '[1,0,0]', 10)",
+                    (d["decision_id"],),
+                ).fetchall()
+                embeddings = conn.execute(
+                    "SELECT fragment_id FROM pyretrieve.embeddings"
+                ).fetchall()
+            # Only the visible, active fragment: not the restricted one, not the retracted one.
+            assert [r["fragment_id"] for r in lexical] == [ids["zebra crossing at noon"]]
+            assert lexical[0]["terms"][0]["term"] == "zebra"
+            assert [r["fragment_id"] for r in vector] == [ids["zebra crossing at noon"]]
+            assert [r["fragment_id"] for r in embeddings] == [ids["zebra crossing at noon"]]
+        with psycopg.connect(dsn) as admin:
+            forced = admin.execute(
+                "SELECT count(*) FROM pg_class WHERE relnamespace = 'pyretrieve'::regnamespace"
+                " AND relkind = 'r' AND NOT relforcerowsecurity"
+            ).fetchone()
+            assert forced == (0,)
+            counts = admin.execute(
+                "SELECT (SELECT count(*) FROM pyretrieve.postings),"
+                " (SELECT count(*) FROM pyretrieve.embeddings WHERE fragment_state = 'retracted')"
+            ).fetchone()
+            # zebra, cross, noon + zebra, secret; none for the retracted fragment.
+            assert counts == (5, 1)
+    finally:
+        drop_database(server, name)
