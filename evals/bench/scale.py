@@ -109,6 +109,8 @@ class ScopePlan:
     project: str
     rows: int
     label: str | None = None  # probe scopes carry a label ("1%", "100k rows")
+    k1: float = 0.9  # the project's BM25 parameters, read back before measuring
+    b: float = 0.4
 
     @property
     def name(self) -> str:
@@ -432,7 +434,95 @@ class Worker:
     retriever: Retriever
     reader: str
     vector_info: TypeInfo
-    hand_lexical: str  # the hand-written statement matching the installed lexical scoring
+    hand: dict[str, str]  # lexical, vector: the hand-written candidate statements
+
+
+# The decision's values and the function's arguments, as the hand-written statement states them.
+_SUBSTITUTIONS = (
+    (r"\bd\.workspace_id\b", "%(ws)s"),
+    (r"\bd\.project_id\b", "%(pj)s"),
+    (r"\bd\.ceiling\b", "%(ceiling)s::pyretrieve.classification"),
+    (r"\bd\.evaluated_at\b", "now()"),
+    (r"\bd\.max_age\b", "NULL::interval"),
+    (r"\bp_query\b", "%(q)s"),
+    (r"\bp_embedding\b", "%(v)s::public.vector"),
+    (r"\bp_model\b", "%(model)s"),
+    (r"\bp_limit\b", str(CANDIDATES)),
+    (r"\bv_k1\b", "%(k1)s::double precision"),
+    (r"\bv_b\b", "%(b)s::double precision"),
+)
+
+
+def hand_written(conn: psycopg.Connection[Any], function: str) -> str | None:
+    """The candidate query of an installed function as a plain statement.
+
+    The last ``RETURN QUERY`` of the function (its default path) with the decision's fields and
+    the arguments replaced by parameters and literals: the same query with the same filters,
+    which the superuser then runs without RLS. None if the body has a form this cannot follow
+    (the caller then falls back to a statement kept here).
+    """
+    row = conn.execute(
+        "SELECT p.prosrc FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
+        " WHERE n.nspname = 'pyretrieve' AND p.proname = %s ORDER BY p.oid DESC LIMIT 1",
+        (function,),
+    ).fetchone()
+    if row is None or "RETURN QUERY" not in row[0]:
+        return None
+    statement = _first_statement(str(row[0]).rsplit("RETURN QUERY", 1)[1])
+    if statement is None:
+        return None
+    statement = statement.replace("%", "%%")
+    for pattern, value in _SUBSTITUTIONS:
+        statement = re.sub(pattern, value, statement)
+    if re.search(r"\b(d\.\w+|v_\w+|p_\w+)\b", statement):
+        return None
+    return statement.strip()
+
+
+def _first_statement(text: str) -> str | None:
+    """Text up to the first semicolon outside quotes, without ``--`` comments."""
+    out: list[str] = []
+    quote: str | None = None
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            out.append(ch)
+            if ch == quote:
+                quote = None
+        elif ch in "'\"":
+            quote = ch
+            out.append(ch)
+        elif text.startswith("--", i):
+            end = text.find("\n", i)
+            i = len(text) if end < 0 else end
+            continue
+        elif ch == ";":
+            return "".join(out)
+        else:
+            out.append(ch)
+        i += 1
+    return None
+
+
+def hand_statements(conn: psycopg.Connection[Any]) -> dict[str, Any]:
+    """The hand-written lexical and vector candidate statements and where each came from."""
+    scoring = lexical_scoring(conn)
+    fallback = {
+        "lexical": _HAND_BM25 if scoring == "bm25" else _HAND_LEXICAL,
+        "vector": _HAND_VECTOR,
+    }
+    statements: dict[str, str] = {}
+    sources: dict[str, str] = {}
+    for kind, function in (("lexical", "lexical_candidates"), ("vector", "vector_candidates")):
+        derived = hand_written(conn, function)
+        statements[kind] = derived or fallback[kind]
+        sources[kind] = (
+            f"derived from the installed {function} (its default path)"
+            if derived
+            else f"kept in evals/bench/scale.py ({scoring if kind == 'lexical' else 'exact'})"
+        )
+    return {"statements": statements, "sources": sources}
 
 
 def lexical_scoring(conn: psycopg.Connection[Any]) -> str:
@@ -644,12 +734,22 @@ def _hand_params(plan: ScopePlan, q: Query) -> dict[str, Any]:
         "pj": plan.project,
         "model": MODEL,
         "ceiling": CEILING,
+        # The project's BM25 parameters, which an application knows (defaults of 0003).
+        "k1": plan.k1,
+        "b": plan.b,
     }
+
+
+def _ids(cur: psycopg.Cursor[Any]) -> list[Any]:
+    """The fragment ids of a candidate statement's rows, in order."""
+    assert cur.description is not None
+    column = [c.name for c in cur.description].index("fragment_id")
+    return [r[column] for r in cur.fetchall()]
 
 
 def _hand_leg(kind: str) -> Callable[[Worker, ScopePlan, Query], float]:
     def run(w: Worker, plan: ScopePlan, q: Query) -> float:
-        statement = w.hand_lexical if kind == "lexical" else _HAND_VECTOR
+        statement = w.hand[kind]
         started = time.perf_counter()
         w.conn.execute(statement, _hand_params(plan, q)).fetchall()
         return time.perf_counter() - started
@@ -661,8 +761,8 @@ def _hand_hybrid(w: Worker, plan: ScopePlan, q: Query) -> float:
     started = time.perf_counter()
     params = _hand_params(plan, q)
     with w.conn.transaction():
-        lexical = [r[0] for r in w.conn.execute(w.hand_lexical, params).fetchall()]
-        vector = [r[0] for r in w.conn.execute(_HAND_VECTOR, params).fetchall()]
+        lexical = _ids(w.conn.execute(w.hand["lexical"], params))
+        vector = _ids(w.conn.execute(w.hand["vector"], params))
         ids = sorted(set(lexical) | set(vector), key=str)
         records = {r[0]: r for r in w.conn.execute(_HAND_RECORDS, (plan.workspace, ids))}
         top = [records[i] for i in _rrf(lexical, vector) if i in records]
@@ -870,10 +970,7 @@ def recall_at_100(
         values.append(len(set(ours) & exact) / max(1, min(CANDIDATES, len(ids))))
         # The hand-written statements must be the same candidate queries: same lists, in order.
         w.conn.execute("RESET ROLE")
-        hand = {
-            "lexical": [r[0] for r in w.conn.execute(w.hand_lexical, _hand_params(plan, q))],
-            "vector": [r[0] for r in w.conn.execute(_HAND_VECTOR, _hand_params(plan, q))],
-        }
+        hand = {kind: _ids(w.conn.execute(w.hand[kind], _hand_params(plan, q))) for kind in same}
         same["lexical"] += hand["lexical"] == lexical
         same["vector"] += hand["vector"] == ours
     return {
@@ -887,7 +984,7 @@ def recall_at_100(
 
 def measure(
     dsn: str, s: Settings, principals: Principals, probes: Sequence[ScopePlan]
-) -> list[dict[str, Any]]:
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     vocabulary = _vocabulary(s)
     gen = synth.Generator(
         vocabulary, clusters=s.clusters or max(16, s.fragments // 500), seed=s.seed
@@ -898,7 +995,7 @@ def measure(
         info_conn = stack.enter_context(psycopg.connect(dsn, autocommit=True))
         info = TypeInfo.fetch(info_conn, "public.vector")
         assert info is not None
-        hand_lexical = _HAND_BM25 if lexical_scoring(info_conn) == "bm25" else _HAND_LEXICAL
+        hand = hand_statements(info_conn)
         for _ in range(clients):
             conn = stack.enter_context(psycopg.connect(dsn, autocommit=True))
             workers.append(
@@ -907,12 +1004,20 @@ def measure(
                     Retriever(conn, principal=principals.reader),
                     principals.reader,
                     info,
-                    hand_lexical,
+                    hand["statements"],
                 )
             )
         pool = stack.enter_context(ThreadPoolExecutor(clients))
         out = []
         for plan in probes:
+            with contextlib.suppress(psycopg.Error):
+                row = info_conn.execute(
+                    "SELECT bm25_k1, bm25_b FROM pyretrieve.projects"
+                    " WHERE workspace_id = %s AND project_id = %s",
+                    (plan.workspace, plan.project),
+                ).fetchone()
+                if row:
+                    plan.k1, plan.b = float(row[0]), float(row[1])
             queries = [
                 Query(text, vector, to_pgvector_text(vector))
                 for text, vector in gen.queries(plan.name, s.queries)
@@ -961,7 +1066,7 @@ def measure(
                 file=sys.stderr,
             )
             out.append(scope_out)
-    return out
+    return out, hand
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1234,7 +1339,7 @@ def run(s: Settings, dsn: str | None = None) -> dict[str, Any]:
         loaded["total_seconds"] = round(time.perf_counter() - started, 1)
         print(f"loaded in {loaded['total_seconds']} s", file=sys.stderr)
         started = time.perf_counter()
-        scopes = measure(url, s, principals, probes)
+        scopes, hand = measure(url, s, principals, probes)
         measure_seconds = round(time.perf_counter() - started, 1)
     settings = {
         k: (display_path(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v)
@@ -1244,6 +1349,10 @@ def run(s: Settings, dsn: str | None = None) -> dict[str, Any]:
         "benchmark": "scale",
         **facts,
         "lexical_scoring": scoring,
+        "hand_written": {
+            kind: {"source": hand["sources"][kind], "sql": hand["statements"][kind]}
+            for kind in ("lexical", "vector")
+        },
         "settings": {
             **settings,
             "model": MODEL,
@@ -1275,9 +1384,10 @@ def run(s: Settings, dsn: str | None = None) -> dict[str, Any]:
             " writer API, so model inference is not part of the ingestion rates.",
             "No query uses the HNSW index: vector_candidates scans the scope exactly, so recall"
             " is expected to be 1.0 (up to float ties).",
-            f"Hand-written lexical SQL mirrors lexical_candidates' default {scoring} scoring"
-            " (the function is recorded in server.lexical_candidates); a change of lexical"
-            " scoring needs the same change here for a fair ratio.",
+            "The hand-written candidate statements are the installed functions' own queries"
+            " with the decision's values written in (hand_written records each statement and"
+            " its source); recall_at_100.hand_written_lists_identical checks they return the"
+            " same lists.",
             "Latencies are measured from Python over the local socket: they include the driver"
             " and the round trips.",
         ]
