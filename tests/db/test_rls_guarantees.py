@@ -38,7 +38,16 @@ from tests.db.seed import (
 )
 
 Conn = psycopg.Connection[Any]
-TENANT_TABLES = ("workspaces", "projects", "scope_generations", "fragments", "embeddings")
+TENANT_TABLES = (
+    "workspaces",
+    "projects",
+    "scope_generations",
+    "scope_configs",
+    "generation_log",
+    "fragments",
+    "postings",
+    "embeddings",
+)
 READERS_AND_WRITERS = ("alice", "bob", "carol", "wally", "walt")
 
 
@@ -223,13 +232,19 @@ def test_counts_after_binding_show_only_the_bound_scope(conn: Conn, s: Seeded, n
     with acting_as(conn, nick):
         authorize(conn, "acme", project)
         n = counts(conn)
+        assert n.pop("generation_log") >= 1
+        n.pop("postings")
         assert n == {
             "workspaces": 1,
             "projects": 1,
             "scope_generations": 1,
+            "scope_configs": 1,
             "fragments": len(expected),
             "embeddings": 0 if nick == "carol" else len(expected),
         }
+        # Postings exist exactly for the visible fragments (every seeded body has lexemes).
+        posted = conn.execute("SELECT DISTINCT fragment_id FROM pyretrieve.postings").fetchall()
+        assert {r["fragment_id"] for r in posted} == expected
         for table in TENANT_TABLES:
             scopes = conn.execute(
                 f"SELECT DISTINCT workspace_id::text AS w FROM pyretrieve.{table}"
