@@ -92,7 +92,8 @@ _WORD = re.compile(r"\w+")
 TARGETS = {
     "hybrid_latency": "hybrid end to end p50 <= 10 ms and p95 <= 25 ms at 1,000,000 fragments"
     " and a 1% scope (10,000 rows), 1 client",
-    "rls_cost": "RLS costs at most 1.2x the hand-filtered query",
+    "rls_cost": "RLS costs at most 1.2x the hand-filtered query (each candidate query)",
+    "rls_cost_end_to_end": "the same 1.2x, read end to end (client hybrid vs hand-written hybrid)",
     "vs_naive": "at a 100,000-row scope at least 5x faster than the naive way",
     "recall": "vector recall@100 >= 0.98 at every scope size",
 }
@@ -1110,26 +1111,37 @@ def targets(fragments: int, scopes: list[dict[str, Any]]) -> list[dict[str, Any]
             "note": proxy.strip() or None,
         }
     )
-    ratios = {
-        "lexical candidates (rls.lexical / hand.lexical)": _p(ten_k, "rls.lexical")
+    legs = {
+        "lexical (rls.lexical / hand.lexical)": _p(ten_k, "rls.lexical")
         / _p(ten_k, "hand.lexical"),
-        "vector candidates (rls.vector / hand.vector)": _p(ten_k, "rls.vector")
-        / _p(ten_k, "hand.vector"),
-        "end to end (client.hybrid / hand.hybrid)": _p(ten_k, "client.hybrid")
-        / _p(ten_k, "hand.hybrid"),
+        "vector (rls.vector / hand.vector)": _p(ten_k, "rls.vector") / _p(ten_k, "hand.vector"),
     }
-    worst = max(ratios, key=lambda k: ratios[k])
-    met = ratios[worst] <= 1.2
+    worst = max(legs, key=lambda k: legs[k])
+    met = legs[worst] <= 1.2
     out.append(
         {
             "target": TARGETS["rls_cost"],
             "where": where + ", p50 ratios, 1 client",
-            "measured": {k: round(v, 2) for k, v in ratios.items()},
+            "measured": {k: round(v, 2) for k, v in legs.items()},
             "met": met,
-            "miss": None if met else f"{worst}: {ratios[worst]:.2f}x, limit 1.2x",
+            "miss": None if met else f"{worst}: {legs[worst]:.2f}x, limit 1.2x",
             "exact_conditions": at_target_size,
-            "note": "The end-to-end ratio also prices authorize, explanations and the Python"
-            " ranker, which the hand-written path does not do.",
+            "note": None,
+        }
+    )
+    ratio = _p(ten_k, "client.hybrid") / _p(ten_k, "hand.hybrid")
+    met = ratio <= 1.2
+    out.append(
+        {
+            "target": TARGETS["rls_cost_end_to_end"],
+            "where": where + ", p50, 1 client",
+            "measured": {"client.hybrid / hand.hybrid": round(ratio, 2)},
+            "met": met,
+            "miss": None if met else f"{ratio:.2f}x, limit 1.2x",
+            "exact_conditions": at_target_size,
+            "note": "End to end, pyretrieve also authorizes (and records the decision), fetches"
+            " the records under RLS, and builds explanations in the Python ranker; the"
+            " hand-written hybrid does none of that.",
         }
     )
     big = [x for x in scopes if abs(x["rows"] - TARGET_SCOPE_ROWS) <= 0.01 * TARGET_SCOPE_ROWS]
@@ -1477,7 +1489,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--doc", type=Path, help="markdown (default: docs/performance.md)")
     args = parser.parse_args(argv)
     if args.render:
+        # Verdicts are derived from the stored measurements, so they are recomputed (and
+        # written back) with the current definitions; the measurements are left as they are.
         rendered: dict[str, Any] = json.loads(args.render.read_text(encoding="utf-8"))
+        rendered["targets"] = targets(rendered["settings"]["fragments"], rendered["scopes"])
+        args.render.write_text(json.dumps(rendered, indent=2) + "\n", encoding="utf-8")
         (args.doc or DOC).write_text(render(rendered), encoding="utf-8")
         return rendered
     if argv is None:
