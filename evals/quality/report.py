@@ -105,8 +105,12 @@ def render(results: list[dict[str, Any]]) -> str:
 
 
 def write(results_dir: Path, out: Path) -> None:
+    # Only quality results (other evaluations may keep their own JSON files beside them).
+    loaded = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(results_dir.glob("*.json"))]
     results = [
-        json.loads(p.read_text(encoding="utf-8")) for p in sorted(results_dir.glob("*.json"))
+        r
+        for r in loaded
+        if isinstance(r, dict) and {"dataset", "runs", "bars", "collection"} <= r.keys()
     ]
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render(results), encoding="utf-8")
