@@ -9,7 +9,7 @@ from rich.text import Text
 
 from pyretrieve.cli import main
 from pyretrieve.cli.common import as_option, connect, dsn_option, handle_errors, transaction
-from pyretrieve.embedders.registry import available_models, get_embedder
+from pyretrieve.embedders.registry import available_models, get_embedder, register_model
 
 CLASSIFICATIONS = click.Choice(["public", "internal", "confidential", "restricted"])
 
@@ -104,14 +104,8 @@ def models(ctx: click.Context, principal: str | None, dsn: str | None) -> None:
 def models_register(ctx: click.Context, model: str, principal: str | None, dsn: str | None) -> None:
     """Register the model of a locally available embedder (its id and dimension)."""
     embedder = get_embedder(model)
-    with (
-        connect(dsn or ctx.obj["dsn"]) as conn,
-        transaction(conn, principal or ctx.obj["principal"]),
-    ):
-        conn.execute(
-            "SELECT pyretrieve.register_model(p_model => %s, p_dimension => %s)",
-            (embedder.model_id, embedder.dimension),
-        )
+    with connect(dsn or ctx.obj["dsn"]) as conn:
+        register_model(conn, embedder, principal=principal or ctx.obj["principal"])
     click.echo(f"model {embedder.model_id} ({embedder.dimension}-d) registered")
 
 

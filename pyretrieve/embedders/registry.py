@@ -9,6 +9,7 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
+from psycopg.rows import tuple_row
 
 from pyretrieve.db.errors import translate
 from pyretrieve.embedders import Embedder
@@ -65,10 +66,11 @@ def register_model(
 ) -> str:
     """Register the embedder's model and dimension in the database (an admin's call)."""
     try:
-        with conn.transaction():
+        # Whatever row factory the caller's connection uses, this cursor returns tuples.
+        with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
             if principal is not None:
-                conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(principal)))
-            row = conn.execute(
+                cur.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(principal)))
+            row = cur.execute(
                 "SELECT pyretrieve.register_model(p_model => %s, p_dimension => %s)",
                 (embedder.model_id, embedder.dimension),
             ).fetchone()
