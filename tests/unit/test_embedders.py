@@ -202,3 +202,65 @@ def test_minilm_loads_offline_and_quietly() -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["384", "1", "1"]
     assert "Loading weights" not in result.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# all-MiniLM-L6-v2-windowed: the same weights over the whole text
+# ---------------------------------------------------------------------------------------------
+
+# About 400 word pieces of one topic, so whatever follows starts past the model's 256-token
+# window.
+_PREAMBLE = "Whisk the eggs with sugar, fold in the flour and bake the sponge until golden. " * 22
+_TAIL_CAT = "Afterwards the kitten curled up and slept on the warm rug by the fire."
+_TAIL_MONEY = "Afterwards the company reported that quarterly revenue grew by eight percent."
+
+
+@pytest.fixture(scope="module")
+def windowed() -> Embedder:
+    return registry.get_embedder("all-MiniLM-L6-v2-windowed")
+
+
+@needs_minilm
+def test_windowed_is_its_own_model_with_the_same_dimension(windowed: Embedder) -> None:
+    assert (windowed.model_id, windowed.dimension) == ("all-MiniLM-L6-v2-windowed", 384)
+    assert "all-MiniLM-L6-v2-windowed" in registry.available_models()
+    assert windowed.embed_documents([]) == []
+
+
+@needs_minilm
+def test_windowed_equals_the_truncating_model_on_texts_that_fit(
+    minilm: Embedder, windowed: Embedder
+) -> None:
+    # One window, the same tokens, the same forward pass: a short text keeps its vector.
+    assert np.allclose(
+        windowed.embed_documents(SENTENCES), minilm.embed_documents(SENTENCES), atol=1e-6
+    )
+
+
+@needs_minilm
+def test_windowed_sees_what_truncation_cuts_off(minilm: Embedder, windowed: Embedder) -> None:
+    cat_doc, money_doc = f"{_PREAMBLE} {_TAIL_CAT}", f"{_PREAMBLE} {_TAIL_MONEY}"
+    tokenizer = minilm._model.tokenizer  # type: ignore[attr-defined]
+    assert len(tokenizer(_PREAMBLE)["input_ids"]) > 300
+    query = "a cat sleeping on a carpet"
+    # Truncated, the two documents are the same first 254 word pieces: one vector.
+    cut = minilm.embed_documents([cat_doc, money_doc])
+    assert np.allclose(cut[0], cut[1], atol=1e-6)
+    # Windowed, the tail counts, and the query finds the document that ends with it.
+    cat_vec, money_vec = windowed.embed_documents([cat_doc, money_doc])
+    q = windowed.embed_query(query)
+    assert cosine(q, cat_vec) > cosine(q, money_vec) + 0.02
+    money_q = windowed.embed_query("quarterly revenue growth")
+    assert cosine(money_q, money_vec) > cosine(money_q, cat_vec) + 0.02
+
+
+@needs_minilm
+def test_windowed_is_normalised_deterministic_and_batch_independent(windowed: Embedder) -> None:
+    texts = [f"{_PREAMBLE} {_TAIL_CAT}", *SENTENCES, _PREAMBLE * 3]
+    first = windowed.embed_documents(texts)
+    assert windowed.embed_documents(texts) == first
+    for vector in first:
+        assert np.linalg.norm(vector) == pytest.approx(1.0, abs=1e-5)
+    # Alone or in a batch with texts of other lengths (other padding): the same vector.
+    for i, text in enumerate(texts):
+        assert np.allclose(windowed.embed_query(text), first[i], atol=1e-5)
