@@ -16,6 +16,7 @@ pytest.importorskip("ir_measures", reason="the evals extra is not installed")
 from evals.bench import scale
 from evals.bench.runtime import DATASETS
 from evals.quality import cli as quality
+from evals.quality import weights
 from tests.conftest import Server, create_database, drop_database
 
 
@@ -73,3 +74,24 @@ def test_scale_quick(fresh_dsn: str) -> None:
     assert all(isinstance(t["met"], bool) for t in result["targets"])
     assert result["memory"]["python_peak_rss_mb"] > 0
     assert scale.render(result).startswith("# Performance at scale")
+
+
+def test_weight_cross_validation_scores_each_fold_at_a_weight_chosen_elsewhere() -> None:
+    queries = [f"q{i}" for i in range(40)]
+    folds = {q: weights.fold_of(q, 5) for q in queries}
+    assert set(folds.values()) == set(range(5))
+    # Weight 2.0 wins on every fold but fold 0, where it scores 0. Every training set holds
+    # more winning folds than losing ones, so every fold, fold 0 included, gets 2.0, and
+    # fold 0's held-out queries score 0.
+    per_query = {
+        "1.0": dict.fromkeys(queries, 0.5),
+        "2.0": {q: 0.0 if folds[q] == 0 else 0.9 for q in queries},
+    }
+    result = weights.cross_validate(per_query, folds=5)
+    assert result["chosen_lexical_weights"] == [2.0] * 5
+    in_fold_0 = sum(1 for q in queries if folds[q] == 0)
+    expected = round(0.9 * (len(queries) - in_fold_0) / len(queries), 4)
+    assert result["nDCG@10"] == expected
+    # A tie on the training folds goes to the weight nearest equal weights.
+    tied = {"0.5": dict.fromkeys(queries, 0.3), "1.0": dict.fromkeys(queries, 0.3)}
+    assert weights.cross_validate(tied)["chosen_lexical_weights"] == [1.0] * 5
