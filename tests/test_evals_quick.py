@@ -16,7 +16,7 @@ pytest.importorskip("ir_measures", reason="the evals extra is not installed")
 from evals.bench import scale
 from evals.bench.runtime import DATASETS
 from evals.quality import cli as quality
-from evals.quality import weights
+from evals.quality import report, weights
 from tests.conftest import Server, create_database, drop_database
 
 
@@ -95,3 +95,42 @@ def test_weight_cross_validation_scores_each_fold_at_a_weight_chosen_elsewhere()
     # A tie on the training folds goes to the weight nearest equal weights.
     tied = {"0.5": dict.fromkeys(queries, 0.3), "1.0": dict.fromkeys(queries, 0.3)}
     assert weights.cross_validate(tied)["chosen_lexical_weights"] == [1.0] * 5
+
+
+def test_the_quality_report_compares_cross_validated_fusion_with_the_better_leg() -> None:
+    modes = {
+        m: {"nDCG@10": v, "R@100": 1.0, "MRR@10": v, "latency_ms": {}}
+        for m, v in (("lexical", 0.30), ("vector", 0.20), ("hybrid", 0.25))
+    }
+    quality_run = {
+        "dataset": "toy",
+        "collection": {},
+        "runs": {
+            "m": {
+                "modes": modes,
+                "commit": "0" * 40,
+                "date": "2026-01-01T00:00:00+00:00",
+                "server": {"schema_version": "0003", "version": "18", "pgvector": "0.8"},
+                "machine": {"cpu_count": 1, "cpu": "cpu"},
+            }
+        },
+        "bars": {},
+    }
+    sweep = {
+        "benchmark": "weighted RRF sweep",
+        "dataset": "toy",
+        "model": "m",
+        "results": {"1.0": {"nDCG@10": 0.25}, "8.0": {"nDCG@10": 0.31}},
+        "best_lexical_weight": 8.0,
+        "equal_weights_nDCG@10": 0.25,
+        "cross_validated": {"nDCG@10": 0.305, "chosen_lexical_weights": [8.0, 8.0, 1.0]},
+    }
+    text = report.render([quality_run], [sweep])
+    row = next(line for line in text.splitlines() if line.startswith("| toy | m | 0.250"))
+    assert "0.310 at 8" in row
+    assert "0.305 (8, 8, 1)" in row
+    assert "| 0.300 |" in row
+    assert row.endswith("| holds |")
+    sweep["cross_validated"] = {"nDCG@10": 0.29, "chosen_lexical_weights": [1.0]}
+    text = report.render([quality_run], [sweep])
+    assert "| 0.300 | **missed** |" in text

@@ -30,6 +30,7 @@ import numpy as np
 import psycopg
 
 from evals.bench.runtime import provenance
+from evals.quality import report
 from evals.quality.datasets import load
 from evals.quality.run import CANDIDATE_LIMIT, LIMIT, _Run, database, score
 from pyretrieve import Retriever, Weights
@@ -137,6 +138,7 @@ def main() -> None:
     parser.add_argument("--datasets", default=str(ROOT.parent / "shared" / "datasets"))
     parser.add_argument("--dsn", default=None)
     parser.add_argument("--out", default=str(ROOT / "evals" / "quality"))
+    parser.add_argument("--doc", default=str(ROOT / "docs" / "quality.md"))
     args = parser.parse_args()
     weights = [float(w) for w in args.lexical_weights.split(",")]
     with database(args.dsn) as dsn:
@@ -157,7 +159,8 @@ def main() -> None:
     }
     path = Path(args.out) / f"weights-{Path(args.dataset).name}-{args.model}.json"
     path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    print(f"wrote {path}", file=sys.stderr)
+    report.write(Path(args.out), Path(args.doc))
+    print(f"wrote {path} and {args.doc}", file=sys.stderr)
 
 
 if __name__ == "__main__":
