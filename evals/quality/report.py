@@ -19,6 +19,11 @@ def _holds(value: Any) -> str:
     return {True: "holds", False: "**missed**", None: "n/a"}[value]
 
 
+def _by_collection(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Named collections in their usual order, then any others by name."""
+    return sorted(items, key=lambda r: (ORDER.get(r["dataset"], len(ORDER)), r["dataset"]))
+
+
 def _weights_section(sweeps: list[dict[str, Any]], results: list[dict[str, Any]]) -> list[str]:
     """Weighted RRF per collection and model, against the better leg of the quality run."""
     if not sweeps:
@@ -46,11 +51,10 @@ def _weights_section(sweeps: list[dict[str, Any]], results: list[dict[str, Any]]
         " (weights chosen) | better leg | cross-validated ≥ better leg |",
         "|---|---|---|---|---|---|---|",
     ]
-    ordered = sorted(sweeps, key=lambda r: (ORDER.get(r["dataset"], len(ORDER)), r["dataset"]))
-    for sweep in ordered:
-        by_weight = sweep["results"]
-        best = f"{float(sweep['best_lexical_weight']):g}"
-        best_entry = by_weight.get(best) or by_weight[str(float(sweep["best_lexical_weight"]))]
+    for sweep in _by_collection(sweeps):
+        best = float(sweep["best_lexical_weight"])
+        # The sweep keys its results by str(float(weight)).
+        best_entry = sweep["results"][str(best)]
         cv = sweep.get("cross_validated")
         leg = legs.get((sweep["dataset"], sweep["model"]))
         cv_cell = "—"
@@ -61,7 +65,7 @@ def _weights_section(sweeps: list[dict[str, Any]], results: list[dict[str, Any]]
             holds = None if leg is None else cv["nDCG@10"] >= leg
         lines.append(
             f"| {sweep['dataset']} | {sweep['model']} | {_fmt(sweep.get('equal_weights_nDCG@10'))}"
-            f" | {best_entry['nDCG@10']:.3f} at {best} | {cv_cell} | {_fmt(leg)}"
+            f" | {best_entry['nDCG@10']:.3f} at {best:g} | {cv_cell} | {_fmt(leg)}"
             f" | {_holds(holds)} |"
         )
     return lines
@@ -88,7 +92,7 @@ def render(results: list[dict[str, Any]], sweeps: list[dict[str, Any]] | None = 
         " | hybrid > lab PG full-text |",
         "|---|---|---|---|---|",
     ]
-    ordered = sorted(results, key=lambda r: (ORDER.get(r["dataset"], len(ORDER)), r["dataset"]))
+    ordered = _by_collection(results)
     for data in ordered:
         for model, bar in data.get("bars", {}).items():
             if "note" in bar:
