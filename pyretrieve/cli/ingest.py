@@ -21,6 +21,7 @@ from pyretrieve.cli import main
 from pyretrieve.cli.common import as_option, connect, dsn_option, handle_errors
 from pyretrieve.embedders.registry import DEFAULT_MODEL, get_embedder
 from pyretrieve.ingest import CLASSIFICATIONS, DEFAULT_BATCH_SIZE, Ingestor, MalformedInput
+from pyretrieve.ingest import ingest as ingest_path
 
 # How many skipped records a run lists before it only counts them.
 SHOWN_ERRORS = 20
@@ -105,14 +106,16 @@ def ingest(
     embedder = None if no_embed else get_embedder(model)
     with connect(dsn) as conn, _progress("ingesting") as progress:
         try:
-            report = Ingestor(
-                conn, principal=principal, embedder=embedder, batch_size=batch_size
-            ).ingest_path(
+            report = ingest_path(
+                conn,
                 path,
                 workspace=workspace,
                 project=project,
+                principal=principal,
+                embedder=embedder,
                 classification=classification,
                 strict=strict,
+                batch_size=batch_size,
                 progress=progress,
             )
         except MalformedInput as exc:
