@@ -171,6 +171,7 @@ class PolicyAudit:
     with_check_expr: str | None
     per_row_calls: tuple[str, ...]
     trusts_settings_in: tuple[str, ...]
+    reads_binding_twice: tuple[str, ...]
 
     order: ClassVar[str] = "table_name, policy_name"
 
@@ -186,6 +187,7 @@ class PolicyAudit:
             _opt_str(r, "with_check_expr"),
             _strs(r, "per_row_calls"),
             _strs(r, "trusts_settings_in"),
+            _strs(r, "reads_binding_twice"),
         )
 
 
@@ -542,13 +544,13 @@ def read_report(conn: psycopg.Connection[Any], principal: str | None = None) -> 
         cur.execute("SET LOCAL search_path = pg_catalog, pg_temp")
         if principal:
             cur.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(principal)))
-        cur.execute("SELECT * FROM pyretrieve.audit_server")
+        cur.execute("SELECT * FROM pyretrieve.audit_server()")
         server_row = cur.fetchone()
         if server_row is None:
             raise _bad("audit_server")
         sections: dict[str, tuple[Any, ...]] = {}
         for key, view, parse, order in _SECTIONS:
-            cur.execute(f"SELECT * FROM pyretrieve.{view} ORDER BY {order}")
+            cur.execute(f"SELECT * FROM pyretrieve.{view}() ORDER BY {order}")
             sections[key] = tuple(parse(row) for row in cur.fetchall())
     return AuditReport(server=ServerAudit.from_row(server_row), **sections)
 

@@ -28,6 +28,7 @@ from pyretrieve.errors import (
     InvalidEmbedding,
     InvalidInput,
     LexicalFailure,
+    PrivilegedCaller,
     PyretrieveError,
     SemanticRequired,
     UnknownModel,
@@ -290,6 +291,10 @@ class Retriever:
         cur = conn.cursor(row_factory=dict_row)
         if self._principal is not None:
             cur.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(self._principal)))
+        # The server reports is_superuser on every change of role, so this costs no round
+        # trip; authorize() refuses superusers and BYPASSRLS roles in the database as well.
+        if conn.info.parameter_status("is_superuser") == "on":
+            raise PrivilegedCaller()
         intent = "disabled" if not request.wants_vector else request.semantic
         decision = _one(
             cur.execute(

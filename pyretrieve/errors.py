@@ -21,9 +21,12 @@ __all__ = [
     "InvalidEmbedding",
     "InvalidInput",
     "LexicalFailure",
+    "LimitExceeded",
     "NotFound",
+    "PrivilegedCaller",
     "PyretrieveError",
     "SemanticRequired",
+    "Timeout",
     "UnknownModel",
 ]
 
@@ -129,6 +132,34 @@ class SemanticRequired(PyretrieveError):
 class LexicalFailure(PyretrieveError):
     code = "VES_MEMORY_LEXICAL_FAILURE"
     default_message = "lexical retrieval failed"
+
+
+class PrivilegedCaller(PyretrieveError):
+    """The principal is a superuser or bypasses row-level security (directly or by membership).
+
+    Such a role passes every policy and holds every grant, so pyretrieve refuses to search or
+    write as it: act as an ordinary principal role.
+    """
+
+    code = "VES_MEMORY_PRIVILEGED_CALLER"
+    default_message = (
+        "the principal is a superuser or bypasses row-level security; act as an ordinary"
+        " principal role"
+    )
+
+
+class LimitExceeded(PyretrieveError):
+    """A value is within pyretrieve's documented limits but beyond one of the database's."""
+
+    code = "VES_MEMORY_LIMIT_EXCEEDED"
+    default_message = "a value exceeds a limit of the database"
+
+
+class Timeout(PyretrieveError):
+    """A statement, lock wait or idle transaction ran past its timeout; nothing was kept."""
+
+    code = "VES_MEMORY_TIMEOUT"
+    default_message = "the request timed out"
 
 
 class DatabaseUnavailable(PyretrieveError):

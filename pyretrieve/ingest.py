@@ -608,18 +608,11 @@ class _Counts:
     stale: int = 0
 
 
-# Look-ups are one index probe per key (a LATERAL that OFFSET 0 keeps from being flattened):
-# right after a bulk load the table has no statistics, and a planner guessing from none
-# would scan the whole scope once per batch, making ingestion slow down as the scope grows.
+# The writer's look-ups go through the SQL API (principals hold no table privilege); each
+# function binds the write scope and probes one key at a time.
 _EXISTING = """
-SELECT f.source_uri, f.fragment_id, f.content_digest, f.classification
-  FROM unnest(%s::text[]) AS u(uri)
- CROSS JOIN LATERAL (
-       SELECT f.source_uri, f.fragment_id, f.content_digest, f.classification::text
-         FROM pyretrieve.fragments f
-        WHERE f.workspace_id = %s AND f.project_id = %s AND f.state = 'active'
-          AND f.source_uri = u.uri
-       OFFSET 0) f
+SELECT source_uri, fragment_id, content_digest, classification::text
+  FROM pyretrieve.active_sources(p_workspace => %s, p_project => %s, p_uris => %s::text[])
 """
 
 # One statement per batch. The functions run once per row in the order of the arrays; each
@@ -645,32 +638,15 @@ SELECT t.i,
        AS t(i, old, body, cls, obs, exp, uri, rev, man)
 """
 
-# Fragments created by this transaction: ingested_at defaults to the transaction's start.
+# Fragments created by this transaction (rather than found active with the same content).
 _CREATED_NOW = """
-SELECT f.fragment_id
-  FROM unnest(%s::uuid[]) AS u(id)
- CROSS JOIN LATERAL (
-       SELECT f.fragment_id FROM pyretrieve.fragments f
-        WHERE f.workspace_id = %s AND f.fragment_id = u.id AND f.ingested_at = now()
-       OFFSET 0) f
+SELECT fragment_id FROM pyretrieve.created_now(p_workspace => %s, p_project => %s, p_ids => %s::uuid[])
 """
 
-# The project is checked outside the probe: inside, (workspace, project) would make the scope
-# index look as selective as the primary key to a planner without statistics.
 _NEEDS_EMBEDDING = """
-SELECT f.fragment_id, f.content_digest, f.missing
-  FROM unnest(%s::uuid[]) AS u(id)
- CROSS JOIN LATERAL (
-       SELECT f.fragment_id, f.project_id, f.content_digest, e.fragment_id IS NULL AS missing
-         FROM pyretrieve.fragments f
-         LEFT JOIN pyretrieve.embeddings e
-           ON e.workspace_id = f.workspace_id AND e.fragment_id = f.fragment_id
-          AND e.model_id = %s
-        WHERE f.workspace_id = %s AND f.fragment_id = u.id
-          AND (e.fragment_id IS NULL OR e.source_digest <> f.content_digest
-               OR e.vector_generation < f.lexical_generation)
-       OFFSET 0) f
- WHERE f.project_id = %s
+SELECT fragment_id, content_digest, missing
+  FROM pyretrieve.embeddings_needed(p_workspace => %s, p_project => %s, p_model => %s,
+                                    p_ids => %s::uuid[])
 """
 
 _PUT_EMBEDDINGS = """
@@ -680,31 +656,22 @@ SELECT pyretrieve.put_embedding(
   FROM unnest(%s::uuid[], %s::public.vector[], %s::bytea[]) AS t(id, v, d)
 """
 
-_STALE_WHERE = """
-  FROM pyretrieve.fragments f
-  LEFT JOIN pyretrieve.embeddings e
-    ON e.workspace_id = f.workspace_id AND e.fragment_id = f.fragment_id AND e.model_id = %s
- WHERE f.workspace_id = %s AND f.project_id = %s AND f.state = 'active'
-   AND (e.fragment_id IS NULL OR e.source_digest <> f.content_digest
-        OR e.vector_generation < f.lexical_generation)
+_STALE = """
+SELECT fragment_id, body, content_digest, missing
+  FROM pyretrieve.stale_embeddings(p_workspace => %s, p_project => %s, p_model => %s,
+                                   p_after => %s, p_limit => %s)
 """
 
 # Positions of a text file are written 1..n together, so a file that had more fragments
 # before still has position n + 1: probe that exactly, and scan by prefix only for the files
 # where it exists.
 _NEXT_POSITION = """
-SELECT u.prefix
-  FROM unnest(%s::text[], %s::text[]) AS u(prefix, uri)
- WHERE EXISTS (SELECT FROM pyretrieve.fragments f
-                WHERE f.workspace_id = %s AND f.project_id = %s AND f.state = 'active'
-                  AND f.source_uri = u.uri
-               OFFSET 0)
+SELECT source_uri FROM pyretrieve.active_sources(p_workspace => %s, p_project => %s, p_uris => %s::text[])
 """
 
 _SURPLUS = """
-SELECT f.fragment_id, f.source_uri FROM pyretrieve.fragments f
- WHERE f.workspace_id = %s AND f.project_id = %s AND f.state = 'active'
-   AND f.source_uri LIKE ANY (%s::text[])
+SELECT fragment_id, source_uri
+  FROM pyretrieve.active_sources_like(p_workspace => %s, p_project => %s, p_patterns => %s::text[])
 """
 
 _RETRACT = """
@@ -927,7 +894,7 @@ class Ingestor:
             if embedder is None:
                 return ceiling, None
             row = cur.execute(
-                "SELECT m.dimension FROM pyretrieve.embedding_models m WHERE m.model_id = %s",
+                "SELECT m.dimension FROM pyretrieve.list_models() m WHERE m.model_id = %s",
                 (embedder.model_id,),
             ).fetchone()
             if self._vector_info is None:
@@ -959,7 +926,7 @@ class Ingestor:
         with self._transaction(conn, workspace, project) as (cur, _ceiling):
             existing: dict[str, list[tuple[UUID, bytes, str]]] = {}
             for uri, fid, digest, cls in cur.execute(
-                _EXISTING, ([r.source_uri for r in batch], workspace, project)
+                _EXISTING, (workspace, project, [r.source_uri for r in batch])
             ):
                 existing.setdefault(uri, []).append((fid, bytes(digest), cls))
 
@@ -989,7 +956,10 @@ class Ingestor:
             if puts:
                 put_ids = [ids[i] for i in sorted(puts)]
                 created = {
-                    fid for (fid,) in cur.execute(_CREATED_NOW, (put_ids, workspace)).fetchall()
+                    fid
+                    for (fid,) in cur.execute(
+                        _CREATED_NOW, (workspace, project, put_ids)
+                    ).fetchall()
                 }
                 seen: set[UUID] = set()
                 for i in sorted(puts):
@@ -1014,7 +984,7 @@ class Ingestor:
                     assert fid is not None
                     bodies.setdefault(fid, record)
                 targets = cur.execute(
-                    _NEEDS_EMBEDDING, (list(bodies), embedder.model_id, workspace, project)
+                    _NEEDS_EMBEDDING, (workspace, project, embedder.model_id, list(bodies))
                 ).fetchall()
                 items = [
                     (fid, bodies[fid].body, bytes(digest), bodies[fid].digest)
@@ -1031,13 +1001,11 @@ class Ingestor:
         limits: Sequence[tuple[str, int]],
     ) -> int:
         keep = dict(limits)
-        grown = cur.execute(
-            _NEXT_POSITION,
-            (list(keep), [f"{p}{n + 1}" for p, n in keep.items()], workspace, project),
-        ).fetchall()
+        next_uri = {f"{p}{n + 1}": p for p, n in keep.items()}
+        grown = cur.execute(_NEXT_POSITION, (workspace, project, list(next_uri))).fetchall()
         if not grown:
             return 0
-        keep = {p: keep[p] for (p,) in grown}
+        keep = {next_uri[uri]: keep[next_uri[uri]] for (uri,) in grown}
         found = cur.execute(
             _SURPLUS, (workspace, project, [_like_prefix(p) for p in keep])
         ).fetchall()
@@ -1110,7 +1078,7 @@ class Ingestor:
     ) -> int:
         with self._transaction(conn, workspace, project) as (cur, _ceiling):
             row = cur.execute(
-                "SELECT count(*)" + _STALE_WHERE, (model, workspace, project)
+                "SELECT count(*) FROM (" + _STALE + ") s", (workspace, project, model, None, None)
             ).fetchone()
         assert row is not None
         return int(row[0])
@@ -1126,14 +1094,9 @@ class Ingestor:
         counts: _Counts,
     ) -> tuple[int, UUID | None]:
         # Keyset pagination by id: one pass over the scope, even if a write fails to fix a row.
-        query = (
-            "SELECT f.fragment_id, f.body, f.content_digest, e.fragment_id IS NULL"
-            + _STALE_WHERE
-            + " AND f.fragment_id > %s ORDER BY f.fragment_id LIMIT %s"
-        )
         with self._transaction(conn, workspace, project) as (cur, _ceiling):
             rows = cur.execute(
-                query, (embedder.model_id, workspace, project, after or _NIL_UUID, size)
+                _STALE, (workspace, project, embedder.model_id, after or _NIL_UUID, size)
             ).fetchall()
             if not rows:
                 return 0, after

@@ -29,6 +29,11 @@ def canonical_embedding(values: Sequence[float] | NDArray[np.floating]) -> NDArr
         raise InvalidEmbedding("embedding values overflow float32")
     if not math.isfinite(float(np.linalg.norm(as32.astype(np.float64)))) or not np.any(as32):
         raise InvalidEmbedding("embedding must be non-zero")
+    # Subnormal float32 values lose precision and can make cosine distances NaN; the database
+    # refuses them too. Values that round to a subnormal count.
+    tiny = np.finfo(np.float32).tiny
+    if np.any((as32 != 0) & (np.abs(as32) < tiny)):
+        raise InvalidEmbedding("embedding must not hold subnormal values (below 1.18e-38)")
     return as32
 
 

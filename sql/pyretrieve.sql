@@ -1,3 +1,6 @@
+-- GENERATED FILE: do not edit. Built from sql/schema/*.sql by `python -m pyretrieve.db.schema`.
+
+-- ==== sql/schema/00_prelude.sql ====
 -- pyretrieve: policy-filtered hybrid retrieval inside PostgreSQL.
 --
 -- The canonical install script: it creates the whole current schema in one transaction.
@@ -11,12 +14,20 @@
 
 -- ---------------------------------------------------------------------------------------------
 -- Roles. Roles are cluster-wide, so they are created only when missing.
---   pyretrieve_owner   NOLOGIN; owns every object; bound by FORCE ROW LEVEL SECURITY too.
+--   pyretrieve_owner   NOLOGIN; owns the tables, types and sequences, and the few functions
+--                      that need ownership (index and sequence DDL); bound by FORCE ROW LEVEL
+--                      SECURITY too.
+--   pyretrieve_api     NOLOGIN, NOINHERIT; owns the SECURITY DEFINER functions of the SQL API
+--                      and holds exactly the table privileges they need. Row-level security
+--                      binds it: its policies admit only what the transaction's one binding
+--                      (a read decision or a write scope) admits.
 --   pyretrieve_reader  principals that search.
 --   pyretrieve_writer  principals that ingest (inherits reader).
 --   pyretrieve_admin   principals that manage workspaces, projects, grants and models.
--- A principal is an ordinary role that is a member of one of the group roles. Identity is
--- current_user; applications switch with SET LOCAL ROLE inside a transaction.
+-- A principal is an ordinary role that is a member of one of the group roles. The groups hold
+-- no privilege on any table, view or sequence: the functions are the only door. A principal's
+-- identity is the role the request runs as (SET ROLE from an authenticator, or the login
+-- role itself), which pyretrieve.caller() reads; nothing a caller can set changes it.
 -- ---------------------------------------------------------------------------------------------
 DO $roles$
 BEGIN
@@ -25,6 +36,9 @@ BEGIN
     END IF;
     IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'pyretrieve_owner') THEN
         CREATE ROLE pyretrieve_owner NOLOGIN NOINHERIT NOBYPASSRLS;
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'pyretrieve_api') THEN
+        CREATE ROLE pyretrieve_api NOLOGIN NOINHERIT NOBYPASSRLS;
     END IF;
     IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'pyretrieve_reader') THEN
         CREATE ROLE pyretrieve_reader NOLOGIN NOBYPASSRLS;
@@ -61,9 +75,17 @@ REVOKE ALL ON SCHEMA pyretrieve FROM PUBLIC;
 COMMENT ON SCHEMA pyretrieve IS
     'pyretrieve: policy-filtered hybrid retrieval. Access through the functions; RLS is forced on every table.';
 
--- Everything below is created by, and so owned by, the NOLOGIN owner role.
+-- The API functions are created by pyretrieve_api itself (50_writers and the read API switch
+-- to it); it may create objects in the schema only while the installer runs (the epilogue
+-- revokes CREATE again).
+GRANT USAGE, CREATE ON SCHEMA pyretrieve TO pyretrieve_api;
+
+-- Everything below is created by, and so owned by, the NOLOGIN owner role unless a section
+-- switches to pyretrieve_api.
 SET LOCAL ROLE pyretrieve_owner;
 SET LOCAL search_path = pg_catalog, pg_temp;
+
+-- ==== sql/schema/10_tables.sql ====
 
 -- ---------------------------------------------------------------------------------------------
 -- Types
@@ -74,6 +96,8 @@ CREATE TYPE pyretrieve.semantic_policy AS ENUM ('disabled', 'optional', 'require
 
 CREATE DOMAIN pyretrieve.identifier AS text
     CHECK (VALUE ~ '^[a-z0-9][a-z0-9_.-]{0,62}$');
+GRANT USAGE ON TYPE pyretrieve.classification, pyretrieve.fragment_state, pyretrieve.semantic_policy,
+    pyretrieve.identifier TO pyretrieve_api;
 COMMENT ON DOMAIN pyretrieve.identifier IS
     'Workspace, project and purpose names: lower-case ASCII, digits, _ . -, at most 63 characters.';
 
@@ -128,6 +152,9 @@ CREATE TABLE pyretrieve.projects (
     created_at    timestamptz NOT NULL DEFAULT pg_catalog.now(),
     bm25_k1       double precision NOT NULL DEFAULT 0.9 CHECK (bm25_k1 > 0 AND bm25_k1 <= 10),
     bm25_b        double precision NOT NULL DEFAULT 0.4 CHECK (bm25_b >= 0 AND bm25_b <= 1),
+    -- The scope's own generation sequence (see pyretrieve.scope_sequence): generations are
+    -- counted per scope, so no number a caller sees moves with another scope's writes.
+    generation_seq regclass NOT NULL,
     PRIMARY KEY (workspace_id, project_id)
 );
 
@@ -263,7 +290,7 @@ CREATE TABLE pyretrieve.grants (
     max_age          interval,
     semantic_policy  pyretrieve.semantic_policy NOT NULL DEFAULT 'optional',
     expires_at       timestamptz,
-    granted_by       name NOT NULL DEFAULT CURRENT_USER,
+    granted_by       name NOT NULL,
     granted_at       timestamptz NOT NULL DEFAULT pg_catalog.now(),
     PRIMARY KEY (workspace_id, grant_id),
     UNIQUE (workspace_id, project_id, principal, purpose),
@@ -279,7 +306,7 @@ CREATE TABLE pyretrieve.grants (
 CREATE TABLE pyretrieve.decisions (
     workspace_id      pyretrieve.identifier NOT NULL,
     decision_id       uuid NOT NULL DEFAULT gen_random_uuid(),
-    principal         name NOT NULL DEFAULT CURRENT_USER,
+    principal         name NOT NULL,
     project_id        pyretrieve.identifier NOT NULL,
     purpose           pyretrieve.identifier NOT NULL,
     grant_id          uuid NOT NULL,
@@ -296,33 +323,69 @@ CREATE TABLE pyretrieve.decisions (
     PRIMARY KEY (workspace_id, decision_id)
 );
 CREATE UNIQUE INDEX decisions_id_key ON pyretrieve.decisions (decision_id, workspace_id);
+-- A transaction holds at most one binding (a read decision or a write scope); the binding is
+-- found by the transaction, never by a setting.
+CREATE INDEX decisions_xact_idx ON pyretrieve.decisions (xact_id);
 COMMENT ON TABLE pyretrieve.decisions IS
-    'Audit log of authorisation decisions: digests and intent only, never query text, embedding values or content.';
+    'Audit log of authorisation decisions: digests and intent only, never query text, embedding values or content. At most one per transaction: the read binding of that transaction.';
 
+CREATE TABLE pyretrieve.write_bindings (
+    workspace_id  pyretrieve.identifier NOT NULL,
+    binding_id    uuid NOT NULL DEFAULT gen_random_uuid(),
+    principal     name NOT NULL,
+    project_id    pyretrieve.identifier NOT NULL,
+    ceiling       pyretrieve.classification NOT NULL,
+    bound_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    xact_id       xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id(),
+    -- 1, 2, ... within the transaction: a writer may move on to another of its scopes, and
+    -- the latest binding is the one in force.
+    position      integer NOT NULL CHECK (position >= 1),
+    PRIMARY KEY (workspace_id, binding_id),
+    FOREIGN KEY (workspace_id, project_id) REFERENCES pyretrieve.projects
+);
+CREATE INDEX write_bindings_xact_idx ON pyretrieve.write_bindings (xact_id);
+COMMENT ON TABLE pyretrieve.write_bindings IS
+    'Audit log of write scopes: which principal wrote into which workspace/project, when, with which ceiling. The latest binding of a transaction is in force; a transaction that holds a read decision never binds one.';
+
+
+-- ==== sql/schema/20_bindings.sql ====
 -- ---------------------------------------------------------------------------------------------
--- Helpers used by the policies. STABLE and SECURITY INVOKER: each reads only rows the caller
--- may read, and the policies call them as (select ...) so they run once per query.
+-- Identity and bindings. STABLE and SECURITY INVOKER: called inside the API functions (which
+-- run as pyretrieve_api) and by the policies as (select ...), so once per query.
+--
+-- A transaction reads under one decision (authorize) or writes under write scopes
+-- (bind_write_scope), never both. A binding is found by the transaction id, not by any
+-- setting. The decision cannot change while the transaction lives, so every sub-select of a
+-- policy that reads it reads the same row, however lazily PostgreSQL evaluates them. A write
+-- scope changes only when a write function binds another one before its own statements run,
+-- never during a statement.
 -- ---------------------------------------------------------------------------------------------
 
--- Parse a custom setting as a uuid; anything malformed reads as "not set".
-CREATE FUNCTION pyretrieve.setting_uuid(p_name text)
-RETURNS uuid
-LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY INVOKER
+-- The principal a request runs as. Inside a SECURITY DEFINER function current_user is the
+-- function's owner, so the caller is read from the role the session switched to with SET ROLE
+-- (the `role` parameter, which PostgreSQL lets a session set only to roles its login role may
+-- become) or, without SET ROLE, the login role itself. Neither is a custom setting.
+CREATE FUNCTION pyretrieve.caller()
+RETURNS name
+LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v text := pg_catalog.current_setting(p_name, true);
-BEGIN
-    IF v IS NULL OR v !~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN
-        RETURN NULL;
-    END IF;
-    RETURN v::uuid;
+BEGIN ATOMIC
+    SELECT CASE WHEN pg_catalog.current_setting('role') = 'none' THEN SESSION_USER
+                ELSE pg_catalog.current_setting('role')::name END;
 END;
-$$;
+COMMENT ON FUNCTION pyretrieve.caller() IS
+    'The principal the request runs as: the role set with SET ROLE, else the login role. Inside the SQL API this is the caller''s identity; no custom setting can change it.';
 
--- The decision bound to this transaction: the one named by the pyretrieve.decision setting, if
--- and only if it belongs to current_user and was made in this transaction. Anyone can set the
--- setting; it can only select one of the caller's own decisions, which copy the caller's grants.
+-- Whether the caller reaches a group role (pyretrieve_reader, _writer, _admin).
+CREATE FUNCTION pyretrieve.caller_in(p_group name)
+RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT pg_catalog.pg_has_role(pyretrieve.caller(), p_group, 'USAGE');
+END;
+
+-- The read decision of this transaction, if one was made.
 CREATE FUNCTION pyretrieve.bound_decision()
 RETURNS SETOF pyretrieve.decisions
 LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
@@ -330,35 +393,48 @@ SET search_path = pg_catalog, pg_temp
 BEGIN ATOMIC
     SELECT d.*
       FROM pyretrieve.decisions d
-     WHERE d.decision_id = pyretrieve.setting_uuid('pyretrieve.decision')
-       AND d.principal = CURRENT_USER
-       AND d.xact_id = pg_catalog.pg_current_xact_id_if_assigned()
+     WHERE d.xact_id = pg_catalog.pg_current_xact_id_if_assigned()
+       AND d.evaluated_at = pg_catalog.now()
      LIMIT 1;
 END;
+COMMENT ON FUNCTION pyretrieve.bound_decision() IS
+    'The one read decision of this transaction (found by transaction id, never by a setting), or no row.';
 
-
--- The write scope of this transaction: the workspace/project named by the
--- pyretrieve.write_scope setting ('workspace/project'), if and only if current_user is a
--- writer holding a live grant there; the ceiling is the highest of those grants. The setting
--- selects among the caller's own grants and can never widen them.
-CREATE FUNCTION pyretrieve.write_scope()
-RETURNS TABLE (workspace_id text, project_id text, ceiling pyretrieve.classification)
+-- The write scope of this transaction, if one was bound.
+CREATE FUNCTION pyretrieve.bound_write()
+RETURNS SETOF pyretrieve.write_bindings
 LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 BEGIN ATOMIC
-    SELECT g.workspace_id, g.project_id, max(g.ceiling)
+    SELECT w.*
+      FROM pyretrieve.write_bindings w
+     WHERE w.xact_id = pg_catalog.pg_current_xact_id_if_assigned()
+       AND w.bound_at = pg_catalog.now()
+     ORDER BY w.position DESC
+     LIMIT 1;
+END;
+COMMENT ON FUNCTION pyretrieve.bound_write() IS
+    'The write scope in force in this transaction (its latest binding, found by transaction id, never by a setting), or no row.';
+
+-- The caller's writer ceiling in a scope: the highest ceiling among its live grants there,
+-- NULL when it holds none or is not a writer.
+CREATE FUNCTION pyretrieve.writer_ceiling(p_workspace text, p_project text)
+RETURNS pyretrieve.classification
+LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT max(g.ceiling)
       FROM pyretrieve.grants g
-     WHERE g.workspace_id = split_part(current_setting('pyretrieve.write_scope', true), '/', 1)
-       AND g.project_id = split_part(current_setting('pyretrieve.write_scope', true), '/', 2)
-       AND pg_has_role(g.principal, 'USAGE')
-       AND pg_has_role('pyretrieve_writer', 'USAGE')
-       AND (g.expires_at IS NULL OR g.expires_at > now())
-     GROUP BY g.workspace_id, g.project_id;
+     WHERE g.workspace_id = p_workspace
+       AND g.project_id = p_project
+       AND pg_catalog.pg_has_role(pyretrieve.caller(), g.principal, 'USAGE')
+       AND pyretrieve.caller_in('pyretrieve_writer')
+       AND (g.expires_at IS NULL OR g.expires_at > pg_catalog.now());
 END;
 
--- Whether an active fragment with this id is visible to the caller in this scope. A policy may
--- not query its own table directly (PostgreSQL refuses the recursion); a function may, and its
--- query still runs as the caller under RLS.
+-- Whether an active fragment with this id is visible in this scope to the bound write scope.
+-- A policy may not query its own table directly (PostgreSQL refuses the recursion); a function
+-- may, and its query still runs under RLS.
 CREATE FUNCTION pyretrieve.visible_successor(p_workspace text, p_project text, p_fragment_id uuid)
 RETURNS boolean
 LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY INVOKER
@@ -372,8 +448,7 @@ END;
 $$;
 
 -- The grant a decision for this scope and purpose must copy: among the live grants that apply
--- to current_user, the caller's own before a group's, then the widest. authorize() and the
--- decisions INSERT policy both use it, so a hand-written decision can never be wider.
+-- to the caller, the caller's own before a group's, then the widest.
 CREATE FUNCTION pyretrieve.effective_grant(p_workspace text, p_project text, p_purpose text)
 RETURNS uuid
 LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
@@ -384,19 +459,87 @@ BEGIN ATOMIC
      WHERE gr.workspace_id = p_workspace
        AND gr.project_id = p_project
        AND gr.purpose = p_purpose
-       AND pg_has_role(gr.principal, 'USAGE')
-       AND (gr.expires_at IS NULL OR gr.expires_at > now())
-     ORDER BY (gr.principal = CURRENT_USER::regrole) DESC, gr.ceiling DESC,
-              gr.max_age DESC NULLS FIRST, gr.grant_id
+       AND pg_catalog.pg_has_role(pyretrieve.caller(), gr.principal, 'USAGE')
+       AND (gr.expires_at IS NULL OR gr.expires_at > pg_catalog.now())
+     ORDER BY (gr.principal::oid = (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = pyretrieve.caller())) DESC,
+              gr.ceiling DESC, gr.max_age DESC NULLS FIRST, gr.grant_id
      LIMIT 1;
 END;
 
+-- Superusers and BYPASSRLS roles pass every policy; a caller that is one (or reaches one
+-- through membership) is refused, so no request runs with the widest grant of every role.
+CREATE FUNCTION pyretrieve.check_caller()
+RETURNS void
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles r
+                WHERE (r.rolsuper OR r.rolbypassrls)
+                  AND pg_catalog.pg_has_role(pyretrieve.caller(), r.oid, 'MEMBER')) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR004',
+            MESSAGE = 'the principal is a superuser or bypasses row-level security; act as an ordinary principal role';
+    END IF;
+END;
+$$;
+
+-- A request that set no timeouts of its own gets bounded ones for the rest of its transaction:
+-- a lock held by another writer, a runaway statement or a client that stops half-way can then
+-- hold a scope only for a while, and fails with a typed error (57014, 55P03, 25P03).
+-- SET ROLE does not apply role-level settings, so the groups cannot carry these.
+CREATE FUNCTION pyretrieve.apply_request_timeouts()
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF pg_catalog.current_setting('lock_timeout') = '0' THEN
+        PERFORM pg_catalog.set_config('lock_timeout', '10s', true);
+    END IF;
+    IF pg_catalog.current_setting('statement_timeout') = '0' THEN
+        PERFORM pg_catalog.set_config('statement_timeout', '60s', true);
+    END IF;
+    IF pg_catalog.current_setting('idle_in_transaction_session_timeout') = '0' THEN
+        PERFORM pg_catalog.set_config('idle_in_transaction_session_timeout', '60s', true);
+    END IF;
+END;
+$$;
+
+-- Text-search configurations come from pg_catalog or this schema only: a configuration in a
+-- session's pg_temp would vanish with the session and leave every later search of the scope
+-- failing on a dangling reference.
+CREATE FUNCTION pyretrieve.check_ts_config(p_config regconfig)
+RETURNS void
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_config IS NULL OR NOT EXISTS (
+        SELECT 1 FROM pg_catalog.pg_ts_config c
+         WHERE c.oid = p_config
+           AND c.cfgnamespace IN ('pg_catalog'::regnamespace, 'pyretrieve'::regnamespace)) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR015',
+            MESSAGE = 'text-search configuration must be one of pg_catalog or pyretrieve';
+    END IF;
+END;
+$$;
+
+-- ==== sql/schema/25_triggers.sql ====
 -- ---------------------------------------------------------------------------------------------
--- Generations. Every fragment and embedding row is stamped from one sequence by a trigger
--- (callers cannot choose the number); the scope's counters follow with one update per
--- statement, not per row.
+-- Generations. Every fragment and embedding row is stamped by a trigger from its scope's own
+-- sequence (callers cannot choose the number, and no number moves with another scope's
+-- writes); the generation log follows with one row per statement and scope, not per row.
 -- ---------------------------------------------------------------------------------------------
-CREATE SEQUENCE pyretrieve.generation_seq AS bigint;
+
+-- The generation sequence of a scope (created with the project).
+CREATE FUNCTION pyretrieve.scope_sequence(p_workspace text, p_project text)
+RETURNS regclass
+LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT p.generation_seq FROM pyretrieve.projects p
+     WHERE p.workspace_id = p_workspace AND p.project_id = p_project;
+END;
 
 CREATE FUNCTION pyretrieve.stamp_lexical_generation()
 RETURNS trigger
@@ -404,7 +547,7 @@ LANGUAGE plpgsql SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    NEW.lexical_generation := nextval('pyretrieve.generation_seq');
+    NEW.lexical_generation := nextval(pyretrieve.scope_sequence(NEW.workspace_id, NEW.project_id));
     RETURN NEW;
 END;
 $$;
@@ -415,7 +558,7 @@ LANGUAGE plpgsql SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    NEW.vector_generation := nextval('pyretrieve.generation_seq');
+    NEW.vector_generation := nextval(pyretrieve.scope_sequence(NEW.workspace_id, NEW.project_id));
     NEW.embedded_at := now();
     RETURN NEW;
 END;
@@ -554,9 +697,16 @@ CREATE TRIGGER embeddings_bump_update AFTER UPDATE ON pyretrieve.embeddings
     REFERENCING NEW TABLE AS changed
     FOR EACH STATEMENT EXECUTE FUNCTION pyretrieve.bump_scope_vector();
 
+
+-- ==== sql/schema/30_policies.sql ====
 -- ---------------------------------------------------------------------------------------------
--- Row-level security, forced on every table so the owner is bound too. Setting and grant
--- look-ups are written as (select ...) so they are evaluated once per query (InitPlans).
+-- Row-level security: the second wall. Principals hold no table privilege at all (the functions
+-- are the only door); the functions run as pyretrieve_api, and these policies admit to that
+-- role only what the transaction's one binding admits: the read decision's whole filter, or
+-- the write scope up to the writer's ceiling, or, for admins, the configuration tables. RLS is
+-- forced on every table, so the owner is bound too. Look-ups are written as (select ...) so
+-- they are evaluated once per query (InitPlans); the binding they read is found by transaction
+-- id and cannot change while the transaction lives, so every InitPlan reads the same row.
 -- ---------------------------------------------------------------------------------------------
 ALTER TABLE pyretrieve.installation      ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 ALTER TABLE pyretrieve.workspaces        ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
@@ -569,162 +719,161 @@ ALTER TABLE pyretrieve.embedding_models  ENABLE ROW LEVEL SECURITY, FORCE ROW LE
 ALTER TABLE pyretrieve.embeddings        ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 ALTER TABLE pyretrieve.grants            ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 ALTER TABLE pyretrieve.decisions         ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+ALTER TABLE pyretrieve.write_bindings    ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 
--- installation: readable by the three groups (it holds only a version), written only by the
--- installer, which runs as the owner.
-CREATE POLICY installation_read ON pyretrieve.installation FOR SELECT
-    TO pyretrieve_reader, pyretrieve_writer, pyretrieve_admin USING (true);
+-- installation: a version; written only by the installer, which runs as the owner.
+CREATE POLICY installation_read ON pyretrieve.installation FOR SELECT TO pyretrieve_api USING (true);
 CREATE POLICY installation_install ON pyretrieve.installation FOR ALL
     TO pyretrieve_owner USING (true) WITH CHECK (true);
 
--- Tenant tables, read side: only the scope bound by this transaction's decision (readers) or
--- by its write scope (writers). Without a binding every query returns zero rows.
-CREATE POLICY workspaces_read ON pyretrieve.workspaces FOR SELECT TO pyretrieve_reader
+-- Configuration tables: the bound scope, or everything for an admin caller.
+CREATE POLICY workspaces_read ON pyretrieve.workspaces FOR SELECT TO pyretrieve_api
     USING (workspace_id = (SELECT d.workspace_id FROM pyretrieve.bound_decision() d)
-        OR workspace_id = (SELECT w.workspace_id FROM pyretrieve.write_scope() w));
-CREATE POLICY workspaces_admin ON pyretrieve.workspaces FOR ALL TO pyretrieve_admin
-    USING (true) WITH CHECK (true);
+        OR workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+        OR (SELECT pyretrieve.caller_in('pyretrieve_admin')));
+CREATE POLICY workspaces_admin ON pyretrieve.workspaces FOR INSERT TO pyretrieve_api
+    WITH CHECK ((SELECT pyretrieve.caller_in('pyretrieve_admin')));
 
-CREATE POLICY projects_read ON pyretrieve.projects FOR SELECT TO pyretrieve_reader
+CREATE POLICY projects_read ON pyretrieve.projects FOR SELECT TO pyretrieve_api
     USING ((workspace_id = (SELECT d.workspace_id FROM pyretrieve.bound_decision() d)
             AND project_id = (SELECT d.project_id FROM pyretrieve.bound_decision() d))
-        OR (workspace_id = (SELECT w.workspace_id FROM pyretrieve.write_scope() w)
-            AND project_id = (SELECT w.project_id FROM pyretrieve.write_scope() w)));
-CREATE POLICY projects_admin ON pyretrieve.projects FOR ALL TO pyretrieve_admin
-    USING (true) WITH CHECK (true);
+        OR (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+            AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w))
+        OR (SELECT pyretrieve.caller_in('pyretrieve_admin')));
+CREATE POLICY projects_admin_insert ON pyretrieve.projects FOR INSERT TO pyretrieve_api
+    WITH CHECK ((SELECT pyretrieve.caller_in('pyretrieve_admin')));
+CREATE POLICY projects_admin_update ON pyretrieve.projects FOR UPDATE TO pyretrieve_api
+    USING ((SELECT pyretrieve.caller_in('pyretrieve_admin'))) WITH CHECK ((SELECT pyretrieve.caller_in('pyretrieve_admin')));
 
-CREATE POLICY generation_log_read ON pyretrieve.generation_log FOR SELECT TO pyretrieve_reader
+CREATE POLICY generation_log_read ON pyretrieve.generation_log FOR SELECT TO pyretrieve_api
     USING ((workspace_id = (SELECT d.workspace_id FROM pyretrieve.bound_decision() d)
             AND project_id = (SELECT d.project_id FROM pyretrieve.bound_decision() d))
-        OR (workspace_id = (SELECT w.workspace_id FROM pyretrieve.write_scope() w)
-            AND project_id = (SELECT w.project_id FROM pyretrieve.write_scope() w)));
--- A writer logs only generations the sequence has issued, so a scope's generation cannot be
--- pushed ahead by hand (nor back: the log is append-only and the generation is its maximum).
-CREATE POLICY generation_log_insert ON pyretrieve.generation_log FOR INSERT TO pyretrieve_writer
-    WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.write_scope() w)
-       AND project_id = (SELECT w.project_id FROM pyretrieve.write_scope() w)
-       AND generation <= (SELECT s.last_value FROM pyretrieve.generation_seq s));
-CREATE POLICY generation_log_admin ON pyretrieve.generation_log FOR SELECT TO pyretrieve_admin
-    USING (true);
+        OR (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+            AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w))
+        OR (SELECT pyretrieve.caller_in('pyretrieve_admin')));
+CREATE POLICY generation_log_insert ON pyretrieve.generation_log FOR INSERT TO pyretrieve_api
+    WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w));
 
-CREATE POLICY scope_configs_read ON pyretrieve.scope_configs FOR SELECT TO pyretrieve_reader
+CREATE POLICY scope_configs_read ON pyretrieve.scope_configs FOR SELECT TO pyretrieve_api
     USING ((workspace_id = (SELECT d.workspace_id FROM pyretrieve.bound_decision() d)
             AND project_id = (SELECT d.project_id FROM pyretrieve.bound_decision() d))
-        OR (workspace_id = (SELECT w.workspace_id FROM pyretrieve.write_scope() w)
-            AND project_id = (SELECT w.project_id FROM pyretrieve.write_scope() w)));
-CREATE POLICY scope_configs_insert ON pyretrieve.scope_configs FOR INSERT TO pyretrieve_writer
-    WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.write_scope() w)
-       AND project_id = (SELECT w.project_id FROM pyretrieve.write_scope() w));
-CREATE POLICY scope_configs_admin ON pyretrieve.scope_configs FOR ALL TO pyretrieve_admin
-    USING (true) WITH CHECK (true);
+        OR (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+            AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w))
+        OR (SELECT pyretrieve.caller_in('pyretrieve_admin')));
+CREATE POLICY scope_configs_insert ON pyretrieve.scope_configs FOR INSERT TO pyretrieve_api
+    WITH CHECK ((workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w))
+        OR (SELECT pyretrieve.caller_in('pyretrieve_admin')));
 
 -- Fragments: the decision's whole filter (scope, ceiling, state, evaluation time, max_age,
--- expiry) is the policy, so no query can see more than the decision allows.
-CREATE POLICY fragments_read ON pyretrieve.fragments FOR SELECT TO pyretrieve_reader
-    USING (workspace_id = (SELECT d.workspace_id FROM pyretrieve.bound_decision() d)
+-- expiry), or, under a write scope, every state up to the writer's ceiling (writes need the
+-- superseded and retracted rows to stay idempotent). A transaction holds one or the other.
+CREATE POLICY fragments_read ON pyretrieve.fragments FOR SELECT TO pyretrieve_api
+    USING ((workspace_id = (SELECT d.workspace_id FROM pyretrieve.bound_decision() d)
        AND project_id = (SELECT d.project_id FROM pyretrieve.bound_decision() d)
        AND state = 'active'
        AND classification <= (SELECT d.ceiling FROM pyretrieve.bound_decision() d)
        AND observed_at <= (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)
        AND observed_at >= coalesce((SELECT d.evaluated_at - d.max_age FROM pyretrieve.bound_decision() d),
                                    '-infinity'::timestamptz)
-       AND (expires_at IS NULL OR expires_at > (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)));
--- Writers see every state in their write scope up to their ceiling: they need the superseded
--- and retracted rows to keep writes idempotent.
-CREATE POLICY fragments_write_read ON pyretrieve.fragments FOR SELECT TO pyretrieve_writer
-    USING (workspace_id = (SELECT w.workspace_id FROM pyretrieve.write_scope() w)
-       AND project_id = (SELECT w.project_id FROM pyretrieve.write_scope() w)
-       AND classification <= (SELECT w.ceiling FROM pyretrieve.write_scope() w));
-CREATE POLICY fragments_insert ON pyretrieve.fragments FOR INSERT TO pyretrieve_writer
-    WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.write_scope() w)
-       AND project_id = (SELECT w.project_id FROM pyretrieve.write_scope() w)
-       AND classification <= (SELECT w.ceiling FROM pyretrieve.write_scope() w)
+       AND (expires_at IS NULL OR expires_at > (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)))
+        OR (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w)));
+CREATE POLICY fragments_insert ON pyretrieve.fragments FOR INSERT TO pyretrieve_api
+    WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w)
        AND state = 'active' AND superseded_by IS NULL);
-CREATE POLICY fragments_update ON pyretrieve.fragments FOR UPDATE TO pyretrieve_writer
-    USING (workspace_id = (SELECT w.workspace_id FROM pyretrieve.write_scope() w)
-       AND project_id = (SELECT w.project_id FROM pyretrieve.write_scope() w)
-       AND classification <= (SELECT w.ceiling FROM pyretrieve.write_scope() w))
+CREATE POLICY fragments_update ON pyretrieve.fragments FOR UPDATE TO pyretrieve_api
+    USING (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w))
     -- A successor must itself be visible in the same scope; checked before the foreign key so
     -- a guessed id cannot probe for rows the writer may not see.
-    WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.write_scope() w)
-       AND project_id = (SELECT w.project_id FROM pyretrieve.write_scope() w)
-       AND classification <= (SELECT w.ceiling FROM pyretrieve.write_scope() w)
+    WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w)
        AND (superseded_by IS NULL
             OR pyretrieve.visible_successor(workspace_id, project_id, superseded_by)));
 
 -- Postings: the fragments' filters on the columns they carry (only active fragments have
 -- postings), so a decision admits exactly the postings of the fragments it admits.
-CREATE POLICY postings_read ON pyretrieve.postings FOR SELECT TO pyretrieve_reader
-    USING (workspace_id = (SELECT d.workspace_id FROM pyretrieve.bound_decision() d)
+CREATE POLICY postings_read ON pyretrieve.postings FOR SELECT TO pyretrieve_api
+    USING ((workspace_id = (SELECT d.workspace_id FROM pyretrieve.bound_decision() d)
        AND project_id = (SELECT d.project_id FROM pyretrieve.bound_decision() d)
        AND classification <= (SELECT d.ceiling FROM pyretrieve.bound_decision() d)
        AND observed_at <= (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)
        AND observed_at >= coalesce((SELECT d.evaluated_at - d.max_age FROM pyretrieve.bound_decision() d),
                                    '-infinity'::timestamptz)
-       AND (expires_at IS NULL OR expires_at > (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)));
-CREATE POLICY postings_write_read ON pyretrieve.postings FOR SELECT TO pyretrieve_writer
-    USING (workspace_id = (SELECT w.workspace_id FROM pyretrieve.write_scope() w)
-       AND project_id = (SELECT w.project_id FROM pyretrieve.write_scope() w)
-       AND classification <= (SELECT w.ceiling FROM pyretrieve.write_scope() w));
-CREATE POLICY postings_insert ON pyretrieve.postings FOR INSERT TO pyretrieve_writer
-    WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.write_scope() w)
-       AND project_id = (SELECT w.project_id FROM pyretrieve.write_scope() w)
-       AND classification <= (SELECT w.ceiling FROM pyretrieve.write_scope() w));
-CREATE POLICY postings_delete ON pyretrieve.postings FOR DELETE TO pyretrieve_writer
-    USING (workspace_id = (SELECT w.workspace_id FROM pyretrieve.write_scope() w)
-       AND project_id = (SELECT w.project_id FROM pyretrieve.write_scope() w)
-       AND classification <= (SELECT w.ceiling FROM pyretrieve.write_scope() w));
+       AND (expires_at IS NULL OR expires_at > (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)))
+        OR (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w)));
+CREATE POLICY postings_insert ON pyretrieve.postings FOR INSERT TO pyretrieve_api
+    WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w));
+CREATE POLICY postings_delete ON pyretrieve.postings FOR DELETE TO pyretrieve_api
+    USING (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w));
 
--- Embeddings: the fragments' filters on the columns each embedding carries, so a decision
--- admits exactly the embeddings of the fragments it admits.
-CREATE POLICY embeddings_read ON pyretrieve.embeddings FOR SELECT TO pyretrieve_reader
-    USING (workspace_id = (SELECT d.workspace_id FROM pyretrieve.bound_decision() d)
+-- Embeddings: the fragments' filters on the columns each embedding carries.
+CREATE POLICY embeddings_read ON pyretrieve.embeddings FOR SELECT TO pyretrieve_api
+    USING ((workspace_id = (SELECT d.workspace_id FROM pyretrieve.bound_decision() d)
        AND project_id = (SELECT d.project_id FROM pyretrieve.bound_decision() d)
        AND fragment_state = 'active'
        AND classification <= (SELECT d.ceiling FROM pyretrieve.bound_decision() d)
        AND observed_at <= (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)
        AND observed_at >= coalesce((SELECT d.evaluated_at - d.max_age FROM pyretrieve.bound_decision() d),
                                    '-infinity'::timestamptz)
-       AND (expires_at IS NULL OR expires_at > (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)));
-CREATE POLICY embeddings_write_read ON pyretrieve.embeddings FOR SELECT TO pyretrieve_writer
-    USING (workspace_id = (SELECT w.workspace_id FROM pyretrieve.write_scope() w)
-       AND project_id = (SELECT w.project_id FROM pyretrieve.write_scope() w)
-       AND classification <= (SELECT w.ceiling FROM pyretrieve.write_scope() w));
-CREATE POLICY embeddings_insert ON pyretrieve.embeddings FOR INSERT TO pyretrieve_writer
-    WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.write_scope() w)
-       AND project_id = (SELECT w.project_id FROM pyretrieve.write_scope() w)
-       AND classification <= (SELECT w.ceiling FROM pyretrieve.write_scope() w));
-CREATE POLICY embeddings_update ON pyretrieve.embeddings FOR UPDATE TO pyretrieve_writer
-    USING (workspace_id = (SELECT w.workspace_id FROM pyretrieve.write_scope() w)
-       AND project_id = (SELECT w.project_id FROM pyretrieve.write_scope() w)
-       AND classification <= (SELECT w.ceiling FROM pyretrieve.write_scope() w))
-    WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.write_scope() w)
-       AND project_id = (SELECT w.project_id FROM pyretrieve.write_scope() w)
-       AND classification <= (SELECT w.ceiling FROM pyretrieve.write_scope() w));
-
+       AND (expires_at IS NULL OR expires_at > (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)))
+        OR (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w)));
+CREATE POLICY embeddings_insert ON pyretrieve.embeddings FOR INSERT TO pyretrieve_api
+    WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w));
+CREATE POLICY embeddings_update ON pyretrieve.embeddings FOR UPDATE TO pyretrieve_api
+    USING (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w))
+    WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w));
 
 -- Models are configuration, not tenant data.
 CREATE POLICY embedding_models_read ON pyretrieve.embedding_models FOR SELECT
-    TO pyretrieve_reader, pyretrieve_writer, pyretrieve_admin, pyretrieve_owner USING (true);
-CREATE POLICY embedding_models_admin ON pyretrieve.embedding_models FOR INSERT TO pyretrieve_admin
-    WITH CHECK (true);
+    TO pyretrieve_api, pyretrieve_owner USING (true);
+CREATE POLICY embedding_models_admin ON pyretrieve.embedding_models FOR INSERT TO pyretrieve_api
+    WITH CHECK ((SELECT pyretrieve.caller_in('pyretrieve_admin')));
 
--- Grants: a principal sees the grants that apply to it (its own authority, never another
+-- Grants: the caller sees the grants that apply to it (its own authority, never another
 -- principal's); admins manage all of them.
-CREATE POLICY grants_own ON pyretrieve.grants FOR SELECT TO pyretrieve_reader
-    USING (pg_has_role(principal, 'USAGE'));
-CREATE POLICY grants_admin ON pyretrieve.grants FOR ALL TO pyretrieve_admin
-    USING (true) WITH CHECK (true);
+CREATE POLICY grants_own ON pyretrieve.grants FOR SELECT TO pyretrieve_api
+    USING (pg_catalog.pg_has_role((SELECT pyretrieve.caller()), principal, 'USAGE')
+        OR (SELECT pyretrieve.caller_in('pyretrieve_admin')));
+CREATE POLICY grants_admin_insert ON pyretrieve.grants FOR INSERT TO pyretrieve_api
+    WITH CHECK ((SELECT pyretrieve.caller_in('pyretrieve_admin')));
+CREATE POLICY grants_admin_update ON pyretrieve.grants FOR UPDATE TO pyretrieve_api
+    USING ((SELECT pyretrieve.caller_in('pyretrieve_admin')))
+    WITH CHECK ((SELECT pyretrieve.caller_in('pyretrieve_admin')));
+CREATE POLICY grants_admin_delete ON pyretrieve.grants FOR DELETE TO pyretrieve_api
+    USING ((SELECT pyretrieve.caller_in('pyretrieve_admin')));
 
--- Decisions: a principal reads its own; it may insert one only as an exact copy of one of its
--- live grants, in this transaction, at this transaction's time (so a hand-written INSERT can
--- never produce a wider decision than authorize() would).
-CREATE POLICY decisions_own ON pyretrieve.decisions FOR SELECT TO pyretrieve_reader
-    USING (principal = CURRENT_USER);
-CREATE POLICY decisions_insert ON pyretrieve.decisions FOR INSERT TO pyretrieve_reader
-    WITH CHECK (principal = CURRENT_USER
-        AND xact_id = pg_current_xact_id()
-        AND evaluated_at = now()
+-- Decisions: this transaction's own (the binding), or all for an admin; a new one only as an
+-- exact copy of one of the caller's live grants, in this transaction, at this transaction's
+-- time. Nobody may update or delete one: the log is append-only.
+CREATE POLICY decisions_read ON pyretrieve.decisions FOR SELECT TO pyretrieve_api
+    USING (xact_id = pg_catalog.pg_current_xact_id_if_assigned()
+        OR (SELECT pyretrieve.caller_in('pyretrieve_admin')));
+CREATE POLICY decisions_insert ON pyretrieve.decisions FOR INSERT TO pyretrieve_api
+    WITH CHECK (principal = (SELECT pyretrieve.caller())
+        AND xact_id = pg_catalog.pg_current_xact_id()
+        AND evaluated_at = pg_catalog.now()
         AND candidate_limit BETWEEN 1 AND 1000
         AND grant_id = pyretrieve.effective_grant(workspace_id, project_id, purpose)
         AND EXISTS (SELECT 1 FROM pyretrieve.grants g
@@ -734,14 +883,19 @@ CREATE POLICY decisions_insert ON pyretrieve.decisions FOR INSERT TO pyretrieve_
                        AND g.purpose = decisions.purpose
                        AND g.ceiling = decisions.ceiling
                        AND g.max_age IS NOT DISTINCT FROM decisions.max_age
-                       AND g.semantic_policy = decisions.semantic_policy
-                       AND pg_has_role(g.principal, 'USAGE')
-                       AND (g.expires_at IS NULL OR g.expires_at > now())));
-CREATE POLICY decisions_admin ON pyretrieve.decisions FOR SELECT TO pyretrieve_admin
-    USING (true);
+                       AND g.semantic_policy = decisions.semantic_policy));
 
--- Per-scope index generations, as the caller may see them (a view, so it runs under the RLS of
--- the tables it reads).
+CREATE POLICY write_bindings_read ON pyretrieve.write_bindings FOR SELECT TO pyretrieve_api
+    USING (xact_id = pg_catalog.pg_current_xact_id_if_assigned()
+        OR (SELECT pyretrieve.caller_in('pyretrieve_admin')));
+CREATE POLICY write_bindings_insert ON pyretrieve.write_bindings FOR INSERT TO pyretrieve_api
+    WITH CHECK (principal = (SELECT pyretrieve.caller())
+        AND xact_id = pg_catalog.pg_current_xact_id()
+        AND bound_at = pg_catalog.now()
+        AND ceiling = pyretrieve.writer_ceiling(workspace_id, project_id));
+
+-- Per-scope index generations (a view for DBAs and the scope_generation() function; it runs
+-- under the RLS of the tables it reads).
 CREATE VIEW pyretrieve.scope_generations WITH (security_invoker = true) AS
 SELECT p.workspace_id, p.project_id,
        coalesce((SELECT max(l.generation) FROM pyretrieve.generation_log l
@@ -757,17 +911,24 @@ SELECT p.workspace_id, p.project_id,
 COMMENT ON VIEW pyretrieve.scope_generations IS
     'Per-scope index generations (the highest lexical and vector generation written) and text-search configurations, as the caller may see them.';
 
+
+-- ==== sql/schema/40_read_api.sql ====
 -- ---------------------------------------------------------------------------------------------
 -- Errors. Every error raised here has its own SQLSTATE in class PR, a fixed message that names
 -- no row, id or content, and is mapped to a typed Python error in one place.
 --   PR001 access denied (no grant, scope absent, not a reader/writer/admin)   same for all
 --   PR002 decision not valid for this request (not the caller's, not this transaction,
 --         not the bound one)
---   PR003 transaction already bound to another scope
+--   PR003 transaction already bound (one binding, a read decision or a write scope, per
+--         transaction)
+--   PR004 the caller is a superuser or bypasses row-level security
 --   PR010 invalid input (limits, lengths, identifiers, digests)
 --   PR011 invalid embedding (dimension, NaN/Inf, zero norm)
 --   PR012 unknown embedding model
 --   PR013 conflict (a model registered with another dimension)
+--   PR014 a value exceeds a limit of the database (a text with too many distinct words for a
+--         tsvector)
+--   PR015 unsupported text-search configuration (only pg_catalog's or pyretrieve's)
 --   PR020 not found (a fragment absent or not visible to the caller: the same error)
 --   PR030 semantic retrieval required but not available
 -- ---------------------------------------------------------------------------------------------
@@ -784,7 +945,8 @@ BEGIN
 END;
 $$;
 
--- The decision of this request: the bound decision, and only if it is the one named.
+-- The decision of this request: the transaction's decision, only if it is the one named and
+-- belongs to the caller.
 CREATE FUNCTION pyretrieve.require_decision(p_decision uuid)
 RETURNS pyretrieve.decisions
 LANGUAGE plpgsql STABLE SECURITY INVOKER
@@ -794,12 +956,62 @@ DECLARE
     d pyretrieve.decisions;
 BEGIN
     SELECT * INTO d FROM pyretrieve.bound_decision();
-    IF NOT FOUND OR p_decision IS NULL OR d.decision_id <> p_decision THEN
+    IF NOT FOUND OR p_decision IS NULL OR d.decision_id <> p_decision
+       OR d.principal <> pyretrieve.caller() THEN
         RAISE EXCEPTION USING ERRCODE = 'PR002', MESSAGE = 'decision not valid for this request';
     END IF;
     RETURN d;
 END;
 $$;
+
+CREATE FUNCTION pyretrieve.or_tsquery(p_config regconfig, p_query text)
+RETURNS tsquery
+LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+SET client_min_messages = warning
+BEGIN ATOMIC
+    SELECT replace(plainto_tsquery(p_config, p_query)::text, ' & ', ' | ')::tsquery;
+END;
+COMMENT ON FUNCTION pyretrieve.or_tsquery(regconfig, text) IS
+    'The OR of the query''s lexemes in one text-search configuration (phrases from compound words stay phrases).';
+
+CREATE FUNCTION pyretrieve.check_embedding(p_model text, p_embedding public.vector)
+RETURNS void
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_dimension integer;
+    v_norm double precision;
+BEGIN
+    SELECT m.dimension INTO v_dimension FROM pyretrieve.embedding_models m WHERE m.model_id = p_model;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR012', MESSAGE = 'unknown embedding model';
+    END IF;
+    IF p_embedding IS NULL OR public.vector_dims(p_embedding) <> v_dimension THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR011', MESSAGE = 'embedding dimension does not match the model';
+    END IF;
+    v_norm := public.vector_norm(p_embedding);
+    IF NOT (v_norm > 0 AND v_norm < 'Infinity'::double precision) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR011', MESSAGE = 'embedding must be finite and non-zero';
+    END IF;
+    -- Subnormal float4 values (below 2^-126 in magnitude) lose precision and can make cosine
+    -- distances NaN; the client refuses them too.
+    IF EXISTS (SELECT 1 FROM unnest(p_embedding::real[]) AS x(v)
+                WHERE x.v <> 0 AND abs(x.v) < 1.17549435e-38::real) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR011', MESSAGE = 'embedding must not hold subnormal values';
+    END IF;
+END;
+$$;
+
+-- ---------------------------------------------------------------------------------------------
+-- The read API. SECURITY DEFINER, written reason: principals hold no privilege on any table,
+-- so these functions are their only door to the data. Each runs as pyretrieve_api (never the
+-- table owner), takes the caller's identity from pyretrieve.caller(), works only under the
+-- transaction's one decision, states the decision's filters explicitly, and is bound by the
+-- row-level security policies of pyretrieve_api as a second wall.
+-- ---------------------------------------------------------------------------------------------
+SET LOCAL ROLE pyretrieve_api;
 
 CREATE FUNCTION pyretrieve.authorize(
     p_workspace text,
@@ -813,15 +1025,16 @@ RETURNS TABLE (
     decision_id uuid, principal name, workspace_id text, project_id text, purpose text,
     evaluated_at timestamptz, ceiling pyretrieve.classification, max_age interval,
     semantic_policy pyretrieve.semantic_policy, candidate_limit integer, grant_id uuid)
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
     g pyretrieve.grants;
-    bound pyretrieve.decisions;
     d pyretrieve.decisions;
 BEGIN
+    PERFORM pyretrieve.check_caller();
+    PERFORM pyretrieve.apply_request_timeouts();
     PERFORM pyretrieve.check_identifier(p_workspace, 'workspace');
     PERFORM pyretrieve.check_identifier(p_project, 'project');
     PERFORM pyretrieve.check_identifier(p_purpose, 'purpose');
@@ -838,34 +1051,32 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'requested limit must be between 1 and 1000';
     END IF;
 
-    -- One transaction serves one scope and purpose.
-    SELECT * INTO bound FROM pyretrieve.bound_decision();
-    IF FOUND AND (bound.workspace_id, bound.project_id, bound.purpose)
-                 IS DISTINCT FROM (p_workspace, p_project, p_purpose) THEN
+    -- One binding per transaction, whatever any setting says: a second decision (for any scope,
+    -- any principal) or a decision after a write scope is refused.
+    IF EXISTS (SELECT 1 FROM pyretrieve.bound_decision()) OR EXISTS (SELECT 1 FROM pyretrieve.bound_write()) THEN
         RAISE EXCEPTION USING ERRCODE = 'PR003', MESSAGE = 'transaction already bound to another scope';
     END IF;
 
-    -- The grants policy shows only grants that apply to current_user, so an absent scope and
+    -- The grants policy shows only grants that apply to the caller, so an absent scope and
     -- a scope without a grant look the same here: both are denied with the same error. The most
     -- specific grant wins (the caller's own before a group's), then the widest.
     SELECT gr.* INTO g
       FROM pyretrieve.grants gr
      WHERE gr.workspace_id = p_workspace
        AND gr.grant_id = pyretrieve.effective_grant(p_workspace, p_project, p_purpose);
-    IF NOT FOUND OR NOT pg_has_role('pyretrieve_reader', 'USAGE') THEN
+    IF NOT FOUND OR NOT pyretrieve.caller_in('pyretrieve_reader') THEN
         RAISE EXCEPTION USING ERRCODE = 'PR001', MESSAGE = 'access denied';
     END IF;
 
     INSERT INTO pyretrieve.decisions AS dn (
-        workspace_id, project_id, purpose, grant_id, ceiling, max_age, semantic_policy,
+        workspace_id, principal, project_id, purpose, grant_id, ceiling, max_age, semantic_policy,
         requested_limit, candidate_limit, query_digest, semantic_intent, embedding_digest)
     VALUES (
-        g.workspace_id, g.project_id, g.purpose, g.grant_id, g.ceiling, g.max_age, g.semantic_policy,
+        g.workspace_id, pyretrieve.caller(), g.project_id, g.purpose, g.grant_id, g.ceiling,
+        g.max_age, g.semantic_policy,
         p_requested_limit, least(greatest(p_requested_limit, 100), 1000),
         p_query_digest, p_semantic_intent, p_embedding_digest)
     RETURNING dn.* INTO d;
-
-    PERFORM set_config('pyretrieve.decision', d.decision_id::text, true);
 
     RETURN QUERY SELECT d.decision_id, d.principal, d.workspace_id::text, d.project_id::text,
                         d.purpose::text, d.evaluated_at, d.ceiling, d.max_age, d.semantic_policy,
@@ -873,26 +1084,13 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION pyretrieve.authorize(text, text, text, bytea, text, bytea, integer) IS
-    'Authorise current_user for one workspace/project and purpose. Checks the caller''s live grants, records the decision (digests and intent only: never query text, embedding values or content), binds this transaction to that scope and returns the decision with its evaluation time, ceiling, max_age, semantic policy and bounded candidate limit. Raises SQLSTATE PR001 (access denied) alike for an absent scope and a scope without a grant.';
-
--- Lexical query: OR over the lexemes of the text in one configuration. AND semantics
--- (plainto/websearch) matched nothing for most natural-language questions when measured.
-CREATE FUNCTION pyretrieve.or_tsquery(p_config regconfig, p_query text)
-RETURNS tsquery
-LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT SECURITY INVOKER
-SET search_path = pg_catalog, pg_temp
-SET client_min_messages = warning
-BEGIN ATOMIC
-    SELECT replace(plainto_tsquery(p_config, p_query)::text, ' & ', ' | ')::tsquery;
-END;
-COMMENT ON FUNCTION pyretrieve.or_tsquery(regconfig, text) IS
-    'The OR of the query''s lexemes in one text-search configuration (phrases from compound words stay phrases).';
+    'Authorise the caller (pyretrieve.caller(): the role the request runs as) for one workspace/project and purpose. Checks the caller''s live grants, records the decision (digests and intent only: never query text, embedding values or content), binds this transaction to that scope (one decision per transaction: a second authorize, or one after a write, raises PR003) and returns the decision with its evaluation time, ceiling, max_age, semantic policy and bounded candidate limit. Raises SQLSTATE PR001 (access denied) alike for an absent scope and a scope without a grant, and PR004 for a superuser or BYPASSRLS caller. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
 
 CREATE FUNCTION pyretrieve.lexical_candidates(
     p_decision uuid, p_query text, p_limit integer, p_ranking text DEFAULT 'bm25')
 RETURNS TABLE (rank integer, fragment_id uuid, content_digest bytea, score double precision,
                lexical_generation bigint, terms jsonb)
-LANGUAGE plpgsql STABLE SECURITY INVOKER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET client_min_messages = warning
 AS $$
@@ -1030,35 +1228,12 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION pyretrieve.lexical_candidates(uuid, text, integer, text) IS
-    'Lexical candidates for the bound decision. p_ranking ''bm25'' (default): BM25 over the OR of the query''s lexemes (repeated query terms count), with k1 and b from the project and corpus statistics (document count, average length, document frequency) computed only from the fragments the decision admits; ''ts_rank'': the earlier ts_rank scoring, for comparison. 1-based ranks in a total order (score desc, then content digest, then fragment id). Returns rank, fragment_id, content_digest, score, lexical_generation and terms (each matched term with idf, tf, query_tf, length_norm and contribution). Raises PR002 for a decision that is not the caller''s bound decision of this transaction.';
-
-CREATE FUNCTION pyretrieve.check_embedding(p_model text, p_embedding public.vector)
-RETURNS void
-LANGUAGE plpgsql STABLE SECURITY INVOKER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_dimension integer;
-    v_norm double precision;
-BEGIN
-    SELECT m.dimension INTO v_dimension FROM pyretrieve.embedding_models m WHERE m.model_id = p_model;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION USING ERRCODE = 'PR012', MESSAGE = 'unknown embedding model';
-    END IF;
-    IF p_embedding IS NULL OR public.vector_dims(p_embedding) <> v_dimension THEN
-        RAISE EXCEPTION USING ERRCODE = 'PR011', MESSAGE = 'embedding dimension does not match the model';
-    END IF;
-    v_norm := public.vector_norm(p_embedding);
-    IF NOT (v_norm > 0 AND v_norm < 'Infinity'::double precision) THEN
-        RAISE EXCEPTION USING ERRCODE = 'PR011', MESSAGE = 'embedding must be finite and non-zero';
-    END IF;
-END;
-$$;
+    'Lexical candidates for the bound decision. p_ranking ''bm25'' (default): BM25 over the OR of the query''s lexemes (repeated query terms count), with k1 and b from the project and corpus statistics (document count, average length, document frequency) computed only from the fragments the decision admits; ''ts_rank'': the earlier ts_rank scoring, for comparison. 1-based ranks in a total order (score desc, then content digest, then fragment id). Returns rank, fragment_id, content_digest, score, lexical_generation and terms (each matched term with idf, tf, query_tf, length_norm and contribution). Raises PR002 for a decision that is not the caller''s bound decision of this transaction. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
 
 CREATE FUNCTION pyretrieve.vector_candidates(p_decision uuid, p_model text, p_embedding public.vector, p_limit integer)
 RETURNS TABLE (rank integer, fragment_id uuid, content_digest bytea, distance double precision,
                source_digest bytea, vector_generation bigint, lexical_generation bigint)
-LANGUAGE plpgsql STABLE SECURITY INVOKER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
@@ -1116,7 +1291,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION pyretrieve.vector_candidates(uuid, text, public.vector, integer) IS
-    'Vector candidates for the bound decision: exact cosine distance to p_embedding over the scope''s embeddings of model p_model, 1-based ranks in a total order (distance, then content digest, then fragment id). Returns rank, fragment_id, content_digest, distance, source_digest (digest of the text the embedding was computed from), vector_generation, lexical_generation. Raises PR011 for a wrong dimension, NaN/Inf or zero public.vector, PR012 for an unknown model.';
+    'Vector candidates for the bound decision: exact cosine distance to p_embedding over the scope''s embeddings of model p_model, 1-based ranks in a total order (distance, then content digest, then fragment id). Returns rank, fragment_id, content_digest, distance, source_digest (digest of the text the embedding was computed from), vector_generation, lexical_generation. Raises PR011 for a wrong dimension, NaN/Inf or zero public.vector, PR012 for an unknown model. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
 
 CREATE FUNCTION pyretrieve.fragments(p_decision uuid, p_ids uuid[])
 RETURNS TABLE (
@@ -1124,7 +1299,7 @@ RETURNS TABLE (
     classification pyretrieve.classification, state pyretrieve.fragment_state, superseded_by uuid,
     observed_at timestamptz, expires_at timestamptz, ingested_at timestamptz, source_uri text,
     source_revision text, manifest_id text, ts_config regconfig, lexical_generation bigint)
-LANGUAGE plpgsql STABLE SECURITY INVOKER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
@@ -1151,384 +1326,12 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION pyretrieve.fragments(uuid, uuid[]) IS
-    'The authoritative records (body, digest, classification, state, times, provenance, generation) for the given ids, only those visible under the bound decision; ids that are absent or not visible are silently left out, alike.';
+    'The authoritative records (body, digest, classification, state, times, provenance, generation) for the given ids, only those visible under the bound decision; ids that are absent or not visible are silently left out, alike. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
 
--- ---------------------------------------------------------------------------------------------
--- Writers
--- ---------------------------------------------------------------------------------------------
 
--- Bind this transaction's write scope and return the writer's ceiling there; access denied
--- (PR001) alike for an absent scope, a scope without a grant and a caller who is not a writer.
-CREATE FUNCTION pyretrieve.bind_write_scope(p_workspace text, p_project text)
-RETURNS pyretrieve.classification
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_ceiling pyretrieve.classification;
-BEGIN
-    PERFORM pyretrieve.check_identifier(p_workspace, 'workspace');
-    PERFORM pyretrieve.check_identifier(p_project, 'project');
-    PERFORM set_config('pyretrieve.write_scope', p_workspace || '/' || p_project, true);
-    SELECT w.ceiling INTO v_ceiling FROM pyretrieve.write_scope() w;
-    IF v_ceiling IS NULL THEN
-        PERFORM set_config('pyretrieve.write_scope', '', true);
-        RAISE EXCEPTION USING ERRCODE = 'PR001', MESSAGE = 'access denied';
-    END IF;
-    RETURN v_ceiling;
-END;
-$$;
-COMMENT ON FUNCTION pyretrieve.bind_write_scope(text, text) IS
-    'Bind this transaction''s write scope to one workspace/project where current_user is a writer with a live grant; returns the writer''s classification ceiling there. Raises PR001 otherwise. The write functions call it; it never widens access.';
+SET LOCAL ROLE pyretrieve_owner;
 
-CREATE FUNCTION pyretrieve.put_fragment(
-    p_workspace text,
-    p_project text,
-    p_body text,
-    p_classification pyretrieve.classification DEFAULT 'internal',
-    p_observed_at timestamptz DEFAULT NULL,
-    p_expires_at timestamptz DEFAULT NULL,
-    p_source_uri text DEFAULT NULL,
-    p_source_revision text DEFAULT NULL,
-    p_manifest_id text DEFAULT NULL,
-    p_ts_config regconfig DEFAULT NULL)
-RETURNS uuid
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
-SET search_path = pg_catalog, pg_temp
-AS $$
-#variable_conflict use_column
-DECLARE
-    v_ceiling pyretrieve.classification := pyretrieve.bind_write_scope(p_workspace, p_project);
-    v_id uuid;
-    v_config regconfig;
-    v_observed timestamptz := coalesce(p_observed_at, now());
-BEGIN
-    IF p_classification IS NULL OR p_classification > v_ceiling THEN
-        RAISE EXCEPTION USING ERRCODE = 'PR001', MESSAGE = 'access denied';
-    END IF;
-    IF p_body IS NULL OR length(p_body) NOT BETWEEN 1 AND 1000000 THEN
-        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'body must be 1 to 1000000 characters';
-    END IF;
-    IF v_observed = 'infinity' OR v_observed = '-infinity' THEN
-        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'observed_at must be finite';
-    END IF;
-    IF p_expires_at IS NOT NULL AND p_expires_at <= v_observed THEN
-        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'expires_at must be after observed_at';
-    END IF;
-    IF length(p_source_uri) > 2048 OR length(p_source_revision) > 256 OR length(p_manifest_id) > 256 THEN
-        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'provenance field too long';
-    END IF;
-    SELECT coalesce(p_ts_config, p.ts_config) INTO v_config
-      FROM pyretrieve.projects p
-     WHERE p.workspace_id = p_workspace AND p.project_id = p_project;
-
-    INSERT INTO pyretrieve.fragments AS f (
-        workspace_id, project_id, body, classification, observed_at, expires_at,
-        source_uri, source_revision, manifest_id, ts_config)
-    VALUES (p_workspace, p_project, p_body, p_classification, v_observed, p_expires_at,
-            p_source_uri, p_source_revision, p_manifest_id, v_config)
-    ON CONFLICT (workspace_id, project_id, classification, content_digest) WHERE state = 'active'
-    DO NOTHING
-    RETURNING f.fragment_id INTO v_id;
-
-    IF v_id IS NULL THEN
-        -- Idempotent: the same body at the same classification is already active here.
-        SELECT f.fragment_id INTO STRICT v_id
-          FROM pyretrieve.fragments f
-         WHERE f.workspace_id = p_workspace AND f.project_id = p_project
-           AND f.classification = p_classification AND f.state = 'active'
-           AND f.content_digest = pyretrieve.content_digest(p_body);
-    END IF;
-    RETURN v_id;
-END;
-$$;
-COMMENT ON FUNCTION pyretrieve.put_fragment(text, text, text, pyretrieve.classification, timestamptz, timestamptz, text, text, text, regconfig) IS
-    'Store a fragment in a workspace/project where current_user is a writer, at or below the writer''s ceiling; returns its id. Idempotent by content: the same body at the same classification returns the existing active fragment. The database computes content_digest (sha256 of the body), the tsvector and the lexical generation. observed_at defaults to now().';
-
-CREATE FUNCTION pyretrieve.supersede_fragment(
-    p_workspace text,
-    p_project text,
-    p_fragment_id uuid,
-    p_body text,
-    p_classification pyretrieve.classification DEFAULT NULL,
-    p_observed_at timestamptz DEFAULT NULL,
-    p_expires_at timestamptz DEFAULT NULL,
-    p_source_uri text DEFAULT NULL,
-    p_source_revision text DEFAULT NULL,
-    p_manifest_id text DEFAULT NULL)
-RETURNS uuid
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
-SET search_path = pg_catalog, pg_temp
-AS $$
-#variable_conflict use_column
-DECLARE
-    old pyretrieve.fragments;
-    v_new uuid;
-BEGIN
-    PERFORM pyretrieve.bind_write_scope(p_workspace, p_project);
-    SELECT f.* INTO old
-      FROM pyretrieve.fragments f
-     WHERE f.workspace_id = p_workspace AND f.project_id = p_project
-       AND f.fragment_id = p_fragment_id AND f.state = 'active'
-       FOR UPDATE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION USING ERRCODE = 'PR020', MESSAGE = 'fragment not found';
-    END IF;
-    v_new := pyretrieve.put_fragment(
-        p_workspace := p_workspace, p_project := p_project, p_body := p_body,
-        p_classification := coalesce(p_classification, old.classification),
-        p_observed_at := p_observed_at, p_expires_at := p_expires_at,
-        p_source_uri := coalesce(p_source_uri, old.source_uri),
-        p_source_revision := p_source_revision,
-        p_manifest_id := coalesce(p_manifest_id, old.manifest_id),
-        p_ts_config := old.ts_config);
-    IF v_new = old.fragment_id THEN
-        RETURN v_new;
-    END IF;
-    UPDATE pyretrieve.fragments f
-       SET state = 'superseded', superseded_by = v_new
-     WHERE f.workspace_id = p_workspace AND f.fragment_id = p_fragment_id;
-    RETURN v_new;
-END;
-$$;
-COMMENT ON FUNCTION pyretrieve.supersede_fragment(text, text, uuid, text, pyretrieve.classification, timestamptz, timestamptz, text, text, text) IS
-    'Replace an active fragment with new content: stores the new fragment (as put_fragment) and marks the old one superseded by it; returns the new id (the old id when the content and classification are unchanged). Raises PR020 alike for an absent fragment and one the writer may not see.';
-
-CREATE FUNCTION pyretrieve.retract_fragment(p_workspace text, p_project text, p_fragment_id uuid)
-RETURNS void
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    PERFORM pyretrieve.bind_write_scope(p_workspace, p_project);
-    UPDATE pyretrieve.fragments f
-       SET state = 'retracted'
-     WHERE f.workspace_id = p_workspace AND f.project_id = p_project
-       AND f.fragment_id = p_fragment_id AND f.state = 'active';
-    IF NOT FOUND THEN
-        RAISE EXCEPTION USING ERRCODE = 'PR020', MESSAGE = 'fragment not found';
-    END IF;
-END;
-$$;
-COMMENT ON FUNCTION pyretrieve.retract_fragment(text, text, uuid) IS
-    'Retract an active fragment: it disappears from every search at once. Raises PR020 alike for an absent fragment and one the writer may not see.';
-
-CREATE FUNCTION pyretrieve.put_embedding(
-    p_workspace text,
-    p_project text,
-    p_fragment_id uuid,
-    p_model text,
-    p_embedding public.vector,
-    p_source_digest bytea)
-RETURNS bigint
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
-SET search_path = pg_catalog, pg_temp
-AS $$
-#variable_conflict use_column
-DECLARE
-    v_generation bigint;
-BEGIN
-    PERFORM pyretrieve.bind_write_scope(p_workspace, p_project);
-    PERFORM pyretrieve.check_embedding(p_model, p_embedding);
-    IF p_source_digest IS NULL OR length(p_source_digest) <> 32 THEN
-        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'source digest must be 32 bytes (sha256)';
-    END IF;
-    PERFORM 1 FROM pyretrieve.fragments f
-     WHERE f.workspace_id = p_workspace AND f.project_id = p_project AND f.fragment_id = p_fragment_id;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION USING ERRCODE = 'PR020', MESSAGE = 'fragment not found';
-    END IF;
-    INSERT INTO pyretrieve.embeddings AS e (
-        workspace_id, project_id, fragment_id, model_id, embedding, source_digest)
-    VALUES (p_workspace, p_project, p_fragment_id, p_model, p_embedding, p_source_digest)
-    ON CONFLICT (workspace_id, fragment_id, model_id)
-    DO UPDATE SET embedding = EXCLUDED.embedding, source_digest = EXCLUDED.source_digest
-    RETURNING e.vector_generation INTO v_generation;
-    RETURN v_generation;
-END;
-$$;
-COMMENT ON FUNCTION pyretrieve.put_embedding(text, text, uuid, text, public.vector, bytea) IS
-    'Store (or replace) the embedding of one fragment for one registered model, with the sha256 digest of the text it was computed from; returns its vector generation. An embedding whose source digest differs from the fragment''s content digest is stale. Raises PR011/PR012 for a bad vector or model and PR020 alike for an absent fragment and one the writer may not see.';
-
--- ---------------------------------------------------------------------------------------------
--- Admins
--- ---------------------------------------------------------------------------------------------
-CREATE FUNCTION pyretrieve.create_workspace(p_workspace text, p_display_name text DEFAULT '')
-RETURNS text
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    PERFORM pyretrieve.check_identifier(p_workspace, 'workspace');
-    INSERT INTO pyretrieve.workspaces (workspace_id, display_name)
-    VALUES (p_workspace, coalesce(p_display_name, ''))
-    ON CONFLICT (workspace_id) DO NOTHING;
-    RETURN p_workspace;
-END;
-$$;
-COMMENT ON FUNCTION pyretrieve.create_workspace(text, text) IS
-    'Create a workspace (idempotent); returns its id. Admins only.';
-
-CREATE FUNCTION pyretrieve.create_project(
-    p_workspace text, p_project text, p_ts_config regconfig DEFAULT 'pg_catalog.english')
-RETURNS text
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    PERFORM pyretrieve.check_identifier(p_workspace, 'workspace');
-    PERFORM pyretrieve.check_identifier(p_project, 'project');
-    PERFORM 1 FROM pyretrieve.workspaces w WHERE w.workspace_id = p_workspace;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION USING ERRCODE = 'PR020', MESSAGE = 'workspace not found';
-    END IF;
-    INSERT INTO pyretrieve.projects (workspace_id, project_id, ts_config)
-    VALUES (p_workspace, p_project, coalesce(p_ts_config, 'pg_catalog.english'))
-    ON CONFLICT (workspace_id, project_id) DO NOTHING;
-    INSERT INTO pyretrieve.scope_configs (workspace_id, project_id, ts_config)
-    VALUES (p_workspace, p_project, coalesce(p_ts_config, 'pg_catalog.english'))
-    ON CONFLICT DO NOTHING;
-    RETURN p_project;
-END;
-$$;
-COMMENT ON FUNCTION pyretrieve.create_project(text, text, regconfig) IS
-    'Create a project in a workspace (idempotent) with its default text-search configuration; returns its id. Admins only.';
-
--- Per-project BM25 parameters (admins).
-CREATE FUNCTION pyretrieve.set_bm25(p_workspace text, p_project text, p_k1 double precision, p_b double precision)
-RETURNS void
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF p_k1 IS NULL OR NOT (p_k1 > 0 AND p_k1 <= 10) OR p_b IS NULL OR NOT (p_b >= 0 AND p_b <= 1) THEN
-        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'k1 must be in (0, 10] and b in [0, 1]';
-    END IF;
-    UPDATE pyretrieve.projects p SET bm25_k1 = p_k1, bm25_b = p_b
-     WHERE p.workspace_id = p_workspace AND p.project_id = p_project;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION USING ERRCODE = 'PR020', MESSAGE = 'project not found';
-    END IF;
-END;
-$$;
-COMMENT ON FUNCTION pyretrieve.set_bm25(text, text, double precision, double precision) IS
-    'Set a project''s BM25 parameters k1 (term-frequency saturation, default 0.9) and b (length normalisation, default 0.4). Admins only.';
-
-CREATE FUNCTION pyretrieve.grant_access(
-    p_principal regrole,
-    p_workspace text,
-    p_project text,
-    p_purpose text,
-    p_ceiling pyretrieve.classification,
-    p_max_age interval DEFAULT NULL,
-    p_semantic_policy pyretrieve.semantic_policy DEFAULT 'optional',
-    p_expires_at timestamptz DEFAULT NULL)
-RETURNS uuid
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
-SET search_path = pg_catalog, pg_temp
-AS $$
-#variable_conflict use_column
-DECLARE
-    v_id uuid;
-BEGIN
-    PERFORM pyretrieve.check_identifier(p_workspace, 'workspace');
-    PERFORM pyretrieve.check_identifier(p_project, 'project');
-    PERFORM pyretrieve.check_identifier(p_purpose, 'purpose');
-    IF p_principal IS NULL OR p_ceiling IS NULL OR p_semantic_policy IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'principal, ceiling and semantic policy are required';
-    END IF;
-    IF p_max_age IS NOT NULL AND (p_max_age <= interval '0'
-        OR date_part('month', p_max_age) <> 0 OR date_part('year', p_max_age) <> 0) THEN
-        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'max_age must be positive days/hours (no months or years)';
-    END IF;
-    -- Days become 24-hour spans (see the CHECK on grants.max_age).
-    p_max_age := make_interval(secs => extract(epoch FROM p_max_age));
-    PERFORM 1 FROM pyretrieve.projects p WHERE p.workspace_id = p_workspace AND p.project_id = p_project;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION USING ERRCODE = 'PR020', MESSAGE = 'project not found';
-    END IF;
-    INSERT INTO pyretrieve.grants AS g (
-        workspace_id, project_id, principal, purpose, ceiling, max_age, semantic_policy, expires_at)
-    VALUES (p_workspace, p_project, p_principal, p_purpose, p_ceiling, p_max_age, p_semantic_policy, p_expires_at)
-    ON CONFLICT (workspace_id, project_id, principal, purpose) DO UPDATE
-       SET ceiling = EXCLUDED.ceiling, max_age = EXCLUDED.max_age,
-           semantic_policy = EXCLUDED.semantic_policy, expires_at = EXCLUDED.expires_at,
-           granted_by = CURRENT_USER, granted_at = now()
-    RETURNING g.grant_id INTO v_id;
-    RETURN v_id;
-END;
-$$;
-COMMENT ON FUNCTION pyretrieve.grant_access(regrole, text, text, text, pyretrieve.classification, interval, pyretrieve.semantic_policy, timestamptz) IS
-    'Grant a principal (a role; members that inherit it are covered too) read access to a workspace/project for a purpose, with a classification ceiling, an optional max_age (freshness window), a semantic policy (disabled | optional | required) and an optional expiry. Writers write where they hold a grant, up to its ceiling. Replaces an existing grant for the same principal, scope and purpose; returns the grant id. Admins only.';
-
-CREATE FUNCTION pyretrieve.revoke_access(p_principal regrole, p_workspace text, p_project text, p_purpose text)
-RETURNS boolean
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    DELETE FROM pyretrieve.grants g
-     WHERE g.workspace_id = p_workspace AND g.project_id = p_project
-       AND g.principal = p_principal AND g.purpose = p_purpose;
-    RETURN FOUND;
-END;
-$$;
-COMMENT ON FUNCTION pyretrieve.revoke_access(regrole, text, text, text) IS
-    'Remove a principal''s grant for a workspace/project and purpose; returns whether one existed. Decisions already made keep their record; new requests are denied. Admins only.';
-
--- SECURITY DEFINER, written reason: creating an index on pyretrieve.embeddings requires owning
--- the table, and admins must not own it. The function reads the model from the registry
--- (never from its arguments' text), quotes every identifier, and only admins may execute it.
-CREATE FUNCTION pyretrieve.create_model_index(p_model text)
-RETURNS text
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    m pyretrieve.embedding_models;
-    v_name text;
-BEGIN
-    SELECT * INTO m FROM pyretrieve.embedding_models em WHERE em.model_id = p_model;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION USING ERRCODE = 'PR012', MESSAGE = 'unknown embedding model';
-    END IF;
-    v_name := format('embeddings_hnsw_m%s', m.model_serial);
-    EXECUTE format(
-        'CREATE INDEX IF NOT EXISTS %I ON pyretrieve.embeddings USING hnsw ((embedding::public.vector(%s)) public.vector_cosine_ops) WHERE model_id = %L',
-        v_name, m.dimension, m.model_id);
-    RETURN v_name;
-END;
-$$;
-COMMENT ON FUNCTION pyretrieve.create_model_index(text) IS
-    'Create the per-model HNSW index (cosine, on the embedding cast to the model''s dimension, partial on the model). SECURITY DEFINER because index creation needs the table owner; executable by admins only.';
-
-CREATE FUNCTION pyretrieve.register_model(p_model text, p_dimension integer)
-RETURNS text
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_dimension integer;
-BEGIN
-    IF p_model IS NULL OR p_model !~ '^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$' THEN
-        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'invalid model id';
-    END IF;
-    IF p_dimension IS NULL OR p_dimension NOT BETWEEN 1 AND 2000 THEN
-        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'dimension must be between 1 and 2000';
-    END IF;
-    INSERT INTO pyretrieve.embedding_models (model_id, dimension) VALUES (p_model, p_dimension)
-    ON CONFLICT (model_id) DO NOTHING;
-    SELECT m.dimension INTO v_dimension FROM pyretrieve.embedding_models m WHERE m.model_id = p_model;
-    IF v_dimension <> p_dimension THEN
-        RAISE EXCEPTION USING ERRCODE = 'PR013', MESSAGE = 'model already registered with another dimension';
-    END IF;
-    PERFORM pyretrieve.create_model_index(p_model);
-    RETURN p_model;
-END;
-$$;
-COMMENT ON FUNCTION pyretrieve.register_model(text, integer) IS
-    'Register an embedding model and its dimension (idempotent) and create its HNSW index; returns the model id. Raises PR013 if the model exists with another dimension. Admins only.';
-
+-- ==== sql/schema/45_search.sql ====
 -- ---------------------------------------------------------------------------------------------
 -- One fused, explained search for SQL callers. The same steps, in the same order and with the
 -- same float arithmetic, as the Python client and its pure ranker (a test compares them):
@@ -1752,66 +1555,761 @@ $$;
 COMMENT ON FUNCTION pyretrieve.search(text, text, text, text, public.vector, text, integer, text, double precision, double precision, text) IS
     'One fused, explained search: authorize, lexical candidates (BM25 by default, p_ranking ''ts_rank'' for comparison), vector candidates (when the mode and the grant''s semantic policy allow and an embedding and model are given), then weighted Reciprocal Rank Fusion (w / (60 + rank), 1-based ranks, k = 60, weights default 1.0, a missing modality contributes 0), a freshness factor within the grant''s max_age, a total order (final score, RRF score, content digest, fragment id), confidence and a jsonb explanation per result. Same order as the Python client. Raises PR001 on deny and PR030 when semantic retrieval is required but unavailable.';
 
+
+-- ==== sql/schema/50_writers.sql ====
 -- ---------------------------------------------------------------------------------------------
--- Privileges. Nothing for PUBLIC; each group gets what its functions need, and RLS decides rows.
+-- Writers. SECURITY DEFINER, written reason: principals hold no privilege on any table, so
+-- these functions are their only door. Each runs as pyretrieve_api, binds the transaction's one
+-- write scope from the caller's own writer grants, and writes only inside it, up to the
+-- writer's ceiling; row-level security checks every row again. Postings, generations and the
+-- embeddings' mirror columns are written by triggers only.
+-- ---------------------------------------------------------------------------------------------
+SET LOCAL ROLE pyretrieve_api;
+
+-- Bind this transaction's write scope and return the writer's ceiling there; access denied
+-- (PR001) alike for an absent scope, a scope without a grant and a caller who is not a writer.
+CREATE FUNCTION pyretrieve.bind_write_scope(p_workspace text, p_project text)
+RETURNS pyretrieve.classification
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_ceiling pyretrieve.classification;
+    w pyretrieve.write_bindings;
+BEGIN
+    PERFORM pyretrieve.check_identifier(p_workspace, 'workspace');
+    PERFORM pyretrieve.check_identifier(p_project, 'project');
+    PERFORM pyretrieve.check_caller();
+    PERFORM pyretrieve.apply_request_timeouts();
+    SELECT * INTO w FROM pyretrieve.bound_write();
+    IF FOUND AND (w.workspace_id, w.project_id, w.principal) = (p_workspace, p_project, pyretrieve.caller()) THEN
+        RETURN w.ceiling;
+    END IF;
+    IF EXISTS (SELECT 1 FROM pyretrieve.bound_decision()) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR003', MESSAGE = 'transaction already bound to another scope';
+    END IF;
+    v_ceiling := pyretrieve.writer_ceiling(p_workspace, p_project);
+    IF v_ceiling IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR001', MESSAGE = 'access denied';
+    END IF;
+    INSERT INTO pyretrieve.write_bindings (workspace_id, principal, project_id, ceiling, position)
+    VALUES (p_workspace, pyretrieve.caller(), p_project, v_ceiling, coalesce(w.position, 0) + 1);
+    RETURN v_ceiling;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.bind_write_scope(text, text) IS
+    'Bind this transaction''s write scope to a workspace/project where the caller is a writer with a live grant, recording who wrote where (write_bindings); returns the writer''s classification ceiling there (the highest of its grants). The latest binding is in force. Raises PR001 otherwise, PR003 when the transaction holds a read decision, PR004 for a superuser or BYPASSRLS caller. The write functions call it themselves; it never widens access. SECURITY DEFINER (runs as pyretrieve_api).';
+
+CREATE FUNCTION pyretrieve.put_fragment(
+    p_workspace text,
+    p_project text,
+    p_body text,
+    p_classification pyretrieve.classification DEFAULT 'internal',
+    p_observed_at timestamptz DEFAULT NULL,
+    p_expires_at timestamptz DEFAULT NULL,
+    p_source_uri text DEFAULT NULL,
+    p_source_revision text DEFAULT NULL,
+    p_manifest_id text DEFAULT NULL,
+    p_ts_config regconfig DEFAULT NULL)
+RETURNS uuid
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_ceiling pyretrieve.classification := pyretrieve.bind_write_scope(p_workspace, p_project);
+    v_id uuid;
+    v_config regconfig;
+    v_observed timestamptz := coalesce(p_observed_at, now());
+BEGIN
+    IF p_classification IS NULL OR p_classification > v_ceiling THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR001', MESSAGE = 'access denied';
+    END IF;
+    IF p_body IS NULL OR length(p_body) NOT BETWEEN 1 AND 1000000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'body must be 1 to 1000000 characters';
+    END IF;
+    IF v_observed = 'infinity' OR v_observed = '-infinity' THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'observed_at must be finite';
+    END IF;
+    IF p_expires_at IS NOT NULL AND p_expires_at <= v_observed THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'expires_at must be after observed_at';
+    END IF;
+    IF length(p_source_uri) > 2048 OR length(p_source_revision) > 256 OR length(p_manifest_id) > 256 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'provenance field too long';
+    END IF;
+    SELECT coalesce(p_ts_config, p.ts_config) INTO v_config
+      FROM pyretrieve.projects p
+     WHERE p.workspace_id = p_workspace AND p.project_id = p_project;
+    PERFORM pyretrieve.check_ts_config(v_config);
+
+    BEGIN
+        INSERT INTO pyretrieve.fragments AS f (
+            workspace_id, project_id, body, classification, observed_at, expires_at,
+            source_uri, source_revision, manifest_id, ts_config)
+        VALUES (p_workspace, p_project, p_body, p_classification, v_observed, p_expires_at,
+                p_source_uri, p_source_revision, p_manifest_id, v_config)
+        ON CONFLICT (workspace_id, project_id, classification, content_digest) WHERE state = 'active'
+        DO NOTHING
+        RETURNING f.fragment_id INTO v_id;
+    EXCEPTION WHEN program_limit_exceeded THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR014',
+            MESSAGE = 'body has too many distinct words or positions for a text-search vector';
+    END;
+
+    IF v_id IS NULL THEN
+        -- Idempotent: the same body at the same classification is already active here.
+        SELECT f.fragment_id INTO STRICT v_id
+          FROM pyretrieve.fragments f
+         WHERE f.workspace_id = p_workspace AND f.project_id = p_project
+           AND f.classification = p_classification AND f.state = 'active'
+           AND f.content_digest = pyretrieve.content_digest(p_body);
+    END IF;
+    RETURN v_id;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.put_fragment(text, text, text, pyretrieve.classification, timestamptz, timestamptz, text, text, text, regconfig) IS
+    'Store a fragment in a workspace/project where the caller is a writer, at or below the writer''s ceiling; returns its id. Idempotent by content: the same body at the same classification returns the existing active fragment. The database computes content_digest (sha256 of the body), the tsvector and the lexical generation. observed_at defaults to now(). SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+
+CREATE FUNCTION pyretrieve.supersede_fragment(
+    p_workspace text,
+    p_project text,
+    p_fragment_id uuid,
+    p_body text,
+    p_classification pyretrieve.classification DEFAULT NULL,
+    p_observed_at timestamptz DEFAULT NULL,
+    p_expires_at timestamptz DEFAULT NULL,
+    p_source_uri text DEFAULT NULL,
+    p_source_revision text DEFAULT NULL,
+    p_manifest_id text DEFAULT NULL)
+RETURNS uuid
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    old pyretrieve.fragments;
+    v_new uuid;
+BEGIN
+    PERFORM pyretrieve.bind_write_scope(p_workspace, p_project);
+    SELECT f.* INTO old
+      FROM pyretrieve.fragments f
+     WHERE f.workspace_id = p_workspace AND f.project_id = p_project
+       AND f.fragment_id = p_fragment_id AND f.state = 'active'
+       FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR020', MESSAGE = 'fragment not found';
+    END IF;
+    v_new := pyretrieve.put_fragment(
+        p_workspace := p_workspace, p_project := p_project, p_body := p_body,
+        p_classification := coalesce(p_classification, old.classification),
+        p_observed_at := p_observed_at, p_expires_at := p_expires_at,
+        p_source_uri := coalesce(p_source_uri, old.source_uri),
+        p_source_revision := p_source_revision,
+        p_manifest_id := coalesce(p_manifest_id, old.manifest_id),
+        p_ts_config := old.ts_config);
+    IF v_new = old.fragment_id THEN
+        RETURN v_new;
+    END IF;
+    UPDATE pyretrieve.fragments f
+       SET state = 'superseded', superseded_by = v_new
+     WHERE f.workspace_id = p_workspace AND f.fragment_id = p_fragment_id;
+    RETURN v_new;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.supersede_fragment(text, text, uuid, text, pyretrieve.classification, timestamptz, timestamptz, text, text, text) IS
+    'Replace an active fragment with new content: stores the new fragment (as put_fragment) and marks the old one superseded by it; returns the new id (the old id when the content and classification are unchanged). Raises PR020 alike for an absent fragment and one the writer may not see. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+
+CREATE FUNCTION pyretrieve.retract_fragment(p_workspace text, p_project text, p_fragment_id uuid)
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pyretrieve.bind_write_scope(p_workspace, p_project);
+    UPDATE pyretrieve.fragments f
+       SET state = 'retracted'
+     WHERE f.workspace_id = p_workspace AND f.project_id = p_project
+       AND f.fragment_id = p_fragment_id AND f.state = 'active';
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR020', MESSAGE = 'fragment not found';
+    END IF;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.retract_fragment(text, text, uuid) IS
+    'Retract an active fragment: it disappears from every search at once. Raises PR020 alike for an absent fragment and one the writer may not see. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+
+CREATE FUNCTION pyretrieve.put_embedding(
+    p_workspace text,
+    p_project text,
+    p_fragment_id uuid,
+    p_model text,
+    p_embedding public.vector,
+    p_source_digest bytea)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_generation bigint;
+BEGIN
+    PERFORM pyretrieve.bind_write_scope(p_workspace, p_project);
+    PERFORM pyretrieve.check_embedding(p_model, p_embedding);
+    IF p_source_digest IS NULL OR length(p_source_digest) <> 32 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'source digest must be 32 bytes (sha256)';
+    END IF;
+    PERFORM 1 FROM pyretrieve.fragments f
+     WHERE f.workspace_id = p_workspace AND f.project_id = p_project AND f.fragment_id = p_fragment_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR020', MESSAGE = 'fragment not found';
+    END IF;
+    INSERT INTO pyretrieve.embeddings AS e (
+        workspace_id, project_id, fragment_id, model_id, embedding, source_digest)
+    VALUES (p_workspace, p_project, p_fragment_id, p_model, p_embedding, p_source_digest)
+    ON CONFLICT (workspace_id, fragment_id, model_id)
+    DO UPDATE SET embedding = EXCLUDED.embedding, source_digest = EXCLUDED.source_digest
+    RETURNING e.vector_generation INTO v_generation;
+    RETURN v_generation;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.put_embedding(text, text, uuid, text, public.vector, bytea) IS
+    'Store (or replace) the embedding of one fragment for one registered model, with the sha256 digest of the text it was computed from; returns its vector generation. An embedding whose source digest differs from the fragment''s content digest is stale. Raises PR011/PR012 for a bad vector or model and PR020 alike for an absent fragment and one the writer may not see. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+
+-- What ingestion needs to stay idempotent, read through the write scope (up to the writer's
+-- ceiling, every state where the state matters). One index probe per key: right after a bulk
+-- load the tables have no statistics, and a planner guessing from none would scan the whole
+-- scope once per batch.
+CREATE FUNCTION pyretrieve.active_sources(p_workspace text, p_project text, p_uris text[])
+RETURNS TABLE (source_uri text, fragment_id uuid, content_digest bytea,
+               classification pyretrieve.classification)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pyretrieve.bind_write_scope(p_workspace, p_project);
+    IF p_uris IS NULL OR cardinality(p_uris) > 100000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'between 0 and 100000 source uris';
+    END IF;
+    RETURN QUERY
+    SELECT f.source_uri, f.fragment_id, f.content_digest, f.classification
+      FROM unnest(p_uris) AS u(uri)
+     CROSS JOIN LATERAL (
+           SELECT f.source_uri, f.fragment_id, f.content_digest, f.classification
+             FROM pyretrieve.fragments f
+            WHERE f.workspace_id = p_workspace AND f.project_id = p_project AND f.state = 'active'
+              AND f.source_uri = u.uri
+           OFFSET 0) f;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.active_sources(text, text, text[]) IS
+    'The active fragments (source_uri, fragment_id, content_digest, classification) of the given source uris in the caller''s write scope, up to the writer''s ceiling: what ingestion compares against to stay idempotent. Binds the write scope (PR001 without a writer grant). SECURITY DEFINER (runs as pyretrieve_api).';
+
+CREATE FUNCTION pyretrieve.active_sources_like(p_workspace text, p_project text, p_patterns text[])
+RETURNS TABLE (source_uri text, fragment_id uuid)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pyretrieve.bind_write_scope(p_workspace, p_project);
+    IF p_patterns IS NULL OR cardinality(p_patterns) > 10000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'between 0 and 10000 patterns';
+    END IF;
+    RETURN QUERY
+    SELECT f.source_uri, f.fragment_id FROM pyretrieve.fragments f
+     WHERE f.workspace_id = p_workspace AND f.project_id = p_project AND f.state = 'active'
+       AND f.source_uri LIKE ANY (p_patterns);
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.active_sources_like(text, text, text[]) IS
+    'The active fragments of the caller''s write scope (up to the writer''s ceiling) whose source_uri matches one of the LIKE patterns: how ingestion finds what a shorter file, or a deleted one, no longer holds. SECURITY DEFINER (runs as pyretrieve_api).';
+
+CREATE FUNCTION pyretrieve.created_now(p_workspace text, p_project text, p_ids uuid[])
+RETURNS TABLE (fragment_id uuid)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pyretrieve.bind_write_scope(p_workspace, p_project);
+    IF p_ids IS NULL OR cardinality(p_ids) > 100000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'between 0 and 100000 ids';
+    END IF;
+    RETURN QUERY
+    SELECT f.fragment_id
+      FROM unnest(p_ids) AS u(id)
+     CROSS JOIN LATERAL (
+           SELECT f.fragment_id, f.project_id FROM pyretrieve.fragments f
+            WHERE f.workspace_id = p_workspace AND f.fragment_id = u.id AND f.ingested_at = now()
+           OFFSET 0) f
+     WHERE f.project_id = p_project;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.created_now(text, text, uuid[]) IS
+    'Which of the given fragments this transaction created (as opposed to found already active with the same content). SECURITY DEFINER (runs as pyretrieve_api).';
+
+CREATE FUNCTION pyretrieve.embeddings_needed(p_workspace text, p_project text, p_model text, p_ids uuid[])
+RETURNS TABLE (fragment_id uuid, content_digest bytea, missing boolean)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pyretrieve.bind_write_scope(p_workspace, p_project);
+    IF p_ids IS NULL OR cardinality(p_ids) > 100000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'between 0 and 100000 ids';
+    END IF;
+    -- The project is checked outside the probe: inside, (workspace, project) would make the
+    -- scope index look as selective as the primary key to a planner without statistics.
+    RETURN QUERY
+    SELECT f.fragment_id, f.content_digest, f.missing
+      FROM unnest(p_ids) AS u(id)
+     CROSS JOIN LATERAL (
+           SELECT f.fragment_id, f.project_id, f.content_digest, e.fragment_id IS NULL AS missing
+             FROM pyretrieve.fragments f
+             LEFT JOIN pyretrieve.embeddings e
+               ON e.workspace_id = f.workspace_id AND e.fragment_id = f.fragment_id
+              AND e.model_id = p_model
+            WHERE f.workspace_id = p_workspace AND f.fragment_id = u.id
+              AND (e.fragment_id IS NULL OR e.source_digest <> f.content_digest
+                   OR e.vector_generation < f.lexical_generation)
+           OFFSET 0) f
+     WHERE f.project_id = p_project;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.embeddings_needed(text, text, text, uuid[]) IS
+    'Of the given fragments in the caller''s write scope, those whose embedding for p_model is missing or stale (computed from other text, or older than the fragment), with missing true for the first kind. SECURITY DEFINER (runs as pyretrieve_api).';
+
+CREATE FUNCTION pyretrieve.stale_embeddings(
+    p_workspace text, p_project text, p_model text, p_after uuid DEFAULT NULL, p_limit integer DEFAULT NULL)
+RETURNS TABLE (fragment_id uuid, body text, content_digest bytea, missing boolean)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pyretrieve.bind_write_scope(p_workspace, p_project);
+    IF p_limit IS NOT NULL AND p_limit NOT BETWEEN 1 AND 100000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'limit must be between 1 and 100000';
+    END IF;
+    -- Keyset pagination by id: one pass over the scope, even if a write fails to fix a row.
+    RETURN QUERY
+    SELECT f.fragment_id, f.body, f.content_digest, e.fragment_id IS NULL
+      FROM pyretrieve.fragments f
+      LEFT JOIN pyretrieve.embeddings e
+        ON e.workspace_id = f.workspace_id AND e.fragment_id = f.fragment_id AND e.model_id = p_model
+     WHERE f.workspace_id = p_workspace AND f.project_id = p_project AND f.state = 'active'
+       AND (e.fragment_id IS NULL OR e.source_digest <> f.content_digest
+            OR e.vector_generation < f.lexical_generation)
+       AND f.fragment_id > coalesce(p_after, '00000000-0000-0000-0000-000000000000'::uuid)
+     ORDER BY f.fragment_id
+     LIMIT p_limit;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.stale_embeddings(text, text, text, uuid, integer) IS
+    'Active fragments of the caller''s write scope whose embedding for p_model is missing or stale, in fragment-id order after p_after (keyset pagination), at most p_limit (all when NULL), with their bodies so they can be embedded again. SECURITY DEFINER (runs as pyretrieve_api).';
+
+SET LOCAL ROLE pyretrieve_owner;
+
+-- ==== sql/schema/60_admin.sql ====
+-- ---------------------------------------------------------------------------------------------
+-- Admins. The DDL helpers run as the owner; the admin API runs as pyretrieve_api (SECURITY
+-- DEFINER, written reason: principals hold no table privilege; these functions are the admins'
+-- door to the configuration tables, and each checks that the caller is an admin).
+-- ---------------------------------------------------------------------------------------------
+CREATE FUNCTION pyretrieve.require_admin()
+RETURNS void
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NOT pyretrieve.caller_in('pyretrieve_admin') THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR001', MESSAGE = 'access denied';
+    END IF;
+END;
+$$;
+
+-- SECURITY DEFINER, written reason: a sequence is created by its owner, and neither admins nor
+-- pyretrieve_api may own schema objects. The name is derived from the scope (never spliced from
+-- the arguments' text), quoted, and only create_project (pyretrieve_api) may execute it.
+CREATE FUNCTION pyretrieve.create_scope_sequence(p_workspace text, p_project text)
+RETURNS regclass
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_name text;
+BEGIN
+    PERFORM pyretrieve.check_identifier(p_workspace, 'workspace');
+    PERFORM pyretrieve.check_identifier(p_project, 'project');
+    v_name := 'generation_' || substr(encode(sha256(convert_to(p_workspace || '/' || p_project, 'UTF8')), 'hex'), 1, 32);
+    EXECUTE format('CREATE SEQUENCE IF NOT EXISTS pyretrieve.%I AS bigint', v_name);
+    EXECUTE format('GRANT USAGE ON SEQUENCE pyretrieve.%I TO pyretrieve_api', v_name);
+    RETURN format('pyretrieve.%I', v_name)::regclass;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.create_scope_sequence(text, text) IS
+    'Create (idempotently) the generation sequence of one workspace/project and return it. SECURITY DEFINER because creating a sequence makes its caller the owner, and only pyretrieve_owner may own schema objects; executable by pyretrieve_api only (create_project).';
+
+-- SECURITY DEFINER, written reason: creating an index on pyretrieve.embeddings requires owning
+-- the table, and neither admins nor pyretrieve_api may own it. The function reads the model from the registry
+-- (never from its arguments' text), quotes every identifier, and only admins may execute it.
+CREATE FUNCTION pyretrieve.create_model_index(p_model text)
+RETURNS text
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    m pyretrieve.embedding_models;
+    v_name text;
+BEGIN
+    SELECT * INTO m FROM pyretrieve.embedding_models em WHERE em.model_id = p_model;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR012', MESSAGE = 'unknown embedding model';
+    END IF;
+    v_name := format('embeddings_hnsw_m%s', m.model_serial);
+    EXECUTE format(
+        'CREATE INDEX IF NOT EXISTS %I ON pyretrieve.embeddings USING hnsw ((embedding::public.vector(%s)) public.vector_cosine_ops) WHERE model_id = %L',
+        v_name, m.dimension, m.model_id);
+    RETURN v_name;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.create_model_index(text) IS
+    'Create the per-model HNSW index (cosine, on the embedding cast to the model''s dimension, partial on the model). SECURITY DEFINER because index creation needs the table owner; executable by admins and by register_model (pyretrieve_api) only.';
+
+SET LOCAL ROLE pyretrieve_api;
+
+CREATE FUNCTION pyretrieve.create_workspace(p_workspace text, p_display_name text DEFAULT '')
+RETURNS text
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    PERFORM pyretrieve.check_identifier(p_workspace, 'workspace');
+    INSERT INTO pyretrieve.workspaces (workspace_id, display_name)
+    VALUES (p_workspace, coalesce(p_display_name, ''))
+    ON CONFLICT (workspace_id) DO NOTHING;
+    RETURN p_workspace;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.create_workspace(text, text) IS
+    'Create a workspace (idempotent); returns its id. Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+
+CREATE FUNCTION pyretrieve.create_project(
+    p_workspace text, p_project text, p_ts_config regconfig DEFAULT 'pg_catalog.english')
+RETURNS text
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    PERFORM pyretrieve.check_identifier(p_workspace, 'workspace');
+    PERFORM pyretrieve.check_identifier(p_project, 'project');
+    PERFORM 1 FROM pyretrieve.workspaces w WHERE w.workspace_id = p_workspace;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR020', MESSAGE = 'workspace not found';
+    END IF;
+    PERFORM pyretrieve.check_ts_config(coalesce(p_ts_config, 'pg_catalog.english'));
+    INSERT INTO pyretrieve.projects (workspace_id, project_id, ts_config, generation_seq)
+    VALUES (p_workspace, p_project, coalesce(p_ts_config, 'pg_catalog.english'),
+            pyretrieve.create_scope_sequence(p_workspace, p_project))
+    ON CONFLICT (workspace_id, project_id) DO NOTHING;
+    INSERT INTO pyretrieve.scope_configs (workspace_id, project_id, ts_config)
+    VALUES (p_workspace, p_project, coalesce(p_ts_config, 'pg_catalog.english'))
+    ON CONFLICT DO NOTHING;
+    RETURN p_project;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.create_project(text, text, regconfig) IS
+    'Create a project in a workspace (idempotent) with its default text-search configuration; returns its id. Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+
+-- Per-project BM25 parameters (admins).
+CREATE FUNCTION pyretrieve.set_bm25(p_workspace text, p_project text, p_k1 double precision, p_b double precision)
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    IF p_k1 IS NULL OR NOT (p_k1 > 0 AND p_k1 <= 10) OR p_b IS NULL OR NOT (p_b >= 0 AND p_b <= 1) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'k1 must be in (0, 10] and b in [0, 1]';
+    END IF;
+    UPDATE pyretrieve.projects p SET bm25_k1 = p_k1, bm25_b = p_b
+     WHERE p.workspace_id = p_workspace AND p.project_id = p_project;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR020', MESSAGE = 'project not found';
+    END IF;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.set_bm25(text, text, double precision, double precision) IS
+    'Set a project''s BM25 parameters k1 (term-frequency saturation, default 0.9) and b (length normalisation, default 0.4). Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+
+CREATE FUNCTION pyretrieve.grant_access(
+    p_principal regrole,
+    p_workspace text,
+    p_project text,
+    p_purpose text,
+    p_ceiling pyretrieve.classification,
+    p_max_age interval DEFAULT NULL,
+    p_semantic_policy pyretrieve.semantic_policy DEFAULT 'optional',
+    p_expires_at timestamptz DEFAULT NULL)
+RETURNS uuid
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_id uuid;
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    PERFORM pyretrieve.check_identifier(p_workspace, 'workspace');
+    PERFORM pyretrieve.check_identifier(p_project, 'project');
+    PERFORM pyretrieve.check_identifier(p_purpose, 'purpose');
+    IF p_principal IS NULL OR p_ceiling IS NULL OR p_semantic_policy IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'principal, ceiling and semantic policy are required';
+    END IF;
+    IF p_max_age IS NOT NULL AND (p_max_age <= interval '0'
+        OR date_part('month', p_max_age) <> 0 OR date_part('year', p_max_age) <> 0) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'max_age must be positive days/hours (no months or years)';
+    END IF;
+    -- Days become 24-hour spans (see the CHECK on grants.max_age).
+    p_max_age := make_interval(secs => extract(epoch FROM p_max_age));
+    PERFORM 1 FROM pyretrieve.projects p WHERE p.workspace_id = p_workspace AND p.project_id = p_project;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR020', MESSAGE = 'project not found';
+    END IF;
+    INSERT INTO pyretrieve.grants AS g (
+        workspace_id, project_id, principal, purpose, ceiling, max_age, semantic_policy, expires_at,
+        granted_by)
+    VALUES (p_workspace, p_project, p_principal, p_purpose, p_ceiling, p_max_age, p_semantic_policy, p_expires_at,
+            pyretrieve.caller())
+    ON CONFLICT (workspace_id, project_id, principal, purpose) DO UPDATE
+       SET ceiling = EXCLUDED.ceiling, max_age = EXCLUDED.max_age,
+           semantic_policy = EXCLUDED.semantic_policy, expires_at = EXCLUDED.expires_at,
+           granted_by = EXCLUDED.granted_by, granted_at = now()
+    RETURNING g.grant_id INTO v_id;
+    RETURN v_id;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.grant_access(regrole, text, text, text, pyretrieve.classification, interval, pyretrieve.semantic_policy, timestamptz) IS
+    'Grant a principal (a role; members that inherit it are covered too) read access to a workspace/project for a purpose, with a classification ceiling, an optional max_age (freshness window), a semantic policy (disabled | optional | required) and an optional expiry. Writers write where they hold a grant, up to its ceiling. Replaces an existing grant for the same principal, scope and purpose; returns the grant id. Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+
+CREATE FUNCTION pyretrieve.revoke_access(p_principal regrole, p_workspace text, p_project text, p_purpose text)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    DELETE FROM pyretrieve.grants g
+     WHERE g.workspace_id = p_workspace AND g.project_id = p_project
+       AND g.principal = p_principal AND g.purpose = p_purpose;
+    RETURN FOUND;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.revoke_access(regrole, text, text, text) IS
+    'Remove a principal''s grant for a workspace/project and purpose; returns whether one existed. Decisions already made keep their record; new requests are denied. Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+
+CREATE FUNCTION pyretrieve.register_model(p_model text, p_dimension integer)
+RETURNS text
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_dimension integer;
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    IF p_model IS NULL OR p_model !~ '^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$' THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'invalid model id';
+    END IF;
+    IF p_dimension IS NULL OR p_dimension NOT BETWEEN 1 AND 2000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'dimension must be between 1 and 2000';
+    END IF;
+    INSERT INTO pyretrieve.embedding_models (model_id, dimension) VALUES (p_model, p_dimension)
+    ON CONFLICT (model_id) DO NOTHING;
+    SELECT m.dimension INTO v_dimension FROM pyretrieve.embedding_models m WHERE m.model_id = p_model;
+    IF v_dimension <> p_dimension THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR013', MESSAGE = 'model already registered with another dimension';
+    END IF;
+    PERFORM pyretrieve.create_model_index(p_model);
+    RETURN p_model;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.register_model(text, integer) IS
+    'Register an embedding model and its dimension (idempotent) and create its HNSW index; returns the model id. Raises PR013 if the model exists with another dimension. Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+
+-- Listings for admins and the CLI.
+CREATE FUNCTION pyretrieve.list_projects()
+RETURNS TABLE (workspace_id text, project_id text, ts_config regconfig, bm25_k1 double precision,
+               bm25_b double precision, created_at timestamptz)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    RETURN QUERY
+    SELECT w.workspace_id::text, p.project_id::text, p.ts_config, p.bm25_k1, p.bm25_b, w.created_at
+      FROM pyretrieve.workspaces w LEFT JOIN pyretrieve.projects p USING (workspace_id)
+     ORDER BY 1, 2;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.list_projects() IS
+    'Every workspace with its projects (a workspace without projects appears once, with NULL project): text-search configuration and BM25 parameters. Admins only. SECURITY DEFINER (runs as pyretrieve_api).';
+
+CREATE FUNCTION pyretrieve.list_grants()
+RETURNS TABLE (principal text, workspace_id text, project_id text, purpose text,
+               ceiling pyretrieve.classification, max_age interval,
+               semantic_policy pyretrieve.semantic_policy, expires_at timestamptz,
+               granted_by name, granted_at timestamptz, grant_id uuid)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    RETURN QUERY
+    SELECT g.principal::text, g.workspace_id::text, g.project_id::text, g.purpose::text, g.ceiling,
+           g.max_age, g.semantic_policy, g.expires_at, g.granted_by, g.granted_at, g.grant_id
+      FROM pyretrieve.grants g
+     ORDER BY 1, 2, 3, 4;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.list_grants() IS
+    'Every grant: principal, scope, purpose, ceiling, max_age, semantic policy, expiry, who granted it and when. Admins only. SECURITY DEFINER (runs as pyretrieve_api).';
+
+CREATE FUNCTION pyretrieve.list_models()
+RETURNS TABLE (model_id text, dimension integer, registered_at timestamptz)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    IF NOT (pyretrieve.caller_in('pyretrieve_reader') OR pyretrieve.caller_in('pyretrieve_admin')) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR001', MESSAGE = 'access denied';
+    END IF;
+    RETURN QUERY
+    SELECT m.model_id, m.dimension, m.registered_at FROM pyretrieve.embedding_models m ORDER BY 1;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.list_models() IS
+    'The registered embedding models and their dimensions (configuration, not tenant data). Readers, writers and admins. SECURITY DEFINER (runs as pyretrieve_api).';
+
+CREATE FUNCTION pyretrieve.schema_version()
+RETURNS text
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT i.schema_version FROM pyretrieve.installation i;
+END;
+COMMENT ON FUNCTION pyretrieve.schema_version() IS
+    'The installed schema version. SECURITY DEFINER (runs as pyretrieve_api) so that principals, who hold no table privilege, can read it.';
+
+SET LOCAL ROLE pyretrieve_owner;
+
+-- ==== sql/schema/70_privileges.sql ====
+-- ---------------------------------------------------------------------------------------------
+-- Privileges. Nothing for PUBLIC. The principal groups hold no privilege on any table, view or
+-- sequence: they may only execute the SQL API. pyretrieve_api, which the API functions run as,
+-- holds exactly the table privileges those functions need, and RLS decides its rows.
 -- ---------------------------------------------------------------------------------------------
 REVOKE ALL ON ALL TABLES IN SCHEMA pyretrieve FROM PUBLIC;
 REVOKE ALL ON ALL SEQUENCES IN SCHEMA pyretrieve FROM PUBLIC;
-REVOKE ALL ON ALL FUNCTIONS IN SCHEMA pyretrieve FROM PUBLIC;
+DO $revoke$
+DECLARE
+    f regprocedure;
+BEGIN
+    -- Each role revokes PUBLIC's default EXECUTE on the functions it owns.
+    FOR f IN SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+              WHERE p.pronamespace = 'pyretrieve'::regnamespace
+                AND p.proowner = (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = CURRENT_USER)
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f);
+    END LOOP;
+END
+$revoke$;
 REVOKE ALL ON TYPE pyretrieve.classification, pyretrieve.fragment_state, pyretrieve.semantic_policy,
     pyretrieve.identifier FROM PUBLIC;
 
-GRANT USAGE ON SCHEMA pyretrieve TO pyretrieve_reader, pyretrieve_writer, pyretrieve_admin;
+GRANT USAGE ON SCHEMA pyretrieve TO pyretrieve_reader, pyretrieve_writer, pyretrieve_admin, pyretrieve_api;
 GRANT USAGE ON TYPE pyretrieve.classification, pyretrieve.fragment_state, pyretrieve.semantic_policy,
-    pyretrieve.identifier TO pyretrieve_reader, pyretrieve_writer, pyretrieve_admin;
+    pyretrieve.identifier TO pyretrieve_reader, pyretrieve_writer, pyretrieve_admin, pyretrieve_api;
 
+-- What the API functions (and the triggers they fire) read and write, as pyretrieve_api.
 GRANT SELECT ON pyretrieve.installation, pyretrieve.workspaces, pyretrieve.projects,
-    pyretrieve.scope_generations, pyretrieve.fragments, pyretrieve.embedding_models,
-    pyretrieve.embeddings, pyretrieve.grants, pyretrieve.decisions, pyretrieve.postings,
+    pyretrieve.fragments, pyretrieve.embedding_models, pyretrieve.embeddings, pyretrieve.grants,
+    pyretrieve.decisions, pyretrieve.write_bindings, pyretrieve.postings,
     pyretrieve.generation_log, pyretrieve.scope_configs
-    TO pyretrieve_reader;
-GRANT INSERT (workspace_id, project_id, purpose, grant_id, ceiling, max_age, semantic_policy,
+    TO pyretrieve_api;
+GRANT INSERT (workspace_id, principal, project_id, purpose, grant_id, ceiling, max_age, semantic_policy,
               requested_limit, candidate_limit, query_digest, semantic_intent, embedding_digest)
-    ON pyretrieve.decisions TO pyretrieve_reader;
-
+    ON pyretrieve.decisions TO pyretrieve_api;
+GRANT INSERT (workspace_id, principal, project_id, ceiling, position) ON pyretrieve.write_bindings TO pyretrieve_api;
 GRANT INSERT (workspace_id, project_id, body, classification, observed_at, expires_at,
               source_uri, source_revision, manifest_id, ts_config)
-    ON pyretrieve.fragments TO pyretrieve_writer;
-GRANT UPDATE (state, superseded_by) ON pyretrieve.fragments TO pyretrieve_writer;
+    ON pyretrieve.fragments TO pyretrieve_api;
+GRANT UPDATE (state, superseded_by) ON pyretrieve.fragments TO pyretrieve_api;
 GRANT INSERT (workspace_id, project_id, fragment_id, model_id, embedding, source_digest),
-      UPDATE (embedding, source_digest)
-    ON pyretrieve.embeddings TO pyretrieve_writer;
-GRANT INSERT, DELETE ON pyretrieve.postings TO pyretrieve_writer;
-GRANT UPDATE (fragment_state) ON pyretrieve.embeddings TO pyretrieve_writer;
-GRANT INSERT ON pyretrieve.generation_log, pyretrieve.scope_configs TO pyretrieve_writer;
-GRANT USAGE, SELECT ON SEQUENCE pyretrieve.generation_seq TO pyretrieve_writer;
+      UPDATE (embedding, source_digest, fragment_state)
+    ON pyretrieve.embeddings TO pyretrieve_api;
+GRANT INSERT, DELETE ON pyretrieve.postings TO pyretrieve_api;
+GRANT INSERT ON pyretrieve.generation_log, pyretrieve.scope_configs TO pyretrieve_api;
+GRANT INSERT (workspace_id, display_name) ON pyretrieve.workspaces TO pyretrieve_api;
+GRANT INSERT (workspace_id, project_id, ts_config, generation_seq),
+      UPDATE (bm25_k1, bm25_b) ON pyretrieve.projects TO pyretrieve_api;
+GRANT INSERT (workspace_id, project_id, principal, purpose, ceiling, max_age, semantic_policy,
+              expires_at, granted_by),
+      UPDATE (ceiling, max_age, semantic_policy, expires_at, granted_by, granted_at),
+      DELETE ON pyretrieve.grants TO pyretrieve_api;
+GRANT INSERT (model_id, dimension) ON pyretrieve.embedding_models TO pyretrieve_api;
 
-GRANT SELECT ON pyretrieve.installation, pyretrieve.embedding_models, pyretrieve.decisions
-    TO pyretrieve_admin;
-GRANT SELECT, INSERT, UPDATE, DELETE ON pyretrieve.workspaces, pyretrieve.projects, pyretrieve.grants
-    TO pyretrieve_admin;
-GRANT SELECT ON pyretrieve.generation_log, pyretrieve.scope_generations TO pyretrieve_admin;
-GRANT SELECT, INSERT ON pyretrieve.scope_configs TO pyretrieve_admin;
-GRANT UPDATE (bm25_k1, bm25_b) ON pyretrieve.projects TO pyretrieve_admin;
-GRANT INSERT (model_id, dimension) ON pyretrieve.embedding_models TO pyretrieve_admin;
+-- Helpers the API functions, the policies and the triggers call (as pyretrieve_api).
+GRANT EXECUTE ON FUNCTION pyretrieve.caller(), pyretrieve.caller_in(name),
+    pyretrieve.bound_decision(), pyretrieve.bound_write(),
+    pyretrieve.writer_ceiling(text, text), pyretrieve.visible_successor(text, text, uuid),
+    pyretrieve.effective_grant(text, text, text), pyretrieve.check_caller(),
+    pyretrieve.apply_request_timeouts(), pyretrieve.check_ts_config(regconfig),
+    pyretrieve.check_identifier(text, text), pyretrieve.require_decision(uuid),
+    pyretrieve.check_embedding(text, public.vector), pyretrieve.require_admin(),
+    pyretrieve.scope_sequence(text, text), pyretrieve.tsvector_length(tsvector),
+    pyretrieve.create_scope_sequence(text, text), pyretrieve.create_model_index(text)
+    TO pyretrieve_api;
 
--- Helpers called inside policies run as the caller, so every group needs them.
-GRANT EXECUTE ON FUNCTION pyretrieve.setting_uuid(text), pyretrieve.bound_decision(),
-    pyretrieve.effective_grant(text, text, text),
-    pyretrieve.content_digest(text),
-    pyretrieve.write_scope(), pyretrieve.check_identifier(text, text),
-    pyretrieve.tsvector_length(tsvector)
+-- Pure helpers for everyone in a group (digests, the OR query, the caller's identity).
+GRANT EXECUTE ON FUNCTION pyretrieve.content_digest(text), pyretrieve.or_tsquery(regconfig, text),
+    pyretrieve.embedding_digest(public.vector), pyretrieve.caller()
+    TO pyretrieve_reader, pyretrieve_writer, pyretrieve_admin, pyretrieve_api;
+-- search() runs as its caller and calls the API functions in order.
+GRANT EXECUTE ON FUNCTION
+    pyretrieve.search(text, text, text, text, public.vector, text, integer, text, double precision, double precision, text)
+    TO pyretrieve_reader;
+-- create_model_index is an owner function that admins may call directly too.
+GRANT EXECUTE ON FUNCTION pyretrieve.create_model_index(text) TO pyretrieve_admin;
+
+-- The SQL API, granted by its owner pyretrieve_api.
+SET LOCAL ROLE pyretrieve_api;
+DO $revoke$
+DECLARE
+    f regprocedure;
+BEGIN
+    -- Each role revokes PUBLIC's default EXECUTE on the functions it owns.
+    FOR f IN SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+              WHERE p.pronamespace = 'pyretrieve'::regnamespace
+                AND p.proowner = (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = CURRENT_USER)
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f);
+    END LOOP;
+END
+$revoke$;
+GRANT EXECUTE ON FUNCTION pyretrieve.schema_version(), pyretrieve.list_models()
     TO pyretrieve_reader, pyretrieve_writer, pyretrieve_admin;
 GRANT EXECUTE ON FUNCTION
     pyretrieve.authorize(text, text, text, bytea, text, bytea, integer),
-    pyretrieve.require_decision(uuid),
-    pyretrieve.or_tsquery(regconfig, text),
-    pyretrieve.check_embedding(text, public.vector),
     pyretrieve.lexical_candidates(uuid, text, integer, text),
     pyretrieve.vector_candidates(uuid, text, public.vector, integer),
-    pyretrieve.fragments(uuid, uuid[]),
-    pyretrieve.embedding_digest(public.vector),
-    pyretrieve.search(text, text, text, text, public.vector, text, integer, text, double precision, double precision, text)
+    pyretrieve.fragments(uuid, uuid[])
     TO pyretrieve_reader;
 GRANT EXECUTE ON FUNCTION
     pyretrieve.bind_write_scope(text, text),
@@ -1819,11 +2317,11 @@ GRANT EXECUTE ON FUNCTION
     pyretrieve.supersede_fragment(text, text, uuid, text, pyretrieve.classification, timestamptz, timestamptz, text, text, text),
     pyretrieve.retract_fragment(text, text, uuid),
     pyretrieve.put_embedding(text, text, uuid, text, public.vector, bytea),
-    pyretrieve.check_embedding(text, public.vector),
-    pyretrieve.stamp_lexical_generation(), pyretrieve.stamp_vector_generation(),
-    pyretrieve.bump_scope_lexical(), pyretrieve.bump_scope_vector(),
-    pyretrieve.visible_successor(text, text, uuid),
-    pyretrieve.postings_insert(), pyretrieve.postings_update(), pyretrieve.mirror_fragment()
+    pyretrieve.active_sources(text, text, text[]),
+    pyretrieve.active_sources_like(text, text, text[]),
+    pyretrieve.created_now(text, text, uuid[]),
+    pyretrieve.embeddings_needed(text, text, text, uuid[]),
+    pyretrieve.stale_embeddings(text, text, text, uuid, integer)
     TO pyretrieve_writer;
 GRANT EXECUTE ON FUNCTION
     pyretrieve.create_workspace(text, text),
@@ -1831,10 +2329,13 @@ GRANT EXECUTE ON FUNCTION
     pyretrieve.grant_access(regrole, text, text, text, pyretrieve.classification, interval, pyretrieve.semantic_policy, timestamptz),
     pyretrieve.revoke_access(regrole, text, text, text),
     pyretrieve.register_model(text, integer),
-    pyretrieve.create_model_index(text),
-    pyretrieve.set_bm25(text, text, double precision, double precision)
+    pyretrieve.set_bm25(text, text, double precision, double precision),
+    pyretrieve.list_projects(),
+    pyretrieve.list_grants()
     TO pyretrieve_admin;
+SET LOCAL ROLE pyretrieve_owner;
 
+-- ==== sql/schema/80_audit.sql ====
 -- ---------------------------------------------------------------------------------------------
 -- Audit (0002). Views a DBA queries (and `pyretrieve audit` reads) to see every table's RLS
 -- state, every policy, privilege, function, view and key, the roles that reach SUPERUSER or
@@ -1964,6 +2465,94 @@ SELECT pg_catalog.format('%I.%I', n.nspname, c.relname) AS table_name,
 COMMENT ON VIEW pyretrieve.audit_tables IS
     'Each table of the pyretrieve schema: owner, row-level security enabled and forced (so the owner is bound too), its policies (permissive and restrictive) and whether it has a workspace_id column.';
 
+-- The top-level OR branches of a deparsed expression (one element when it has none): each
+-- branch admits rows on its own, so each must carry its own identity check.
+CREATE FUNCTION pyretrieve.audit_disjuncts(p_expression text)
+RETURNS SETOF text
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v text := btrim(p_expression);
+    v_depth integer;
+    v_quote boolean;
+    v_start integer;
+    v_outer boolean;
+    i integer;
+    c text;
+BEGIN
+    -- Strip parentheses that enclose the whole expression.
+    LOOP
+        EXIT WHEN left(v, 1) <> '(' OR right(v, 1) <> ')';
+        v_depth := 0; v_quote := false; v_outer := true;
+        FOR i IN 1 .. length(v) LOOP
+            c := substr(v, i, 1);
+            IF c = '''' THEN v_quote := NOT v_quote;
+            ELSIF NOT v_quote AND c = '(' THEN v_depth := v_depth + 1;
+            ELSIF NOT v_quote AND c = ')' THEN
+                v_depth := v_depth - 1;
+                IF v_depth = 0 AND i < length(v) THEN v_outer := false; EXIT; END IF;
+            END IF;
+        END LOOP;
+        EXIT WHEN NOT v_outer;
+        v := btrim(substr(v, 2, length(v) - 2));
+    END LOOP;
+    v_depth := 0; v_quote := false; v_start := 1;
+    FOR i IN 1 .. length(v) LOOP
+        c := substr(v, i, 1);
+        IF c = '''' THEN v_quote := NOT v_quote;
+        ELSIF NOT v_quote AND c = '(' THEN v_depth := v_depth + 1;
+        ELSIF NOT v_quote AND c = ')' THEN v_depth := v_depth - 1;
+        ELSIF NOT v_quote AND v_depth = 0 AND substr(v, i, 4) = ' OR ' THEN
+            RETURN NEXT btrim(substr(v, v_start, i - v_start));
+            v_start := i + 4;
+        END IF;
+    END LOOP;
+    RETURN NEXT btrim(substr(v, v_start));
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.audit_disjuncts(text) IS
+    'The top-level OR branches of a deparsed expression (one element when it has none). pyretrieve.audit_policies checks each branch of a policy for its own identity check.';
+
+-- Every function a function reaches through the calls it makes (pg_depend for SQL-standard
+-- bodies, the pyretrieve.name( calls in any other body), up to six calls deep, with what each
+-- reached body does: reads a custom setting (current_setting of anything but role, which
+-- only names roles the login role may become), or checks an identity the caller cannot set.
+CREATE VIEW pyretrieve.audit_function_reach WITH (security_invoker = true) AS
+WITH RECURSIVE fn AS (
+    SELECT p.oid, p.proname, p.pronamespace,
+           CASE WHEN p.prosqlbody IS NOT NULL THEN pg_catalog.pg_get_functiondef(p.oid)
+                ELSE coalesce(p.prosrc, '') END AS src
+      FROM pg_catalog.pg_proc p
+     WHERE p.pronamespace <> 'pg_catalog'::regnamespace
+       AND p.pronamespace <> 'information_schema'::regnamespace
+       AND p.prokind IN ('f', 'p')
+), edge AS (
+    SELECT d.objid AS caller, d.refobjid AS callee
+      FROM pg_catalog.pg_depend d
+     WHERE d.classid = 'pg_catalog.pg_proc'::regclass AND d.refclassid = 'pg_catalog.pg_proc'::regclass
+       AND d.objid <> d.refobjid
+    UNION
+    SELECT f.oid, g.oid
+      FROM fn f
+     CROSS JOIN LATERAL pg_catalog.regexp_matches(f.src, 'pyretrieve\.([a-z_][a-z0-9_]*)\s*\(', 'gi') AS m
+      JOIN fn g ON g.pronamespace = 'pyretrieve'::regnamespace AND g.proname = pg_catalog.lower(m[1])
+     WHERE g.oid <> f.oid
+), reach (root, reached, depth, path) AS (
+    SELECT f.oid, f.oid, 0, ARRAY[f.oid] FROM fn f
+    UNION ALL
+    SELECT r.root, e.callee, r.depth + 1, r.path || e.callee
+      FROM reach r JOIN edge e ON e.caller = r.reached
+     WHERE r.depth < 6 AND e.callee <> ALL (r.path)
+)
+SELECT r.root AS function_oid, r.reached AS reached_oid, min(r.depth) AS depth,
+       bool_or(f.src ~* 'current_setting\s*\(\s*(?!''role''(::text)?\s*[,)])') AS reads_setting,
+       bool_or(f.src ~* '\m(current_user|session_user|current_role|pg_has_role)\M|pyretrieve\.caller\s*\(') AS checks_identity
+  FROM reach r JOIN fn f ON f.oid = r.reached
+ GROUP BY r.root, r.reached;
+COMMENT ON VIEW pyretrieve.audit_function_reach IS
+    'For each function outside pg_catalog, every function it reaches through its calls (itself at depth 0, up to six calls deep), and whether each reached body reads a custom setting (current_setting of anything but role) or checks an identity the caller cannot set (current_user, session_user, current_role, pg_has_role, pyretrieve.caller()).';
+
 CREATE VIEW pyretrieve.audit_policies WITH (security_invoker = true) AS
 WITH pol AS (
     SELECT p.oid, p.polname, p.polcmd, p.polpermissive, p.polroles, p.polqual, p.polwithcheck,
@@ -1974,22 +2563,6 @@ WITH pol AS (
       JOIN pg_catalog.pg_class c ON c.oid = p.polrelid
       JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
      WHERE n.nspname = 'pyretrieve'
-), unit AS (
-    -- The policy's text and the definitions of the functions it calls directly (one level).
-    SELECT pol.oid, 'policy ' || pol.polname::text AS source,
-           pg_catalog.concat_ws(' ', pol.using_expr, pol.with_check_expr) AS body
-      FROM pol
-    UNION ALL
-    SELECT pol.oid,
-           pg_catalog.format('%I.%I(%s)', fn.nspname, f.proname, pg_catalog.oidvectortypes(f.proargtypes)),
-           pg_catalog.pg_get_functiondef(f.oid)
-      FROM pol
-      JOIN pg_catalog.pg_depend d
-        ON d.classid = 'pg_catalog.pg_policy'::regclass AND d.objid = pol.oid
-       AND d.refclassid = 'pg_catalog.pg_proc'::regclass
-      JOIN pg_catalog.pg_proc f ON f.oid = d.refobjid
-      JOIN pg_catalog.pg_namespace fn ON fn.oid = f.pronamespace
-     WHERE f.pronamespace <> 'pg_catalog'::regnamespace AND f.prokind IN ('f', 'p')
 )
 SELECT pol.table_name,
        pol.polname::text AS policy_name,
@@ -2018,17 +2591,51 @@ SELECT pol.table_name,
                                                'has_schema_privilege', 'has_function_privilege',
                                                'has_database_privilege', 'row_security_active']::name[]))
               ORDER BY 1) AS per_row_calls,
-       -- Where the policy reads a custom setting (current_setting) while neither it nor the
-       -- functions it calls check an identity the caller cannot set. Empty when it is sound.
-       CASE WHEN EXISTS (SELECT FROM unit u WHERE u.oid = pol.oid
-                            AND u.body ~* '\m(current_user|session_user|current_role|pg_has_role)\M')
-            THEN '{}'::text[]
-            ELSE ARRAY(SELECT u.source FROM unit u
-                        WHERE u.oid = pol.oid AND u.body ~* '\mcurrent_setting\s*\('
-                        ORDER BY 1) END AS trusts_settings_in
+       -- The branches of the policy that read a custom setting (directly or through the
+       -- functions they call, however deep) while neither the branch nor those functions
+       -- check an identity the caller cannot set: each branch admits rows on its own, so a
+       -- sound branch beside it (OR current_user IS NULL, say) cannot make up for it. Empty
+       -- when every branch is sound.
+       ARRAY(SELECT DISTINCT pg_catalog.format('%s branch %s', b.kind, b.n)
+               FROM (SELECT 'USING' AS kind, d.n, d.branch
+                       FROM pg_catalog.unnest(ARRAY(SELECT pyretrieve.audit_disjuncts(pol.using_expr)))
+                            WITH ORDINALITY AS d(branch, n)
+                     UNION ALL
+                     SELECT 'WITH CHECK', d.n, d.branch
+                       FROM pg_catalog.unnest(ARRAY(SELECT pyretrieve.audit_disjuncts(pol.with_check_expr)))
+                            WITH ORDINALITY AS d(branch, n)) b
+              CROSS JOIN LATERAL (
+                    SELECT (b.branch ~* 'current_setting\s*\(\s*(?!''role''(::text)?\s*[,)])'
+                            OR coalesce(bool_or(r.reads_setting), false)) AS reads,
+                           (b.branch ~* '\m(current_user|session_user|current_role|pg_has_role)\M'
+                            OR coalesce(bool_or(r.checks_identity), false)) AS checks
+                      FROM pg_catalog.pg_proc f
+                      JOIN pyretrieve.audit_function_reach r ON r.function_oid = f.oid
+                     WHERE f.pronamespace = 'pyretrieve'::regnamespace
+                       AND b.branch ~* ('(^|[^a-z0-9_.])(pyretrieve\.)?' || f.proname || '\s*\(')) x
+              WHERE x.reads AND NOT x.checks
+              ORDER BY 1) AS trusts_settings_in,
+       -- Functions whose result depends on a custom setting (through any call) and that the
+       -- policy reads in more than one sub-select: PostgreSQL evaluates each sub-select (an
+       -- InitPlan) lazily, when a qual first needs it, so a caller that changes the setting
+       -- part-way through a scan mixes two answers in one row's check.
+       ARRAY(SELECT pg_catalog.format('%I.%I(%s)', fn.nspname, f.proname, pg_catalog.oidvectortypes(f.proargtypes))
+               FROM (SELECT x.function_oid
+                       FROM (SELECT * FROM pyretrieve.audit_expression_calls(pol.polqual)
+                             UNION ALL
+                             SELECT * FROM pyretrieve.audit_expression_calls(pol.polwithcheck)) x
+                      WHERE x.in_subquery
+                      GROUP BY x.function_oid
+                     HAVING pg_catalog.count(*) > 1) twice
+               JOIN pg_catalog.pg_proc f ON f.oid = twice.function_oid
+               JOIN pg_catalog.pg_namespace fn ON fn.oid = f.pronamespace
+              WHERE f.pronamespace <> 'pg_catalog'::regnamespace
+                AND EXISTS (SELECT FROM pyretrieve.audit_function_reach r
+                             WHERE r.function_oid = f.oid AND r.reads_setting)
+              ORDER BY 1) AS reads_binding_twice
   FROM pol;
 COMMENT ON VIEW pyretrieve.audit_policies IS
-    'Each row-level security policy of the pyretrieve schema: command, roles, permissive or restrictive, USING and WITH CHECK text, the calls it evaluates once per row where (SELECT ...) would evaluate them once per query (per_row_calls), and where it trusts a custom setting without an identity check the caller cannot set (trusts_settings_in: the policy and the functions it calls directly are searched for current_setting and for current_user, session_user, current_role or pg_has_role).';
+    'Each row-level security policy of the pyretrieve schema: command, roles, permissive or restrictive, USING and WITH CHECK text, the calls it evaluates once per row where (SELECT ...) would evaluate them once per query (per_row_calls), where a branch trusts a custom setting without an identity check the caller cannot set (trusts_settings_in: each top-level OR branch and every function it reaches are searched for current_setting and for current_user, session_user, current_role, pg_has_role or pyretrieve.caller()), and the setting-dependent functions it reads in more than one sub-select (reads_binding_twice).';
 
 CREATE VIEW pyretrieve.audit_privileges WITH (security_invoker = true) AS
 SELECT 'schema'::text AS object_type,
@@ -2187,7 +2794,8 @@ WITH RECURSIVE edge AS (
              ORDER BY x.hops, x.path_text LIMIT 1) AS superuser_via,
            (SELECT x.path_text FROM named x WHERE x.member = r.oid AND x.rolbypassrls
              ORDER BY x.hops, x.path_text LIMIT 1) AS bypassrls_via,
-           (SELECT x.path_text FROM named x WHERE x.member = r.oid AND x.target_name = 'pyretrieve_owner'
+           (SELECT x.path_text FROM named x
+             WHERE x.member = r.oid AND x.target_name IN ('pyretrieve_owner', 'pyretrieve_api')
              ORDER BY x.hops, x.path_text LIMIT 1) AS owner_via
       FROM pg_catalog.pg_roles r
      WHERE r.rolname !~ '^pg_'
@@ -2214,7 +2822,7 @@ SELECT p.role_name,
     OR p.owner_via IS NOT NULL
     OR EXISTS (SELECT FROM pyretrieve.audit_objects o WHERE o.owner = p.role_name);
 COMMENT ON VIEW pyretrieve.audit_roles IS
-    'The roles that matter to pyretrieve: the owner and group roles, every member of a group (app_groups, through any chain of memberships), every role that reaches SUPERUSER or BYPASSRLS directly or through memberships (the shortest chain in superuser_via / bypassrls_via), the roles that can SET ROLE to pyretrieve_owner (owner_via), and the owners of schema objects. Memberships are followed over pg_auth_members whatever their INHERIT and SET options, so a reach may be overstated, never missed.';
+    'The roles that matter to pyretrieve: the owner and group roles, every member of a group (app_groups, through any chain of memberships), every role that reaches SUPERUSER or BYPASSRLS directly or through memberships (the shortest chain in superuser_via / bypassrls_via), the roles that can SET ROLE to pyretrieve_owner or pyretrieve_api (owner_via), and the owners of schema objects. Memberships are followed over pg_auth_members whatever their INHERIT and SET options, so a reach may be overstated, never missed.';
 
 CREATE VIEW pyretrieve.audit_access WITH (security_invoker = true) AS
 SELECT p.rolname::text AS principal,
@@ -2287,6 +2895,122 @@ WITH f (severity, code, object_type, object, evidence, fix) AS (
                              pg_catalog.array_to_string(p.per_row_calls, ', ')),
            'write each such call as a sub-select, (SELECT f(...)), so the planner evaluates it once per query (an InitPlan)'
       FROM pyretrieve.audit_policies p WHERE pg_catalog.cardinality(p.per_row_calls) > 0
+    UNION ALL
+    SELECT 'error', 'policy_reads_binding_twice', 'policy',
+           pg_catalog.format('%s on %s', p.policy_name, p.table_name),
+           pg_catalog.format('reads %s, whose result depends on a custom setting, in more than one sub-select: each sub-select is an InitPlan that PostgreSQL evaluates when a qual first needs it, so a caller that changes the setting part-way through a scan (set_config in a LATERAL, or between FETCHes of a cursor) checks one row against two bindings',
+                             pg_catalog.array_to_string(p.reads_binding_twice, ', ')),
+           'bind one decision per transaction in a table keyed by the transaction (never by a setting) and read it there; or read every field of the binding in one sub-select'
+      FROM pyretrieve.audit_policies p WHERE pg_catalog.cardinality(p.reads_binding_twice) > 0
+    UNION ALL
+    SELECT 'error', 'policy_true_for_principals', 'policy',
+           pg_catalog.format('%s on %s', p.policy_name, p.table_name),
+           pg_catalog.format('%s is %s for %s: every row of every workspace',
+                             CASE WHEN p.using_expr = 'true' THEN 'USING' ELSE 'WITH CHECK' END,
+                             'true', pg_catalog.array_to_string(p.roles, ', ')),
+           pg_catalog.format('DROP POLICY %I ON %s; principals reach the tables only through the SQL API (pyretrieve_api)', p.policy_name, p.table_name)
+      FROM pyretrieve.audit_policies p
+     WHERE (p.using_expr = 'true' OR p.with_check_expr = 'true')
+       AND EXISTS (SELECT FROM pg_catalog.unnest(p.roles) AS x(r)
+                    WHERE x.r = 'PUBLIC'
+                       OR x.r IN (SELECT ar.role_name FROM pyretrieve.audit_roles ar
+                                   WHERE pg_catalog.cardinality(ar.app_groups) > 0))
+    UNION ALL
+    -- The function-only door: principals hold no privilege on any table, view or sequence.
+    SELECT 'error', 'principal_table_privilege', pr.object_type,
+           pr.object || coalesce('.' || pg_catalog.quote_ident(pr.column_name), ''),
+           pg_catalog.format('%s holds %s: principals must reach the data only through the SQL API, with row-level security as the second wall', pr.grantee, pr.privilege),
+           pg_catalog.format('REVOKE %s%s ON %s FROM %s;', pr.privilege,
+                             coalesce(' (' || pg_catalog.quote_ident(pr.column_name) || ')', ''), pr.object,
+                             CASE WHEN pr.grantee = 'PUBLIC' THEN 'PUBLIC' ELSE pg_catalog.quote_ident(pr.grantee) END)
+      FROM pyretrieve.audit_privileges pr
+     WHERE pr.object_type IN ('table', 'view', 'materialized view', 'sequence', 'foreign table', 'column')
+       AND NOT pr.grantee_is_owner
+       AND (pr.grantee = 'PUBLIC'
+            OR pr.grantee IN (SELECT ar.role_name FROM pyretrieve.audit_roles ar
+                               WHERE pg_catalog.cardinality(ar.app_groups) > 0))
+    UNION ALL
+    SELECT 'error', 'decisions_mutable', pr.object_type, pr.object,
+           pg_catalog.format('%s holds %s on an audit log that must be append-only', pr.grantee, pr.privilege),
+           pg_catalog.format('REVOKE %s ON %s FROM %s;', pr.privilege, pr.object,
+                             CASE WHEN pr.grantee = 'PUBLIC' THEN 'PUBLIC' ELSE pg_catalog.quote_ident(pr.grantee) END)
+      FROM pyretrieve.audit_privileges pr
+     WHERE pr.object IN ('pyretrieve.decisions', 'pyretrieve.write_bindings')
+       AND pr.privilege IN ('UPDATE', 'DELETE', 'TRUNCATE') AND NOT pr.grantee_is_owner
+    UNION ALL
+    SELECT 'error', 'decisions_mutable', 'policy',
+           pg_catalog.format('%s on %s', p.policy_name, p.table_name),
+           pg_catalog.format('a %s policy on an audit log that must be append-only', p.command),
+           pg_catalog.format('DROP POLICY %I ON %s;', p.policy_name, p.table_name)
+      FROM pyretrieve.audit_policies p
+     WHERE p.table_name IN ('pyretrieve.decisions', 'pyretrieve.write_bindings')
+       AND p.command IN ('UPDATE', 'DELETE', 'ALL')
+    UNION ALL
+    SELECT 'error', 'content_updatable', pr.object_type,
+           pr.object || coalesce('.' || pg_catalog.quote_ident(pr.column_name), ''),
+           pg_catalog.format('%s may UPDATE %s: a fragment''s body and classification are fixed once written (new content supersedes), and its digest, postings and embeddings are derived from them',
+                             pr.grantee, coalesce(pr.column_name, 'every column')),
+           pg_catalog.format('REVOKE UPDATE%s ON %s FROM %s;',
+                             coalesce(' (' || pg_catalog.quote_ident(pr.column_name) || ')', ''), pr.object,
+                             CASE WHEN pr.grantee = 'PUBLIC' THEN 'PUBLIC' ELSE pg_catalog.quote_ident(pr.grantee) END)
+      FROM pyretrieve.audit_privileges pr
+     WHERE pr.object = 'pyretrieve.fragments' AND pr.privilege = 'UPDATE' AND NOT pr.grantee_is_owner
+       AND (pr.column_name IS NULL OR pr.column_name IN ('body', 'classification', 'workspace_id', 'project_id'))
+    UNION ALL
+    SELECT 'error', 'principal_can_become_owner', 'role', r.role_name,
+           pg_catalog.format('%s (%s) can SET ROLE to %s: as that role it reaches the tables past the SQL API',
+                             r.role_name, pg_catalog.array_to_string(r.app_groups, ', '), r.owner_via),
+           pg_catalog.format('REVOKE %I FROM %I; (the first membership of %s)',
+                             pg_catalog.split_part(r.owner_via, ' -> ', 2), r.role_name, r.owner_via)
+      FROM pyretrieve.audit_roles r
+     WHERE pg_catalog.cardinality(r.app_groups) > 0 AND NOT r.can_login AND r.owner_via IS NOT NULL
+       AND r.role_name NOT IN ('pyretrieve_owner', 'pyretrieve_api')
+    UNION ALL
+    -- Doors outside the schema: a definer function or an owner-rights view elsewhere that
+    -- reads pyretrieve's tables and that principals may use.
+    SELECT 'error', 'definer_outside_schema', 'function',
+           pg_catalog.format('%I.%I(%s)', n.nspname, f.proname, pg_catalog.oidvectortypes(f.proargtypes)),
+           pg_catalog.format('SECURITY DEFINER (runs as %s) outside the pyretrieve schema, reads pyretrieve objects and is executable by %s',
+                             pg_catalog.pg_get_userbyid(f.proowner),
+                             CASE WHEN pg_catalog.has_function_privilege('public', f.oid, 'EXECUTE') THEN 'PUBLIC'
+                                  ELSE 'a principal group' END),
+           pg_catalog.format('DROP FUNCTION %I.%I(%s); or REVOKE EXECUTE ON it FROM PUBLIC and the principals: the SQL API is the only door',
+                             n.nspname, f.proname, pg_catalog.oidvectortypes(f.proargtypes))
+      FROM pg_catalog.pg_proc f
+      JOIN pg_catalog.pg_namespace n ON n.oid = f.pronamespace
+     WHERE f.prosecdef AND n.nspname NOT IN ('pyretrieve', 'pg_catalog', 'information_schema')
+       AND (coalesce(f.prosrc, '') ~* '\mpyretrieve\.'
+            OR EXISTS (SELECT FROM pg_catalog.pg_depend d
+                        JOIN pg_catalog.pg_class c ON c.oid = d.refobjid
+                       WHERE d.classid = 'pg_catalog.pg_proc'::regclass AND d.objid = f.oid
+                         AND d.refclassid = 'pg_catalog.pg_class'::regclass
+                         AND c.relnamespace = 'pyretrieve'::regnamespace))
+       AND (pg_catalog.has_function_privilege('public', f.oid, 'EXECUTE')
+            OR pg_catalog.has_function_privilege('pyretrieve_reader', f.oid, 'EXECUTE')
+            OR pg_catalog.has_function_privilege('pyretrieve_writer', f.oid, 'EXECUTE')
+            OR pg_catalog.has_function_privilege('pyretrieve_admin', f.oid, 'EXECUTE'))
+    UNION ALL
+    SELECT 'error', 'view_outside_schema', 'view',
+           pg_catalog.format('%I.%I', n.nspname, v.relname),
+           pg_catalog.format('a view outside the pyretrieve schema reads pyretrieve tables with its owner''s (%s) rights and policies, not the caller''s, and principals may read it',
+                             pg_catalog.pg_get_userbyid(v.relowner)),
+           pg_catalog.format('ALTER VIEW %I.%I SET (security_invoker = true); or DROP VIEW it',
+                             n.nspname, v.relname)
+      FROM pg_catalog.pg_class v
+      JOIN pg_catalog.pg_namespace n ON n.oid = v.relnamespace
+     WHERE v.relkind = 'v' AND n.nspname NOT IN ('pyretrieve', 'pg_catalog', 'information_schema')
+       AND NOT coalesce('security_invoker=true' = ANY (v.reloptions)
+                        OR 'security_invoker=on' = ANY (v.reloptions), false)
+       AND EXISTS (SELECT FROM pg_catalog.pg_rewrite w
+                     JOIN pg_catalog.pg_depend d
+                       ON d.classid = 'pg_catalog.pg_rewrite'::regclass AND d.objid = w.oid
+                      AND d.refclassid = 'pg_catalog.pg_class'::regclass
+                     JOIN pg_catalog.pg_class c ON c.oid = d.refobjid
+                    WHERE w.ev_class = v.oid AND c.relnamespace = 'pyretrieve'::regnamespace)
+       AND (pg_catalog.has_table_privilege('public', v.oid, 'SELECT')
+            OR pg_catalog.has_table_privilege('pyretrieve_reader', v.oid, 'SELECT')
+            OR pg_catalog.has_table_privilege('pyretrieve_writer', v.oid, 'SELECT')
+            OR pg_catalog.has_table_privilege('pyretrieve_admin', v.oid, 'SELECT'))
     UNION ALL
     -- Keys.
     SELECT CASE WHEN pg_catalog.cardinality(k.writable_by) > 0 THEN 'warning' ELSE 'info' END,
@@ -2417,6 +3141,8 @@ WITH f (severity, code, object_type, object, evidence, fix) AS (
            pg_catalog.format('ALTER %s %s OWNER TO pyretrieve_owner;', pg_catalog.upper(o.object_type), o.object)
       FROM pyretrieve.audit_objects o
      WHERE o.owner <> 'pyretrieve_owner' AND NOT o.owner_can_login AND o.object_type <> 'index'
+       -- The SQL API's SECURITY DEFINER functions are owned by pyretrieve_api by design.
+       AND NOT (o.owner = 'pyretrieve_api' AND o.object_type = 'function')
        AND NOT EXISTS (SELECT FROM pyretrieve.audit_roles r
                         WHERE r.role_name = o.owner AND pg_catalog.cardinality(r.app_groups) > 0)
     UNION ALL
@@ -2447,14 +3173,164 @@ REVOKE ALL ON pyretrieve.audit_server, pyretrieve.audit_objects, pyretrieve.audi
     pyretrieve.audit_policies, pyretrieve.audit_privileges, pyretrieve.audit_functions,
     pyretrieve.audit_views, pyretrieve.audit_keys, pyretrieve.audit_roles, pyretrieve.audit_access,
     pyretrieve.audit_findings FROM PUBLIC;
-REVOKE ALL ON FUNCTION pyretrieve.audit_expression_calls(pg_node_tree) FROM PUBLIC;
+REVOKE ALL ON FUNCTION pyretrieve.audit_expression_calls(pg_node_tree), pyretrieve.audit_disjuncts(text) FROM PUBLIC;
+REVOKE ALL ON pyretrieve.audit_function_reach FROM PUBLIC;
+GRANT SELECT ON pyretrieve.audit_function_reach TO pyretrieve_api;
+GRANT EXECUTE ON FUNCTION pyretrieve.audit_disjuncts(text) TO pyretrieve_api;
+-- The views run as their caller; admins reach them through the functions below (principals hold
+-- no privilege on any view), which run as pyretrieve_api.
 GRANT SELECT ON pyretrieve.audit_server, pyretrieve.audit_objects, pyretrieve.audit_tables,
     pyretrieve.audit_policies, pyretrieve.audit_privileges, pyretrieve.audit_functions,
     pyretrieve.audit_views, pyretrieve.audit_keys, pyretrieve.audit_roles, pyretrieve.audit_access,
-    pyretrieve.audit_findings TO pyretrieve_admin;
-GRANT EXECUTE ON FUNCTION pyretrieve.audit_expression_calls(pg_node_tree) TO pyretrieve_admin;
+    pyretrieve.audit_findings TO pyretrieve_api;
+GRANT EXECUTE ON FUNCTION pyretrieve.audit_expression_calls(pg_node_tree) TO pyretrieve_api;
 
+-- SECURITY DEFINER, written reason: principals hold no privilege on any view, and the access
+-- matrix reads pyretrieve.grants; each function checks that the caller is an admin and returns
+-- its view's rows, computed as pyretrieve_api (whose grants policy shows admins every grant).
+SET LOCAL ROLE pyretrieve_api;
+CREATE FUNCTION pyretrieve.audit_server()
+RETURNS SETOF pyretrieve.audit_server
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    RETURN QUERY SELECT * FROM pyretrieve.audit_server;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.audit_server() IS
+    'The rows of the view pyretrieve.audit_server, for admins. SECURITY DEFINER (runs as pyretrieve_api): principals hold no privilege on any view.';
+CREATE FUNCTION pyretrieve.audit_objects()
+RETURNS SETOF pyretrieve.audit_objects
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    RETURN QUERY SELECT * FROM pyretrieve.audit_objects;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.audit_objects() IS
+    'The rows of the view pyretrieve.audit_objects, for admins. SECURITY DEFINER (runs as pyretrieve_api): principals hold no privilege on any view.';
+CREATE FUNCTION pyretrieve.audit_tables()
+RETURNS SETOF pyretrieve.audit_tables
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    RETURN QUERY SELECT * FROM pyretrieve.audit_tables;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.audit_tables() IS
+    'The rows of the view pyretrieve.audit_tables, for admins. SECURITY DEFINER (runs as pyretrieve_api): principals hold no privilege on any view.';
+CREATE FUNCTION pyretrieve.audit_policies()
+RETURNS SETOF pyretrieve.audit_policies
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    RETURN QUERY SELECT * FROM pyretrieve.audit_policies;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.audit_policies() IS
+    'The rows of the view pyretrieve.audit_policies, for admins. SECURITY DEFINER (runs as pyretrieve_api): principals hold no privilege on any view.';
+CREATE FUNCTION pyretrieve.audit_privileges()
+RETURNS SETOF pyretrieve.audit_privileges
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    RETURN QUERY SELECT * FROM pyretrieve.audit_privileges;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.audit_privileges() IS
+    'The rows of the view pyretrieve.audit_privileges, for admins. SECURITY DEFINER (runs as pyretrieve_api): principals hold no privilege on any view.';
+CREATE FUNCTION pyretrieve.audit_functions()
+RETURNS SETOF pyretrieve.audit_functions
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    RETURN QUERY SELECT * FROM pyretrieve.audit_functions;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.audit_functions() IS
+    'The rows of the view pyretrieve.audit_functions, for admins. SECURITY DEFINER (runs as pyretrieve_api): principals hold no privilege on any view.';
+CREATE FUNCTION pyretrieve.audit_views()
+RETURNS SETOF pyretrieve.audit_views
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    RETURN QUERY SELECT * FROM pyretrieve.audit_views;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.audit_views() IS
+    'The rows of the view pyretrieve.audit_views, for admins. SECURITY DEFINER (runs as pyretrieve_api): principals hold no privilege on any view.';
+CREATE FUNCTION pyretrieve.audit_keys()
+RETURNS SETOF pyretrieve.audit_keys
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    RETURN QUERY SELECT * FROM pyretrieve.audit_keys;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.audit_keys() IS
+    'The rows of the view pyretrieve.audit_keys, for admins. SECURITY DEFINER (runs as pyretrieve_api): principals hold no privilege on any view.';
+CREATE FUNCTION pyretrieve.audit_roles()
+RETURNS SETOF pyretrieve.audit_roles
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    RETURN QUERY SELECT * FROM pyretrieve.audit_roles;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.audit_roles() IS
+    'The rows of the view pyretrieve.audit_roles, for admins. SECURITY DEFINER (runs as pyretrieve_api): principals hold no privilege on any view.';
+CREATE FUNCTION pyretrieve.audit_access()
+RETURNS SETOF pyretrieve.audit_access
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    RETURN QUERY SELECT * FROM pyretrieve.audit_access;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.audit_access() IS
+    'The rows of the view pyretrieve.audit_access, for admins. SECURITY DEFINER (runs as pyretrieve_api): principals hold no privilege on any view.';
+CREATE FUNCTION pyretrieve.audit_findings()
+RETURNS SETOF pyretrieve.audit_findings
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    RETURN QUERY SELECT * FROM pyretrieve.audit_findings;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.audit_findings() IS
+    'The rows of the view pyretrieve.audit_findings, for admins. SECURITY DEFINER (runs as pyretrieve_api): principals hold no privilege on any view.';
+REVOKE ALL ON FUNCTION pyretrieve.audit_server(), pyretrieve.audit_objects(), pyretrieve.audit_tables(), pyretrieve.audit_policies(), pyretrieve.audit_privileges(), pyretrieve.audit_functions(), pyretrieve.audit_views(), pyretrieve.audit_keys(), pyretrieve.audit_roles(), pyretrieve.audit_access(), pyretrieve.audit_findings()
+    FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pyretrieve.audit_server(), pyretrieve.audit_objects(), pyretrieve.audit_tables(), pyretrieve.audit_policies(), pyretrieve.audit_privileges(), pyretrieve.audit_functions(), pyretrieve.audit_views(), pyretrieve.audit_keys(), pyretrieve.audit_roles(), pyretrieve.audit_access(), pyretrieve.audit_findings()
+    TO pyretrieve_admin;
+SET LOCAL ROLE pyretrieve_owner;
+
+-- ==== sql/schema/90_epilogue.sql ====
 INSERT INTO pyretrieve.installation (schema_version, created_vector)
-VALUES ('0003', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
+VALUES ('0004', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
 
 RESET ROLE;
+-- pyretrieve_api created the API functions; it may not create anything else.
+REVOKE CREATE ON SCHEMA pyretrieve FROM pyretrieve_api;

@@ -176,8 +176,10 @@ def _ensure_roles(admin: psycopg.Connection[Any]) -> None:
                 sql.Identifier(role(nick)), sql.Identifier(AUTHENTICATOR)
             )
         )
-    # Tests also check that the owner role is bound by RLS.
+    # Tests also check that the owner role and pyretrieve_api (the role the API functions run
+    # as) are bound by RLS: the second wall, inspected directly.
     admin.execute(sql.SQL("GRANT pyretrieve_owner TO {}").format(sql.Identifier(AUTHENTICATOR)))
+    admin.execute(sql.SQL("GRANT pyretrieve_api TO {}").format(sql.Identifier(AUTHENTICATOR)))
     _ROLES_MADE = True
 
 
@@ -281,3 +283,23 @@ def conn(db: Database) -> Iterator[psycopg.Connection[dict[str, Any]]]:
     """An authenticator connection to the test database (autocommit; use acting_as)."""
     with db.connect(autocommit=True) as c:
         yield c
+
+
+def second_wall(conn: psycopg.Connection[Any]) -> None:
+    """Inside a principal's transaction, become pyretrieve_api (the role the API functions run
+    as) to inspect what its row-level security admits under the transaction's binding. Only the
+    test authenticator may do this; no principal can."""
+    conn.execute("SET LOCAL ROLE pyretrieve_api")
+
+
+@contextlib.contextmanager
+def at_second_wall(conn: psycopg.Connection[Any]) -> Iterator[psycopg.Connection[Any]]:
+    """:func:`second_wall` for the block only; the principal is restored afterwards."""
+    row = conn.execute("SELECT current_user::text").fetchone()
+    assert row is not None
+    user = next(iter(row.values())) if isinstance(row, dict) else row[0]
+    second_wall(conn)
+    try:
+        yield conn
+    finally:
+        conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(user)))

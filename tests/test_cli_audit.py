@@ -125,7 +125,8 @@ def test_fail_on_decides_the_exit_code(db: Database) -> None:
     # A warning fails --fail-on warning only.
     weaken(
         db,
-        "CREATE POLICY grants_all ON pyretrieve.grants FOR ALL TO pyretrieve_reader USING (true)",
+        "CREATE POLICY grants_all ON pyretrieve.grants FOR ALL TO pyretrieve_api"
+        " USING (granted_at > now() - interval '1 day')",
     )
     assert audit(db.admin_dsn).exit_code == 0
     assert audit(db.admin_dsn, "--fail-on", "error").exit_code == 0

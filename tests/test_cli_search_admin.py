@@ -141,10 +141,12 @@ def test_admin_commands_need_an_admin(scope: Database) -> None:
     )  # fmt: skip
     assert denied.exit_code == 2
     assert denied.output.startswith("error [VES_MEMORY_ACCESS_DENIED]")
-    # A reader sees no workspace without a bound scope, and no grant of anyone else.
-    ws = cli(scope, "alice", "workspaces")
-    assert ws.exit_code == 0
-    assert WS not in ws.output
+    # Only admins list workspaces and grants.
+    for command in ("workspaces", "principals"):
+        listed = cli(scope, "alice", command)
+        assert listed.exit_code == 2, command
+        assert listed.output.startswith("error [VES_MEMORY_ACCESS_DENIED]"), command
+        assert WS not in listed.output
 
 
 def test_workspaces_and_models_list_what_exists(scope: Database) -> None:

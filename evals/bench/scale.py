@@ -21,8 +21,9 @@ Usage: python -m evals.bench.scale [--fragments 200000] [--dsn DSN] [--quick] [-
    * ``hand.lexical`` / ``hand.vector``: the same candidate queries with the same filters written
      by hand, run by the superuser (RLS bypassed): what security costs;
    * ``hand.hybrid``: both hand-written legs, the records of their union and RRF in Python;
-   * ``naive``: fetch every authorised row of the scope (body and embedding) into Python as the
-     reader and rank it in process (numpy cosine + term overlap, RRF), as small in-process
+   * ``naive``: fetch every authorised row of the scope (body and embedding) into Python, under
+     the reader's decision at the second wall (pyretrieve_api's RLS: principals hold no table
+     privilege), and rank it in process (numpy cosine + term overlap, RRF), as small in-process
      rankers do.
    Plus vector recall@100 of ``vector_candidates`` against exact search (numpy, float64) over
    the same authorised rows.
@@ -800,6 +801,9 @@ def _naive(w: Worker, plan: ScopePlan, q: Query) -> float:
     started = time.perf_counter()
     with w.conn.transaction():
         _authorize(w, plan, q)
+        # Principals hold no table privilege: the naive way reads the rows the reader's decision
+        # admits as pyretrieve_api (the role the SQL API runs as), under the same RLS.
+        w.conn.execute("SET LOCAL ROLE pyretrieve_api")
         with w.conn.cursor(binary=True) as cur:
             register_vector_info(cur, w.vector_info)  # type: ignore[arg-type]
             rows = cur.execute(_NAIVE_FETCH, (plan.workspace, plan.project, MODEL)).fetchall()

@@ -37,9 +37,8 @@ def workspaces(ctx: click.Context, principal: str | None, dsn: str | None) -> No
         return
     with connect(dsn) as conn, transaction(conn, principal):
         rows = conn.execute(
-            "SELECT w.workspace_id AS workspace, p.project_id AS project, p.ts_config::text AS ts_config"
-            "  FROM pyretrieve.workspaces w LEFT JOIN pyretrieve.projects p USING (workspace_id)"
-            " ORDER BY 1, 2"
+            "SELECT workspace_id AS workspace, project_id AS project, ts_config::text AS ts_config"
+            "  FROM pyretrieve.list_projects() ORDER BY 1, 2"
         ).fetchall()
     _table(["workspace", "project", "ts_config"], list(rows))
 
@@ -88,7 +87,7 @@ def models(ctx: click.Context, principal: str | None, dsn: str | None) -> None:
         return
     with connect(dsn) as conn, transaction(conn, principal):
         rows = conn.execute(
-            "SELECT model_id AS model, dimension, registered_at FROM pyretrieve.embedding_models"
+            "SELECT model_id AS model, dimension, registered_at FROM pyretrieve.list_models()"
             " ORDER BY model_id"
         ).fetchall()
     _table(["model", "dimension", "registered_at"], list(rows))
@@ -178,15 +177,15 @@ def principals(principal: str | None, dsn: str | None) -> None:
     """Every grant with its principal, group membership, ceiling and window."""
     with connect(dsn) as conn, transaction(conn, principal):
         rows = conn.execute(
-            "SELECT g.principal::text AS principal,"
+            "SELECT g.principal,"
             "       (SELECT string_agg(r.rolname, ',' ORDER BY r.rolname)"
             "          FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.roleid"
-            "         WHERE m.member = g.principal::oid"
+            "         WHERE m.member = g.principal::regrole::oid"
             "           AND r.rolname LIKE 'pyretrieve\\_%%') AS groups,"
             "       g.workspace_id AS workspace, g.project_id AS project, g.purpose,"
             "       g.ceiling::text AS ceiling, g.max_age::text AS max_age,"
             "       g.semantic_policy::text AS semantic, g.expires_at"
-            "  FROM pyretrieve.grants g ORDER BY 1, 3, 4, 5"
+            "  FROM pyretrieve.list_grants() g ORDER BY 1, 3, 4, 5"
         ).fetchall()
     _table(
         [

@@ -21,9 +21,12 @@ from pyretrieve.errors import (
     InvalidDecision,
     InvalidEmbedding,
     InvalidInput,
+    LimitExceeded,
     NotFound,
+    PrivilegedCaller,
     PyretrieveError,
     SemanticRequired,
+    Timeout,
     UnknownModel,
 )
 
@@ -32,16 +35,21 @@ _SCHEMA_ERRORS: dict[str, type[PyretrieveError]] = {
     "PR001": AccessDenied,
     "PR002": InvalidDecision,
     "PR003": InvalidDecision,
+    "PR004": PrivilegedCaller,
     "PR010": InvalidInput,
     "PR011": InvalidEmbedding,
     "PR012": UnknownModel,
     "PR013": Conflict,
+    "PR014": LimitExceeded,
+    "PR015": InvalidInput,
     "PR020": NotFound,
     "PR030": SemanticRequired,
 }
 
 _SAFE_SCHEMA_MESSAGES = {
     "PR003": "transaction already bound to another scope",
+    "PR014": "the body has too many distinct words or positions for a text-search vector",
+    "PR015": "text-search configuration must be one of pg_catalog or pyretrieve",
 }
 
 # Standard SQLSTATEs, most specific first.
@@ -50,8 +58,18 @@ _STANDARD_ERRORS: dict[str, type[PyretrieveError]] = {
     "23505": Conflict,  # unique_violation
     "40001": Conflict,  # serialization_failure
     "40P01": Conflict,  # deadlock_detected
-    "55P03": Conflict,  # lock_not_available
-    "57014": DatabaseUnavailable,  # query_canceled (statement timeout)
+    "55P03": Timeout,  # lock_not_available (lock_timeout)
+    "57014": Timeout,  # query_canceled (statement_timeout)
+    "25P03": Timeout,  # idle_in_transaction_session_timeout
+    "54000": LimitExceeded,  # program_limit_exceeded (vector dimensions, tsvector size)
+}
+
+_STANDARD_MESSAGES = {
+    "55P03": "a lock wait ran past lock_timeout; another transaction holds the row",
+    "57014": "a statement ran past statement_timeout or was cancelled",
+    "25P03": "the transaction stayed idle past idle_in_transaction_session_timeout",
+    "54000": "a value exceeds a limit of the database (too many vector dimensions, or too many"
+    " distinct words in a text)",
 }
 
 _STANDARD_CLASSES: dict[str, type[PyretrieveError]] = {
@@ -75,7 +93,8 @@ def translate(exc: BaseException) -> PyretrieveError:
         return _from_schema(state, schema_error)
     standard = _STANDARD_ERRORS.get(state) or _STANDARD_CLASSES.get(state[:2])
     if standard is not None:
-        error = standard()
+        message = _STANDARD_MESSAGES.get(state)
+        error = standard(message) if message else standard()
     elif isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
         error = DatabaseUnavailable()
     else:

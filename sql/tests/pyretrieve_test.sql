@@ -28,12 +28,12 @@
 \pset pager off
 
 BEGIN;
-SELECT plan(242);
+SELECT plan(428);
 
 -- The installation.
 SELECT has_schema('pyretrieve');
 SELECT schema_owner_is('pyretrieve', 'pyretrieve_owner');
-SELECT is((SELECT schema_version FROM pyretrieve.installation), '0003', 'pyretrieve schema version is 0003');
+SELECT is((SELECT schema_version FROM pyretrieve.installation), '0004', 'pyretrieve schema version is 0004');
 
 -- Roles: the owner and three groups, none of which can log in or bypass row-level security;
 -- the owner does not inherit; a writer is a reader.
@@ -61,7 +61,7 @@ SELECT is_empty(
     'the pyretrieve roles are members of no other role');
 
 -- Tables: exactly these, owned by the owner, with row-level security enabled and forced.
-SELECT tables_are('pyretrieve', ARRAY['decisions', 'embedding_models', 'embeddings', 'fragments', 'generation_log', 'grants', 'installation', 'postings', 'projects', 'scope_configs', 'workspaces']);
+SELECT tables_are('pyretrieve', ARRAY['decisions', 'embedding_models', 'embeddings', 'fragments', 'generation_log', 'grants', 'installation', 'postings', 'projects', 'scope_configs', 'workspaces', 'write_bindings']);
 SELECT table_owner_is('pyretrieve', 'decisions', 'pyretrieve_owner', 'pyretrieve.decisions is owned by pyretrieve_owner');
 SELECT table_owner_is('pyretrieve', 'embedding_models', 'pyretrieve_owner', 'pyretrieve.embedding_models is owned by pyretrieve_owner');
 SELECT table_owner_is('pyretrieve', 'embeddings', 'pyretrieve_owner', 'pyretrieve.embeddings is owned by pyretrieve_owner');
@@ -73,6 +73,7 @@ SELECT table_owner_is('pyretrieve', 'postings', 'pyretrieve_owner', 'pyretrieve.
 SELECT table_owner_is('pyretrieve', 'projects', 'pyretrieve_owner', 'pyretrieve.projects is owned by pyretrieve_owner');
 SELECT table_owner_is('pyretrieve', 'scope_configs', 'pyretrieve_owner', 'pyretrieve.scope_configs is owned by pyretrieve_owner');
 SELECT table_owner_is('pyretrieve', 'workspaces', 'pyretrieve_owner', 'pyretrieve.workspaces is owned by pyretrieve_owner');
+SELECT table_owner_is('pyretrieve', 'write_bindings', 'pyretrieve_owner', 'pyretrieve.write_bindings is owned by pyretrieve_owner');
 SELECT is((SELECT relrowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.decisions'::regclass), true, 'row-level security is enabled on pyretrieve.decisions');
 SELECT is((SELECT relforcerowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.decisions'::regclass), true, 'row-level security is forced on pyretrieve.decisions');
 SELECT is((SELECT relrowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.embedding_models'::regclass), true, 'row-level security is enabled on pyretrieve.embedding_models');
@@ -95,94 +96,131 @@ SELECT is((SELECT relrowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretriev
 SELECT is((SELECT relforcerowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.scope_configs'::regclass), true, 'row-level security is forced on pyretrieve.scope_configs');
 SELECT is((SELECT relrowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.workspaces'::regclass), true, 'row-level security is enabled on pyretrieve.workspaces');
 SELECT is((SELECT relforcerowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.workspaces'::regclass), true, 'row-level security is forced on pyretrieve.workspaces');
+SELECT is((SELECT relrowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.write_bindings'::regclass), true, 'row-level security is enabled on pyretrieve.write_bindings');
+SELECT is((SELECT relforcerowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.write_bindings'::regclass), true, 'row-level security is forced on pyretrieve.write_bindings');
 
 -- Policies: exactly these per table, all permissive, each with its command and roles.
-SELECT policies_are('pyretrieve', 'decisions', ARRAY['decisions_admin', 'decisions_insert', 'decisions_own']);
+SELECT policies_are('pyretrieve', 'decisions', ARRAY['decisions_insert', 'decisions_read']);
 SELECT policies_are('pyretrieve', 'embedding_models', ARRAY['embedding_models_admin', 'embedding_models_read']);
-SELECT policies_are('pyretrieve', 'embeddings', ARRAY['embeddings_insert', 'embeddings_read', 'embeddings_update', 'embeddings_write_read']);
-SELECT policies_are('pyretrieve', 'fragments', ARRAY['fragments_insert', 'fragments_read', 'fragments_update', 'fragments_write_read']);
-SELECT policies_are('pyretrieve', 'generation_log', ARRAY['generation_log_admin', 'generation_log_insert', 'generation_log_read']);
-SELECT policies_are('pyretrieve', 'grants', ARRAY['grants_admin', 'grants_own']);
+SELECT policies_are('pyretrieve', 'embeddings', ARRAY['embeddings_insert', 'embeddings_read', 'embeddings_update']);
+SELECT policies_are('pyretrieve', 'fragments', ARRAY['fragments_insert', 'fragments_read', 'fragments_update']);
+SELECT policies_are('pyretrieve', 'generation_log', ARRAY['generation_log_insert', 'generation_log_read']);
+SELECT policies_are('pyretrieve', 'grants', ARRAY['grants_admin_delete', 'grants_admin_insert', 'grants_admin_update', 'grants_own']);
 SELECT policies_are('pyretrieve', 'installation', ARRAY['installation_install', 'installation_read']);
-SELECT policies_are('pyretrieve', 'postings', ARRAY['postings_delete', 'postings_insert', 'postings_read', 'postings_write_read']);
-SELECT policies_are('pyretrieve', 'projects', ARRAY['projects_admin', 'projects_read']);
-SELECT policies_are('pyretrieve', 'scope_configs', ARRAY['scope_configs_admin', 'scope_configs_insert', 'scope_configs_read']);
+SELECT policies_are('pyretrieve', 'postings', ARRAY['postings_delete', 'postings_insert', 'postings_read']);
+SELECT policies_are('pyretrieve', 'projects', ARRAY['projects_admin_insert', 'projects_admin_update', 'projects_read']);
+SELECT policies_are('pyretrieve', 'scope_configs', ARRAY['scope_configs_insert', 'scope_configs_read']);
 SELECT policies_are('pyretrieve', 'workspaces', ARRAY['workspaces_admin', 'workspaces_read']);
+SELECT policies_are('pyretrieve', 'write_bindings', ARRAY['write_bindings_insert', 'write_bindings_read']);
 SELECT is_empty(
     $$SELECT p.polname FROM pg_catalog.pg_policy p JOIN pg_catalog.pg_class c ON c.oid = p.polrelid
        WHERE c.relnamespace = 'pyretrieve'::regnamespace AND NOT p.polpermissive$$,
     'every pyretrieve policy is permissive (as shipped)');
-SELECT policy_cmd_is('pyretrieve', 'decisions', 'decisions_admin', 'SELECT', 'policy decisions_admin on pyretrieve.decisions is for SELECT');
-SELECT policy_roles_are('pyretrieve', 'decisions', 'decisions_admin', ARRAY['pyretrieve_admin']);
 SELECT policy_cmd_is('pyretrieve', 'decisions', 'decisions_insert', 'INSERT', 'policy decisions_insert on pyretrieve.decisions is for INSERT');
-SELECT policy_roles_are('pyretrieve', 'decisions', 'decisions_insert', ARRAY['pyretrieve_reader']);
-SELECT policy_cmd_is('pyretrieve', 'decisions', 'decisions_own', 'SELECT', 'policy decisions_own on pyretrieve.decisions is for SELECT');
-SELECT policy_roles_are('pyretrieve', 'decisions', 'decisions_own', ARRAY['pyretrieve_reader']);
+SELECT policy_roles_are('pyretrieve', 'decisions', 'decisions_insert', ARRAY['pyretrieve_api']);
+SELECT policy_cmd_is('pyretrieve', 'decisions', 'decisions_read', 'SELECT', 'policy decisions_read on pyretrieve.decisions is for SELECT');
+SELECT policy_roles_are('pyretrieve', 'decisions', 'decisions_read', ARRAY['pyretrieve_api']);
 SELECT policy_cmd_is('pyretrieve', 'embedding_models', 'embedding_models_admin', 'INSERT', 'policy embedding_models_admin on pyretrieve.embedding_models is for INSERT');
-SELECT policy_roles_are('pyretrieve', 'embedding_models', 'embedding_models_admin', ARRAY['pyretrieve_admin']);
+SELECT policy_roles_are('pyretrieve', 'embedding_models', 'embedding_models_admin', ARRAY['pyretrieve_api']);
 SELECT policy_cmd_is('pyretrieve', 'embedding_models', 'embedding_models_read', 'SELECT', 'policy embedding_models_read on pyretrieve.embedding_models is for SELECT');
-SELECT policy_roles_are('pyretrieve', 'embedding_models', 'embedding_models_read', ARRAY['pyretrieve_admin', 'pyretrieve_owner', 'pyretrieve_reader', 'pyretrieve_writer']);
+SELECT policy_roles_are('pyretrieve', 'embedding_models', 'embedding_models_read', ARRAY['pyretrieve_api', 'pyretrieve_owner']);
 SELECT policy_cmd_is('pyretrieve', 'embeddings', 'embeddings_insert', 'INSERT', 'policy embeddings_insert on pyretrieve.embeddings is for INSERT');
-SELECT policy_roles_are('pyretrieve', 'embeddings', 'embeddings_insert', ARRAY['pyretrieve_writer']);
+SELECT policy_roles_are('pyretrieve', 'embeddings', 'embeddings_insert', ARRAY['pyretrieve_api']);
 SELECT policy_cmd_is('pyretrieve', 'embeddings', 'embeddings_read', 'SELECT', 'policy embeddings_read on pyretrieve.embeddings is for SELECT');
-SELECT policy_roles_are('pyretrieve', 'embeddings', 'embeddings_read', ARRAY['pyretrieve_reader']);
+SELECT policy_roles_are('pyretrieve', 'embeddings', 'embeddings_read', ARRAY['pyretrieve_api']);
 SELECT policy_cmd_is('pyretrieve', 'embeddings', 'embeddings_update', 'UPDATE', 'policy embeddings_update on pyretrieve.embeddings is for UPDATE');
-SELECT policy_roles_are('pyretrieve', 'embeddings', 'embeddings_update', ARRAY['pyretrieve_writer']);
-SELECT policy_cmd_is('pyretrieve', 'embeddings', 'embeddings_write_read', 'SELECT', 'policy embeddings_write_read on pyretrieve.embeddings is for SELECT');
-SELECT policy_roles_are('pyretrieve', 'embeddings', 'embeddings_write_read', ARRAY['pyretrieve_writer']);
+SELECT policy_roles_are('pyretrieve', 'embeddings', 'embeddings_update', ARRAY['pyretrieve_api']);
 SELECT policy_cmd_is('pyretrieve', 'fragments', 'fragments_insert', 'INSERT', 'policy fragments_insert on pyretrieve.fragments is for INSERT');
-SELECT policy_roles_are('pyretrieve', 'fragments', 'fragments_insert', ARRAY['pyretrieve_writer']);
+SELECT policy_roles_are('pyretrieve', 'fragments', 'fragments_insert', ARRAY['pyretrieve_api']);
 SELECT policy_cmd_is('pyretrieve', 'fragments', 'fragments_read', 'SELECT', 'policy fragments_read on pyretrieve.fragments is for SELECT');
-SELECT policy_roles_are('pyretrieve', 'fragments', 'fragments_read', ARRAY['pyretrieve_reader']);
+SELECT policy_roles_are('pyretrieve', 'fragments', 'fragments_read', ARRAY['pyretrieve_api']);
 SELECT policy_cmd_is('pyretrieve', 'fragments', 'fragments_update', 'UPDATE', 'policy fragments_update on pyretrieve.fragments is for UPDATE');
-SELECT policy_roles_are('pyretrieve', 'fragments', 'fragments_update', ARRAY['pyretrieve_writer']);
-SELECT policy_cmd_is('pyretrieve', 'fragments', 'fragments_write_read', 'SELECT', 'policy fragments_write_read on pyretrieve.fragments is for SELECT');
-SELECT policy_roles_are('pyretrieve', 'fragments', 'fragments_write_read', ARRAY['pyretrieve_writer']);
-SELECT policy_cmd_is('pyretrieve', 'generation_log', 'generation_log_admin', 'SELECT', 'policy generation_log_admin on pyretrieve.generation_log is for SELECT');
-SELECT policy_roles_are('pyretrieve', 'generation_log', 'generation_log_admin', ARRAY['pyretrieve_admin']);
+SELECT policy_roles_are('pyretrieve', 'fragments', 'fragments_update', ARRAY['pyretrieve_api']);
 SELECT policy_cmd_is('pyretrieve', 'generation_log', 'generation_log_insert', 'INSERT', 'policy generation_log_insert on pyretrieve.generation_log is for INSERT');
-SELECT policy_roles_are('pyretrieve', 'generation_log', 'generation_log_insert', ARRAY['pyretrieve_writer']);
+SELECT policy_roles_are('pyretrieve', 'generation_log', 'generation_log_insert', ARRAY['pyretrieve_api']);
 SELECT policy_cmd_is('pyretrieve', 'generation_log', 'generation_log_read', 'SELECT', 'policy generation_log_read on pyretrieve.generation_log is for SELECT');
-SELECT policy_roles_are('pyretrieve', 'generation_log', 'generation_log_read', ARRAY['pyretrieve_reader']);
-SELECT policy_cmd_is('pyretrieve', 'grants', 'grants_admin', 'ALL', 'policy grants_admin on pyretrieve.grants is for ALL');
-SELECT policy_roles_are('pyretrieve', 'grants', 'grants_admin', ARRAY['pyretrieve_admin']);
+SELECT policy_roles_are('pyretrieve', 'generation_log', 'generation_log_read', ARRAY['pyretrieve_api']);
+SELECT policy_cmd_is('pyretrieve', 'grants', 'grants_admin_delete', 'DELETE', 'policy grants_admin_delete on pyretrieve.grants is for DELETE');
+SELECT policy_roles_are('pyretrieve', 'grants', 'grants_admin_delete', ARRAY['pyretrieve_api']);
+SELECT policy_cmd_is('pyretrieve', 'grants', 'grants_admin_insert', 'INSERT', 'policy grants_admin_insert on pyretrieve.grants is for INSERT');
+SELECT policy_roles_are('pyretrieve', 'grants', 'grants_admin_insert', ARRAY['pyretrieve_api']);
+SELECT policy_cmd_is('pyretrieve', 'grants', 'grants_admin_update', 'UPDATE', 'policy grants_admin_update on pyretrieve.grants is for UPDATE');
+SELECT policy_roles_are('pyretrieve', 'grants', 'grants_admin_update', ARRAY['pyretrieve_api']);
 SELECT policy_cmd_is('pyretrieve', 'grants', 'grants_own', 'SELECT', 'policy grants_own on pyretrieve.grants is for SELECT');
-SELECT policy_roles_are('pyretrieve', 'grants', 'grants_own', ARRAY['pyretrieve_reader']);
+SELECT policy_roles_are('pyretrieve', 'grants', 'grants_own', ARRAY['pyretrieve_api']);
 SELECT policy_cmd_is('pyretrieve', 'installation', 'installation_install', 'ALL', 'policy installation_install on pyretrieve.installation is for ALL');
 SELECT policy_roles_are('pyretrieve', 'installation', 'installation_install', ARRAY['pyretrieve_owner']);
 SELECT policy_cmd_is('pyretrieve', 'installation', 'installation_read', 'SELECT', 'policy installation_read on pyretrieve.installation is for SELECT');
-SELECT policy_roles_are('pyretrieve', 'installation', 'installation_read', ARRAY['pyretrieve_admin', 'pyretrieve_reader', 'pyretrieve_writer']);
+SELECT policy_roles_are('pyretrieve', 'installation', 'installation_read', ARRAY['pyretrieve_api']);
 SELECT policy_cmd_is('pyretrieve', 'postings', 'postings_delete', 'DELETE', 'policy postings_delete on pyretrieve.postings is for DELETE');
-SELECT policy_roles_are('pyretrieve', 'postings', 'postings_delete', ARRAY['pyretrieve_writer']);
+SELECT policy_roles_are('pyretrieve', 'postings', 'postings_delete', ARRAY['pyretrieve_api']);
 SELECT policy_cmd_is('pyretrieve', 'postings', 'postings_insert', 'INSERT', 'policy postings_insert on pyretrieve.postings is for INSERT');
-SELECT policy_roles_are('pyretrieve', 'postings', 'postings_insert', ARRAY['pyretrieve_writer']);
+SELECT policy_roles_are('pyretrieve', 'postings', 'postings_insert', ARRAY['pyretrieve_api']);
 SELECT policy_cmd_is('pyretrieve', 'postings', 'postings_read', 'SELECT', 'policy postings_read on pyretrieve.postings is for SELECT');
-SELECT policy_roles_are('pyretrieve', 'postings', 'postings_read', ARRAY['pyretrieve_reader']);
-SELECT policy_cmd_is('pyretrieve', 'postings', 'postings_write_read', 'SELECT', 'policy postings_write_read on pyretrieve.postings is for SELECT');
-SELECT policy_roles_are('pyretrieve', 'postings', 'postings_write_read', ARRAY['pyretrieve_writer']);
-SELECT policy_cmd_is('pyretrieve', 'projects', 'projects_admin', 'ALL', 'policy projects_admin on pyretrieve.projects is for ALL');
-SELECT policy_roles_are('pyretrieve', 'projects', 'projects_admin', ARRAY['pyretrieve_admin']);
+SELECT policy_roles_are('pyretrieve', 'postings', 'postings_read', ARRAY['pyretrieve_api']);
+SELECT policy_cmd_is('pyretrieve', 'projects', 'projects_admin_insert', 'INSERT', 'policy projects_admin_insert on pyretrieve.projects is for INSERT');
+SELECT policy_roles_are('pyretrieve', 'projects', 'projects_admin_insert', ARRAY['pyretrieve_api']);
+SELECT policy_cmd_is('pyretrieve', 'projects', 'projects_admin_update', 'UPDATE', 'policy projects_admin_update on pyretrieve.projects is for UPDATE');
+SELECT policy_roles_are('pyretrieve', 'projects', 'projects_admin_update', ARRAY['pyretrieve_api']);
 SELECT policy_cmd_is('pyretrieve', 'projects', 'projects_read', 'SELECT', 'policy projects_read on pyretrieve.projects is for SELECT');
-SELECT policy_roles_are('pyretrieve', 'projects', 'projects_read', ARRAY['pyretrieve_reader']);
-SELECT policy_cmd_is('pyretrieve', 'scope_configs', 'scope_configs_admin', 'ALL', 'policy scope_configs_admin on pyretrieve.scope_configs is for ALL');
-SELECT policy_roles_are('pyretrieve', 'scope_configs', 'scope_configs_admin', ARRAY['pyretrieve_admin']);
+SELECT policy_roles_are('pyretrieve', 'projects', 'projects_read', ARRAY['pyretrieve_api']);
 SELECT policy_cmd_is('pyretrieve', 'scope_configs', 'scope_configs_insert', 'INSERT', 'policy scope_configs_insert on pyretrieve.scope_configs is for INSERT');
-SELECT policy_roles_are('pyretrieve', 'scope_configs', 'scope_configs_insert', ARRAY['pyretrieve_writer']);
+SELECT policy_roles_are('pyretrieve', 'scope_configs', 'scope_configs_insert', ARRAY['pyretrieve_api']);
 SELECT policy_cmd_is('pyretrieve', 'scope_configs', 'scope_configs_read', 'SELECT', 'policy scope_configs_read on pyretrieve.scope_configs is for SELECT');
-SELECT policy_roles_are('pyretrieve', 'scope_configs', 'scope_configs_read', ARRAY['pyretrieve_reader']);
-SELECT policy_cmd_is('pyretrieve', 'workspaces', 'workspaces_admin', 'ALL', 'policy workspaces_admin on pyretrieve.workspaces is for ALL');
-SELECT policy_roles_are('pyretrieve', 'workspaces', 'workspaces_admin', ARRAY['pyretrieve_admin']);
+SELECT policy_roles_are('pyretrieve', 'scope_configs', 'scope_configs_read', ARRAY['pyretrieve_api']);
+SELECT policy_cmd_is('pyretrieve', 'workspaces', 'workspaces_admin', 'INSERT', 'policy workspaces_admin on pyretrieve.workspaces is for INSERT');
+SELECT policy_roles_are('pyretrieve', 'workspaces', 'workspaces_admin', ARRAY['pyretrieve_api']);
 SELECT policy_cmd_is('pyretrieve', 'workspaces', 'workspaces_read', 'SELECT', 'policy workspaces_read on pyretrieve.workspaces is for SELECT');
-SELECT policy_roles_are('pyretrieve', 'workspaces', 'workspaces_read', ARRAY['pyretrieve_reader']);
+SELECT policy_roles_are('pyretrieve', 'workspaces', 'workspaces_read', ARRAY['pyretrieve_api']);
+SELECT policy_cmd_is('pyretrieve', 'write_bindings', 'write_bindings_insert', 'INSERT', 'policy write_bindings_insert on pyretrieve.write_bindings is for INSERT');
+SELECT policy_roles_are('pyretrieve', 'write_bindings', 'write_bindings_insert', ARRAY['pyretrieve_api']);
+SELECT policy_cmd_is('pyretrieve', 'write_bindings', 'write_bindings_read', 'SELECT', 'policy write_bindings_read on pyretrieve.write_bindings is for SELECT');
+SELECT policy_roles_are('pyretrieve', 'write_bindings', 'write_bindings_read', ARRAY['pyretrieve_api']);
 
--- Functions: exactly these; only create_model_index is SECURITY DEFINER, every function pins
+-- Functions: exactly these; only active_sources, active_sources_like, audit_access, audit_findings, audit_functions, audit_keys, audit_objects, audit_policies, audit_privileges, audit_roles, audit_server, audit_tables, audit_views, authorize, bind_write_scope, create_model_index, create_project, create_scope_sequence, create_workspace, created_now, embeddings_needed, fragments, grant_access, lexical_candidates, list_grants, list_models, list_projects, put_embedding, put_fragment, register_model, retract_fragment, revoke_access, schema_version, set_bm25, stale_embeddings, supersede_fragment and vector_candidates are SECURITY DEFINER, every function pins
 -- search_path = pg_catalog, pg_temp, and none is LEAKPROOF.
-SELECT functions_are('pyretrieve', ARRAY['audit_expression_calls', 'authorize', 'bind_write_scope', 'bound_decision', 'bump_scope_lexical', 'bump_scope_vector', 'check_embedding', 'check_identifier', 'content_digest', 'create_model_index', 'create_project', 'create_workspace', 'effective_grant', 'embedding_digest', 'fragments', 'grant_access', 'lexical_candidates', 'mirror_fragment', 'or_tsquery', 'postings_insert', 'postings_update', 'put_embedding', 'put_fragment', 'register_model', 'require_decision', 'retract_fragment', 'revoke_access', 'search', 'set_bm25', 'setting_uuid', 'stamp_lexical_generation', 'stamp_vector_generation', 'supersede_fragment', 'tsvector_length', 'vector_candidates', 'visible_successor', 'write_scope']);
+SELECT functions_are('pyretrieve', ARRAY['active_sources', 'active_sources_like', 'apply_request_timeouts', 'audit_access', 'audit_disjuncts', 'audit_expression_calls', 'audit_findings', 'audit_functions', 'audit_keys', 'audit_objects', 'audit_policies', 'audit_privileges', 'audit_roles', 'audit_server', 'audit_tables', 'audit_views', 'authorize', 'bind_write_scope', 'bound_decision', 'bound_write', 'bump_scope_lexical', 'bump_scope_vector', 'caller', 'caller_in', 'check_caller', 'check_embedding', 'check_identifier', 'check_ts_config', 'content_digest', 'create_model_index', 'create_project', 'create_scope_sequence', 'create_workspace', 'created_now', 'effective_grant', 'embedding_digest', 'embeddings_needed', 'fragments', 'grant_access', 'lexical_candidates', 'list_grants', 'list_models', 'list_projects', 'mirror_fragment', 'or_tsquery', 'postings_insert', 'postings_update', 'put_embedding', 'put_fragment', 'register_model', 'require_admin', 'require_decision', 'retract_fragment', 'revoke_access', 'schema_version', 'scope_sequence', 'search', 'set_bm25', 'stale_embeddings', 'stamp_lexical_generation', 'stamp_vector_generation', 'supersede_fragment', 'tsvector_length', 'vector_candidates', 'visible_successor', 'writer_ceiling']);
+SELECT is_definer('pyretrieve', 'active_sources', ARRAY['text', 'text', 'text[]'], 'pyretrieve.active_sources(text, text, text[]) is SECURITY DEFINER');
+SELECT is_definer('pyretrieve', 'active_sources_like', ARRAY['text', 'text', 'text[]'], 'pyretrieve.active_sources_like(text, text, text[]) is SECURITY DEFINER');
+SELECT is_definer('pyretrieve', 'audit_access', ARRAY[]::text[], 'pyretrieve.audit_access() is SECURITY DEFINER');
+SELECT is_definer('pyretrieve', 'audit_findings', ARRAY[]::text[], 'pyretrieve.audit_findings() is SECURITY DEFINER');
+SELECT is_definer('pyretrieve', 'audit_functions', ARRAY[]::text[], 'pyretrieve.audit_functions() is SECURITY DEFINER');
+SELECT is_definer('pyretrieve', 'audit_keys', ARRAY[]::text[], 'pyretrieve.audit_keys() is SECURITY DEFINER');
+SELECT is_definer('pyretrieve', 'audit_objects', ARRAY[]::text[], 'pyretrieve.audit_objects() is SECURITY DEFINER');
+SELECT is_definer('pyretrieve', 'audit_policies', ARRAY[]::text[], 'pyretrieve.audit_policies() is SECURITY DEFINER');
+SELECT is_definer('pyretrieve', 'audit_privileges', ARRAY[]::text[], 'pyretrieve.audit_privileges() is SECURITY DEFINER');
+SELECT is_definer('pyretrieve', 'audit_roles', ARRAY[]::text[], 'pyretrieve.audit_roles() is SECURITY DEFINER');
+SELECT is_definer('pyretrieve', 'audit_server', ARRAY[]::text[], 'pyretrieve.audit_server() is SECURITY DEFINER');
+SELECT is_definer('pyretrieve', 'audit_tables', ARRAY[]::text[], 'pyretrieve.audit_tables() is SECURITY DEFINER');
+SELECT is_definer('pyretrieve', 'audit_views', ARRAY[]::text[], 'pyretrieve.audit_views() is SECURITY DEFINER');
+SELECT is_definer('pyretrieve', 'authorize', ARRAY['text', 'text', 'text', 'bytea', 'text', 'bytea', 'integer'], 'pyretrieve.authorize(text, text, text, bytea, text, bytea, integer) is SECURITY DEFINER');
+SELECT is_definer('pyretrieve', 'bind_write_scope', ARRAY['text', 'text'], 'pyretrieve.bind_write_scope(text, text) is SECURITY DEFINER');
 SELECT is_definer('pyretrieve', 'create_model_index', ARRAY['text'], 'pyretrieve.create_model_index(text) is SECURITY DEFINER');
+SELECT is_definer('pyretrieve', 'create_project', ARRAY['text', 'text', 'regconfig'], 'pyretrieve.create_project(text, text, regconfig) is SECURITY DEFINER');
+SELECT is_definer('pyretrieve', 'create_scope_sequence', ARRAY['text', 'text'], 'pyretrieve.create_scope_sequence(text, text) is SECURITY DEFINER');
+SELECT is_definer('pyretrieve', 'create_workspace', ARRAY['text', 'text'], 'pyretrieve.create_workspace(text, text) is SECURITY DEFINER');
+SELECT is_definer('pyretrieve', 'created_now', ARRAY['text', 'text', 'uuid[]'], 'pyretrieve.created_now(text, text, uuid[]) is SECURITY DEFINER');
+SELECT is_definer('pyretrieve', 'embeddings_needed', ARRAY['text', 'text', 'text', 'uuid[]'], 'pyretrieve.embeddings_needed(text, text, text, uuid[]) is SECURITY DEFINER');
+SELECT is_definer('pyretrieve', 'fragments', ARRAY['uuid', 'uuid[]'], 'pyretrieve.fragments(uuid, uuid[]) is SECURITY DEFINER');
+SELECT ok((SELECT prosecdef FROM pg_catalog.pg_proc WHERE oid = 'pyretrieve.grant_access(regrole, text, text, text, pyretrieve.classification, interval, pyretrieve.semantic_policy, timestamp with time zone)'::regprocedure), 'pyretrieve.grant_access(regrole, text, text, text, pyretrieve.classification, interval, pyretrieve.semantic_policy, timestamp with time zone) is SECURITY DEFINER');
+SELECT is_definer('pyretrieve', 'lexical_candidates', ARRAY['uuid', 'text', 'integer', 'text'], 'pyretrieve.lexical_candidates(uuid, text, integer, text) is SECURITY DEFINER');
+SELECT is_definer('pyretrieve', 'list_grants', ARRAY[]::text[], 'pyretrieve.list_grants() is SECURITY DEFINER');
+SELECT is_definer('pyretrieve', 'list_models', ARRAY[]::text[], 'pyretrieve.list_models() is SECURITY DEFINER');
+SELECT is_definer('pyretrieve', 'list_projects', ARRAY[]::text[], 'pyretrieve.list_projects() is SECURITY DEFINER');
+SELECT ok((SELECT prosecdef FROM pg_catalog.pg_proc WHERE oid = 'pyretrieve.put_embedding(text, text, uuid, text, public.vector, bytea)'::regprocedure), 'pyretrieve.put_embedding(text, text, uuid, text, public.vector, bytea) is SECURITY DEFINER');
+SELECT ok((SELECT prosecdef FROM pg_catalog.pg_proc WHERE oid = 'pyretrieve.put_fragment(text, text, text, pyretrieve.classification, timestamp with time zone, timestamp with time zone, text, text, text, regconfig)'::regprocedure), 'pyretrieve.put_fragment(text, text, text, pyretrieve.classification, timestamp with time zone, timestamp with time zone, text, text, text, regconfig) is SECURITY DEFINER');
+SELECT is_definer('pyretrieve', 'register_model', ARRAY['text', 'integer'], 'pyretrieve.register_model(text, integer) is SECURITY DEFINER');
+SELECT is_definer('pyretrieve', 'retract_fragment', ARRAY['text', 'text', 'uuid'], 'pyretrieve.retract_fragment(text, text, uuid) is SECURITY DEFINER');
+SELECT is_definer('pyretrieve', 'revoke_access', ARRAY['regrole', 'text', 'text', 'text'], 'pyretrieve.revoke_access(regrole, text, text, text) is SECURITY DEFINER');
+SELECT is_definer('pyretrieve', 'schema_version', ARRAY[]::text[], 'pyretrieve.schema_version() is SECURITY DEFINER');
+SELECT is_definer('pyretrieve', 'set_bm25', ARRAY['text', 'text', 'double precision', 'double precision'], 'pyretrieve.set_bm25(text, text, double precision, double precision) is SECURITY DEFINER');
+SELECT is_definer('pyretrieve', 'stale_embeddings', ARRAY['text', 'text', 'text', 'uuid', 'integer'], 'pyretrieve.stale_embeddings(text, text, text, uuid, integer) is SECURITY DEFINER');
+SELECT ok((SELECT prosecdef FROM pg_catalog.pg_proc WHERE oid = 'pyretrieve.supersede_fragment(text, text, uuid, text, pyretrieve.classification, timestamp with time zone, timestamp with time zone, text, text, text)'::regprocedure), 'pyretrieve.supersede_fragment(text, text, uuid, text, pyretrieve.classification, timestamp with time zone, timestamp with time zone, text, text, text) is SECURITY DEFINER');
+SELECT ok((SELECT prosecdef FROM pg_catalog.pg_proc WHERE oid = 'pyretrieve.vector_candidates(uuid, text, public.vector, integer)'::regprocedure), 'pyretrieve.vector_candidates(uuid, text, public.vector, integer) is SECURITY DEFINER');
 SELECT is_empty(
     $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc p
        WHERE p.pronamespace = 'pyretrieve'::regnamespace AND p.prosecdef
-         AND p.oid <> 'pyretrieve.create_model_index(text)'::regprocedure$$,
+         AND p.oid NOT IN ('pyretrieve.active_sources(text, text, text[])'::regprocedure, 'pyretrieve.active_sources_like(text, text, text[])'::regprocedure, 'pyretrieve.audit_access()'::regprocedure, 'pyretrieve.audit_findings()'::regprocedure, 'pyretrieve.audit_functions()'::regprocedure, 'pyretrieve.audit_keys()'::regprocedure, 'pyretrieve.audit_objects()'::regprocedure, 'pyretrieve.audit_policies()'::regprocedure, 'pyretrieve.audit_privileges()'::regprocedure, 'pyretrieve.audit_roles()'::regprocedure, 'pyretrieve.audit_server()'::regprocedure, 'pyretrieve.audit_tables()'::regprocedure, 'pyretrieve.audit_views()'::regprocedure, 'pyretrieve.authorize(text, text, text, bytea, text, bytea, integer)'::regprocedure, 'pyretrieve.bind_write_scope(text, text)'::regprocedure, 'pyretrieve.create_model_index(text)'::regprocedure, 'pyretrieve.create_project(text, text, regconfig)'::regprocedure, 'pyretrieve.create_scope_sequence(text, text)'::regprocedure, 'pyretrieve.create_workspace(text, text)'::regprocedure, 'pyretrieve.created_now(text, text, uuid[])'::regprocedure, 'pyretrieve.embeddings_needed(text, text, text, uuid[])'::regprocedure, 'pyretrieve.fragments(uuid, uuid[])'::regprocedure, 'pyretrieve.grant_access(regrole, text, text, text, pyretrieve.classification, interval, pyretrieve.semantic_policy, timestamp with time zone)'::regprocedure, 'pyretrieve.lexical_candidates(uuid, text, integer, text)'::regprocedure, 'pyretrieve.list_grants()'::regprocedure, 'pyretrieve.list_models()'::regprocedure, 'pyretrieve.list_projects()'::regprocedure, 'pyretrieve.put_embedding(text, text, uuid, text, public.vector, bytea)'::regprocedure, 'pyretrieve.put_fragment(text, text, text, pyretrieve.classification, timestamp with time zone, timestamp with time zone, text, text, text, regconfig)'::regprocedure, 'pyretrieve.register_model(text, integer)'::regprocedure, 'pyretrieve.retract_fragment(text, text, uuid)'::regprocedure, 'pyretrieve.revoke_access(regrole, text, text, text)'::regprocedure, 'pyretrieve.schema_version()'::regprocedure, 'pyretrieve.set_bm25(text, text, double precision, double precision)'::regprocedure, 'pyretrieve.stale_embeddings(text, text, text, uuid, integer)'::regprocedure, 'pyretrieve.supersede_fragment(text, text, uuid, text, pyretrieve.classification, timestamp with time zone, timestamp with time zone, text, text, text)'::regprocedure, 'pyretrieve.vector_candidates(uuid, text, public.vector, integer)'::regprocedure)$$,
     'no other pyretrieve function is SECURITY DEFINER');
 SELECT is_empty(
     $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc p
@@ -195,11 +233,155 @@ SELECT is_empty(
     'no pyretrieve function is LEAKPROOF');
 -- EXECUTE role by role (inherited grants included) on the SECURITY DEFINER functions
 -- and on the helper behind the audit views.
+SELECT function_privs_are('pyretrieve', 'active_sources', ARRAY['text', 'text', 'text[]'], 'pyretrieve_admin', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'active_sources', ARRAY['text', 'text', 'text[]'], 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'active_sources', ARRAY['text', 'text', 'text[]'], 'pyretrieve_writer', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'active_sources', ARRAY['text', 'text', 'text[]'], 'public', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'active_sources_like', ARRAY['text', 'text', 'text[]'], 'pyretrieve_admin', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'active_sources_like', ARRAY['text', 'text', 'text[]'], 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'active_sources_like', ARRAY['text', 'text', 'text[]'], 'pyretrieve_writer', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'active_sources_like', ARRAY['text', 'text', 'text[]'], 'public', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'audit_access', ARRAY[]::text[], 'pyretrieve_admin', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'audit_access', ARRAY[]::text[], 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'audit_access', ARRAY[]::text[], 'pyretrieve_writer', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'audit_access', ARRAY[]::text[], 'public', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'audit_findings', ARRAY[]::text[], 'pyretrieve_admin', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'audit_findings', ARRAY[]::text[], 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'audit_findings', ARRAY[]::text[], 'pyretrieve_writer', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'audit_findings', ARRAY[]::text[], 'public', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'audit_functions', ARRAY[]::text[], 'pyretrieve_admin', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'audit_functions', ARRAY[]::text[], 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'audit_functions', ARRAY[]::text[], 'pyretrieve_writer', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'audit_functions', ARRAY[]::text[], 'public', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'audit_keys', ARRAY[]::text[], 'pyretrieve_admin', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'audit_keys', ARRAY[]::text[], 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'audit_keys', ARRAY[]::text[], 'pyretrieve_writer', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'audit_keys', ARRAY[]::text[], 'public', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'audit_objects', ARRAY[]::text[], 'pyretrieve_admin', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'audit_objects', ARRAY[]::text[], 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'audit_objects', ARRAY[]::text[], 'pyretrieve_writer', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'audit_objects', ARRAY[]::text[], 'public', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'audit_policies', ARRAY[]::text[], 'pyretrieve_admin', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'audit_policies', ARRAY[]::text[], 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'audit_policies', ARRAY[]::text[], 'pyretrieve_writer', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'audit_policies', ARRAY[]::text[], 'public', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'audit_privileges', ARRAY[]::text[], 'pyretrieve_admin', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'audit_privileges', ARRAY[]::text[], 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'audit_privileges', ARRAY[]::text[], 'pyretrieve_writer', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'audit_privileges', ARRAY[]::text[], 'public', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'audit_roles', ARRAY[]::text[], 'pyretrieve_admin', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'audit_roles', ARRAY[]::text[], 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'audit_roles', ARRAY[]::text[], 'pyretrieve_writer', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'audit_roles', ARRAY[]::text[], 'public', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'audit_server', ARRAY[]::text[], 'pyretrieve_admin', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'audit_server', ARRAY[]::text[], 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'audit_server', ARRAY[]::text[], 'pyretrieve_writer', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'audit_server', ARRAY[]::text[], 'public', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'audit_tables', ARRAY[]::text[], 'pyretrieve_admin', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'audit_tables', ARRAY[]::text[], 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'audit_tables', ARRAY[]::text[], 'pyretrieve_writer', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'audit_tables', ARRAY[]::text[], 'public', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'audit_views', ARRAY[]::text[], 'pyretrieve_admin', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'audit_views', ARRAY[]::text[], 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'audit_views', ARRAY[]::text[], 'pyretrieve_writer', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'audit_views', ARRAY[]::text[], 'public', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'authorize', ARRAY['text', 'text', 'text', 'bytea', 'text', 'bytea', 'integer'], 'pyretrieve_admin', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'authorize', ARRAY['text', 'text', 'text', 'bytea', 'text', 'bytea', 'integer'], 'pyretrieve_reader', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'authorize', ARRAY['text', 'text', 'text', 'bytea', 'text', 'bytea', 'integer'], 'pyretrieve_writer', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'authorize', ARRAY['text', 'text', 'text', 'bytea', 'text', 'bytea', 'integer'], 'public', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'bind_write_scope', ARRAY['text', 'text'], 'pyretrieve_admin', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'bind_write_scope', ARRAY['text', 'text'], 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'bind_write_scope', ARRAY['text', 'text'], 'pyretrieve_writer', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'bind_write_scope', ARRAY['text', 'text'], 'public', ARRAY[]::text[]);
 SELECT function_privs_are('pyretrieve', 'create_model_index', ARRAY['text'], 'pyretrieve_admin', ARRAY['EXECUTE']);
 SELECT function_privs_are('pyretrieve', 'create_model_index', ARRAY['text'], 'pyretrieve_reader', ARRAY[]::text[]);
 SELECT function_privs_are('pyretrieve', 'create_model_index', ARRAY['text'], 'pyretrieve_writer', ARRAY[]::text[]);
 SELECT function_privs_are('pyretrieve', 'create_model_index', ARRAY['text'], 'public', ARRAY[]::text[]);
-SELECT function_privs_are('pyretrieve', 'audit_expression_calls', ARRAY['pg_node_tree'], 'pyretrieve_admin', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'create_project', ARRAY['text', 'text', 'regconfig'], 'pyretrieve_admin', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'create_project', ARRAY['text', 'text', 'regconfig'], 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'create_project', ARRAY['text', 'text', 'regconfig'], 'pyretrieve_writer', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'create_project', ARRAY['text', 'text', 'regconfig'], 'public', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'create_scope_sequence', ARRAY['text', 'text'], 'pyretrieve_admin', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'create_scope_sequence', ARRAY['text', 'text'], 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'create_scope_sequence', ARRAY['text', 'text'], 'pyretrieve_writer', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'create_scope_sequence', ARRAY['text', 'text'], 'public', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'create_workspace', ARRAY['text', 'text'], 'pyretrieve_admin', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'create_workspace', ARRAY['text', 'text'], 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'create_workspace', ARRAY['text', 'text'], 'pyretrieve_writer', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'create_workspace', ARRAY['text', 'text'], 'public', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'created_now', ARRAY['text', 'text', 'uuid[]'], 'pyretrieve_admin', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'created_now', ARRAY['text', 'text', 'uuid[]'], 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'created_now', ARRAY['text', 'text', 'uuid[]'], 'pyretrieve_writer', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'created_now', ARRAY['text', 'text', 'uuid[]'], 'public', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'embeddings_needed', ARRAY['text', 'text', 'text', 'uuid[]'], 'pyretrieve_admin', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'embeddings_needed', ARRAY['text', 'text', 'text', 'uuid[]'], 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'embeddings_needed', ARRAY['text', 'text', 'text', 'uuid[]'], 'pyretrieve_writer', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'embeddings_needed', ARRAY['text', 'text', 'text', 'uuid[]'], 'public', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'fragments', ARRAY['uuid', 'uuid[]'], 'pyretrieve_admin', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'fragments', ARRAY['uuid', 'uuid[]'], 'pyretrieve_reader', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'fragments', ARRAY['uuid', 'uuid[]'], 'pyretrieve_writer', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'fragments', ARRAY['uuid', 'uuid[]'], 'public', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'grant_access', ARRAY['regrole', 'text', 'text', 'text', 'pyretrieve.classification', 'interval', 'pyretrieve.semantic_policy', 'timestamp with time zone'], 'pyretrieve_admin', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'grant_access', ARRAY['regrole', 'text', 'text', 'text', 'pyretrieve.classification', 'interval', 'pyretrieve.semantic_policy', 'timestamp with time zone'], 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'grant_access', ARRAY['regrole', 'text', 'text', 'text', 'pyretrieve.classification', 'interval', 'pyretrieve.semantic_policy', 'timestamp with time zone'], 'pyretrieve_writer', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'grant_access', ARRAY['regrole', 'text', 'text', 'text', 'pyretrieve.classification', 'interval', 'pyretrieve.semantic_policy', 'timestamp with time zone'], 'public', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'lexical_candidates', ARRAY['uuid', 'text', 'integer', 'text'], 'pyretrieve_admin', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'lexical_candidates', ARRAY['uuid', 'text', 'integer', 'text'], 'pyretrieve_reader', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'lexical_candidates', ARRAY['uuid', 'text', 'integer', 'text'], 'pyretrieve_writer', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'lexical_candidates', ARRAY['uuid', 'text', 'integer', 'text'], 'public', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'list_grants', ARRAY[]::text[], 'pyretrieve_admin', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'list_grants', ARRAY[]::text[], 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'list_grants', ARRAY[]::text[], 'pyretrieve_writer', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'list_grants', ARRAY[]::text[], 'public', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'list_models', ARRAY[]::text[], 'pyretrieve_admin', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'list_models', ARRAY[]::text[], 'pyretrieve_reader', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'list_models', ARRAY[]::text[], 'pyretrieve_writer', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'list_models', ARRAY[]::text[], 'public', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'list_projects', ARRAY[]::text[], 'pyretrieve_admin', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'list_projects', ARRAY[]::text[], 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'list_projects', ARRAY[]::text[], 'pyretrieve_writer', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'list_projects', ARRAY[]::text[], 'public', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'put_embedding', ARRAY['text', 'text', 'uuid', 'text', 'public.vector', 'bytea'], 'pyretrieve_admin', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'put_embedding', ARRAY['text', 'text', 'uuid', 'text', 'public.vector', 'bytea'], 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'put_embedding', ARRAY['text', 'text', 'uuid', 'text', 'public.vector', 'bytea'], 'pyretrieve_writer', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'put_embedding', ARRAY['text', 'text', 'uuid', 'text', 'public.vector', 'bytea'], 'public', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'put_fragment', ARRAY['text', 'text', 'text', 'pyretrieve.classification', 'timestamp with time zone', 'timestamp with time zone', 'text', 'text', 'text', 'regconfig'], 'pyretrieve_admin', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'put_fragment', ARRAY['text', 'text', 'text', 'pyretrieve.classification', 'timestamp with time zone', 'timestamp with time zone', 'text', 'text', 'text', 'regconfig'], 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'put_fragment', ARRAY['text', 'text', 'text', 'pyretrieve.classification', 'timestamp with time zone', 'timestamp with time zone', 'text', 'text', 'text', 'regconfig'], 'pyretrieve_writer', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'put_fragment', ARRAY['text', 'text', 'text', 'pyretrieve.classification', 'timestamp with time zone', 'timestamp with time zone', 'text', 'text', 'text', 'regconfig'], 'public', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'register_model', ARRAY['text', 'integer'], 'pyretrieve_admin', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'register_model', ARRAY['text', 'integer'], 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'register_model', ARRAY['text', 'integer'], 'pyretrieve_writer', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'register_model', ARRAY['text', 'integer'], 'public', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'retract_fragment', ARRAY['text', 'text', 'uuid'], 'pyretrieve_admin', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'retract_fragment', ARRAY['text', 'text', 'uuid'], 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'retract_fragment', ARRAY['text', 'text', 'uuid'], 'pyretrieve_writer', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'retract_fragment', ARRAY['text', 'text', 'uuid'], 'public', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'revoke_access', ARRAY['regrole', 'text', 'text', 'text'], 'pyretrieve_admin', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'revoke_access', ARRAY['regrole', 'text', 'text', 'text'], 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'revoke_access', ARRAY['regrole', 'text', 'text', 'text'], 'pyretrieve_writer', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'revoke_access', ARRAY['regrole', 'text', 'text', 'text'], 'public', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'schema_version', ARRAY[]::text[], 'pyretrieve_admin', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'schema_version', ARRAY[]::text[], 'pyretrieve_reader', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'schema_version', ARRAY[]::text[], 'pyretrieve_writer', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'schema_version', ARRAY[]::text[], 'public', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'set_bm25', ARRAY['text', 'text', 'double precision', 'double precision'], 'pyretrieve_admin', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'set_bm25', ARRAY['text', 'text', 'double precision', 'double precision'], 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'set_bm25', ARRAY['text', 'text', 'double precision', 'double precision'], 'pyretrieve_writer', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'set_bm25', ARRAY['text', 'text', 'double precision', 'double precision'], 'public', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'stale_embeddings', ARRAY['text', 'text', 'text', 'uuid', 'integer'], 'pyretrieve_admin', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'stale_embeddings', ARRAY['text', 'text', 'text', 'uuid', 'integer'], 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'stale_embeddings', ARRAY['text', 'text', 'text', 'uuid', 'integer'], 'pyretrieve_writer', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'stale_embeddings', ARRAY['text', 'text', 'text', 'uuid', 'integer'], 'public', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'supersede_fragment', ARRAY['text', 'text', 'uuid', 'text', 'pyretrieve.classification', 'timestamp with time zone', 'timestamp with time zone', 'text', 'text', 'text'], 'pyretrieve_admin', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'supersede_fragment', ARRAY['text', 'text', 'uuid', 'text', 'pyretrieve.classification', 'timestamp with time zone', 'timestamp with time zone', 'text', 'text', 'text'], 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'supersede_fragment', ARRAY['text', 'text', 'uuid', 'text', 'pyretrieve.classification', 'timestamp with time zone', 'timestamp with time zone', 'text', 'text', 'text'], 'pyretrieve_writer', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'supersede_fragment', ARRAY['text', 'text', 'uuid', 'text', 'pyretrieve.classification', 'timestamp with time zone', 'timestamp with time zone', 'text', 'text', 'text'], 'public', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'vector_candidates', ARRAY['uuid', 'text', 'public.vector', 'integer'], 'pyretrieve_admin', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'vector_candidates', ARRAY['uuid', 'text', 'public.vector', 'integer'], 'pyretrieve_reader', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'vector_candidates', ARRAY['uuid', 'text', 'public.vector', 'integer'], 'pyretrieve_writer', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'vector_candidates', ARRAY['uuid', 'text', 'public.vector', 'integer'], 'public', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'audit_expression_calls', ARRAY['pg_node_tree'], 'pyretrieve_admin', ARRAY[]::text[]);
 SELECT function_privs_are('pyretrieve', 'audit_expression_calls', ARRAY['pg_node_tree'], 'pyretrieve_reader', ARRAY[]::text[]);
 SELECT function_privs_are('pyretrieve', 'audit_expression_calls', ARRAY['pg_node_tree'], 'pyretrieve_writer', ARRAY[]::text[]);
 SELECT function_privs_are('pyretrieve', 'audit_expression_calls', ARRAY['pg_node_tree'], 'public', ARRAY[]::text[]);
@@ -213,107 +395,135 @@ SELECT results_eq(
        ORDER BY 1, 2$$,
     $$SELECT pg_catalog.to_regprocedure(v.f)::text, v.r
         FROM (VALUES
-    ('pyretrieve.audit_expression_calls(pg_node_tree)', 'pyretrieve_admin'),
+    ('pyretrieve.active_sources(text, text, text[])', 'pyretrieve_writer'),
+    ('pyretrieve.active_sources_like(text, text, text[])', 'pyretrieve_writer'),
+    ('pyretrieve.apply_request_timeouts()', 'pyretrieve_api'),
+    ('pyretrieve.audit_access()', 'pyretrieve_admin'),
+    ('pyretrieve.audit_disjuncts(text)', 'pyretrieve_api'),
+    ('pyretrieve.audit_expression_calls(pg_node_tree)', 'pyretrieve_api'),
+    ('pyretrieve.audit_findings()', 'pyretrieve_admin'),
+    ('pyretrieve.audit_functions()', 'pyretrieve_admin'),
+    ('pyretrieve.audit_keys()', 'pyretrieve_admin'),
+    ('pyretrieve.audit_objects()', 'pyretrieve_admin'),
+    ('pyretrieve.audit_policies()', 'pyretrieve_admin'),
+    ('pyretrieve.audit_privileges()', 'pyretrieve_admin'),
+    ('pyretrieve.audit_roles()', 'pyretrieve_admin'),
+    ('pyretrieve.audit_server()', 'pyretrieve_admin'),
+    ('pyretrieve.audit_tables()', 'pyretrieve_admin'),
+    ('pyretrieve.audit_views()', 'pyretrieve_admin'),
     ('pyretrieve.authorize(text, text, text, bytea, text, bytea, integer)', 'pyretrieve_reader'),
     ('pyretrieve.bind_write_scope(text, text)', 'pyretrieve_writer'),
-    ('pyretrieve.bound_decision()', 'pyretrieve_admin'),
-    ('pyretrieve.bound_decision()', 'pyretrieve_reader'),
-    ('pyretrieve.bound_decision()', 'pyretrieve_writer'),
-    ('pyretrieve.bump_scope_lexical()', 'pyretrieve_writer'),
-    ('pyretrieve.bump_scope_vector()', 'pyretrieve_writer'),
-    ('pyretrieve.check_embedding(text, public.vector)', 'pyretrieve_reader'),
-    ('pyretrieve.check_embedding(text, public.vector)', 'pyretrieve_writer'),
-    ('pyretrieve.check_identifier(text, text)', 'pyretrieve_admin'),
-    ('pyretrieve.check_identifier(text, text)', 'pyretrieve_reader'),
-    ('pyretrieve.check_identifier(text, text)', 'pyretrieve_writer'),
+    ('pyretrieve.bound_decision()', 'pyretrieve_api'),
+    ('pyretrieve.bound_write()', 'pyretrieve_api'),
+    ('pyretrieve.caller()', 'pyretrieve_admin'),
+    ('pyretrieve.caller()', 'pyretrieve_api'),
+    ('pyretrieve.caller()', 'pyretrieve_reader'),
+    ('pyretrieve.caller()', 'pyretrieve_writer'),
+    ('pyretrieve.caller_in(name)', 'pyretrieve_api'),
+    ('pyretrieve.check_caller()', 'pyretrieve_api'),
+    ('pyretrieve.check_embedding(text, public.vector)', 'pyretrieve_api'),
+    ('pyretrieve.check_identifier(text, text)', 'pyretrieve_api'),
+    ('pyretrieve.check_ts_config(regconfig)', 'pyretrieve_api'),
     ('pyretrieve.content_digest(text)', 'pyretrieve_admin'),
+    ('pyretrieve.content_digest(text)', 'pyretrieve_api'),
     ('pyretrieve.content_digest(text)', 'pyretrieve_reader'),
     ('pyretrieve.content_digest(text)', 'pyretrieve_writer'),
     ('pyretrieve.create_model_index(text)', 'pyretrieve_admin'),
+    ('pyretrieve.create_model_index(text)', 'pyretrieve_api'),
     ('pyretrieve.create_project(text, text, regconfig)', 'pyretrieve_admin'),
+    ('pyretrieve.create_scope_sequence(text, text)', 'pyretrieve_api'),
     ('pyretrieve.create_workspace(text, text)', 'pyretrieve_admin'),
-    ('pyretrieve.effective_grant(text, text, text)', 'pyretrieve_admin'),
-    ('pyretrieve.effective_grant(text, text, text)', 'pyretrieve_reader'),
-    ('pyretrieve.effective_grant(text, text, text)', 'pyretrieve_writer'),
+    ('pyretrieve.created_now(text, text, uuid[])', 'pyretrieve_writer'),
+    ('pyretrieve.effective_grant(text, text, text)', 'pyretrieve_api'),
+    ('pyretrieve.embedding_digest(public.vector)', 'pyretrieve_admin'),
+    ('pyretrieve.embedding_digest(public.vector)', 'pyretrieve_api'),
     ('pyretrieve.embedding_digest(public.vector)', 'pyretrieve_reader'),
+    ('pyretrieve.embedding_digest(public.vector)', 'pyretrieve_writer'),
+    ('pyretrieve.embeddings_needed(text, text, text, uuid[])', 'pyretrieve_writer'),
     ('pyretrieve.fragments(uuid, uuid[])', 'pyretrieve_reader'),
     ('pyretrieve.grant_access(regrole, text, text, text, pyretrieve.classification, interval, pyretrieve.semantic_policy, timestamp with time zone)', 'pyretrieve_admin'),
     ('pyretrieve.lexical_candidates(uuid, text, integer, text)', 'pyretrieve_reader'),
-    ('pyretrieve.mirror_fragment()', 'pyretrieve_writer'),
+    ('pyretrieve.list_grants()', 'pyretrieve_admin'),
+    ('pyretrieve.list_models()', 'pyretrieve_admin'),
+    ('pyretrieve.list_models()', 'pyretrieve_reader'),
+    ('pyretrieve.list_models()', 'pyretrieve_writer'),
+    ('pyretrieve.list_projects()', 'pyretrieve_admin'),
+    ('pyretrieve.or_tsquery(regconfig, text)', 'pyretrieve_admin'),
+    ('pyretrieve.or_tsquery(regconfig, text)', 'pyretrieve_api'),
     ('pyretrieve.or_tsquery(regconfig, text)', 'pyretrieve_reader'),
-    ('pyretrieve.postings_insert()', 'pyretrieve_writer'),
-    ('pyretrieve.postings_update()', 'pyretrieve_writer'),
+    ('pyretrieve.or_tsquery(regconfig, text)', 'pyretrieve_writer'),
     ('pyretrieve.put_embedding(text, text, uuid, text, public.vector, bytea)', 'pyretrieve_writer'),
     ('pyretrieve.put_fragment(text, text, text, pyretrieve.classification, timestamp with time zone, timestamp with time zone, text, text, text, regconfig)', 'pyretrieve_writer'),
     ('pyretrieve.register_model(text, integer)', 'pyretrieve_admin'),
-    ('pyretrieve.require_decision(uuid)', 'pyretrieve_reader'),
+    ('pyretrieve.require_admin()', 'pyretrieve_api'),
+    ('pyretrieve.require_decision(uuid)', 'pyretrieve_api'),
     ('pyretrieve.retract_fragment(text, text, uuid)', 'pyretrieve_writer'),
     ('pyretrieve.revoke_access(regrole, text, text, text)', 'pyretrieve_admin'),
+    ('pyretrieve.schema_version()', 'pyretrieve_admin'),
+    ('pyretrieve.schema_version()', 'pyretrieve_reader'),
+    ('pyretrieve.schema_version()', 'pyretrieve_writer'),
+    ('pyretrieve.scope_sequence(text, text)', 'pyretrieve_api'),
     ('pyretrieve.search(text, text, text, text, public.vector, text, integer, text, double precision, double precision, text)', 'pyretrieve_reader'),
     ('pyretrieve.set_bm25(text, text, double precision, double precision)', 'pyretrieve_admin'),
-    ('pyretrieve.setting_uuid(text)', 'pyretrieve_admin'),
-    ('pyretrieve.setting_uuid(text)', 'pyretrieve_reader'),
-    ('pyretrieve.setting_uuid(text)', 'pyretrieve_writer'),
-    ('pyretrieve.stamp_lexical_generation()', 'pyretrieve_writer'),
-    ('pyretrieve.stamp_vector_generation()', 'pyretrieve_writer'),
+    ('pyretrieve.stale_embeddings(text, text, text, uuid, integer)', 'pyretrieve_writer'),
     ('pyretrieve.supersede_fragment(text, text, uuid, text, pyretrieve.classification, timestamp with time zone, timestamp with time zone, text, text, text)', 'pyretrieve_writer'),
-    ('pyretrieve.tsvector_length(tsvector)', 'pyretrieve_admin'),
-    ('pyretrieve.tsvector_length(tsvector)', 'pyretrieve_reader'),
-    ('pyretrieve.tsvector_length(tsvector)', 'pyretrieve_writer'),
+    ('pyretrieve.tsvector_length(tsvector)', 'pyretrieve_api'),
     ('pyretrieve.vector_candidates(uuid, text, public.vector, integer)', 'pyretrieve_reader'),
-    ('pyretrieve.visible_successor(text, text, uuid)', 'pyretrieve_writer'),
-    ('pyretrieve.write_scope()', 'pyretrieve_admin'),
-    ('pyretrieve.write_scope()', 'pyretrieve_reader'),
-    ('pyretrieve.write_scope()', 'pyretrieve_writer')
+    ('pyretrieve.visible_successor(text, text, uuid)', 'pyretrieve_api'),
+    ('pyretrieve.writer_ceiling(text, text)', 'pyretrieve_api')
         ) AS v(f, r)
        ORDER BY 1, 2$$,
     'EXECUTE on the pyretrieve functions is granted as shipped');
 
 -- Table privileges per group (inherited ones included: a writer has a reader's) and PUBLIC.
 SELECT table_privs_are('pyretrieve', 'decisions', 'public', ARRAY[]::text[]);
-SELECT table_privs_are('pyretrieve', 'decisions', 'pyretrieve_admin', ARRAY['SELECT']);
-SELECT table_privs_are('pyretrieve', 'decisions', 'pyretrieve_reader', ARRAY['SELECT']);
-SELECT table_privs_are('pyretrieve', 'decisions', 'pyretrieve_writer', ARRAY['SELECT']);
+SELECT table_privs_are('pyretrieve', 'decisions', 'pyretrieve_admin', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'decisions', 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'decisions', 'pyretrieve_writer', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'embedding_models', 'public', ARRAY[]::text[]);
-SELECT table_privs_are('pyretrieve', 'embedding_models', 'pyretrieve_admin', ARRAY['SELECT']);
-SELECT table_privs_are('pyretrieve', 'embedding_models', 'pyretrieve_reader', ARRAY['SELECT']);
-SELECT table_privs_are('pyretrieve', 'embedding_models', 'pyretrieve_writer', ARRAY['SELECT']);
+SELECT table_privs_are('pyretrieve', 'embedding_models', 'pyretrieve_admin', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'embedding_models', 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'embedding_models', 'pyretrieve_writer', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'embeddings', 'public', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'embeddings', 'pyretrieve_admin', ARRAY[]::text[]);
-SELECT table_privs_are('pyretrieve', 'embeddings', 'pyretrieve_reader', ARRAY['SELECT']);
-SELECT table_privs_are('pyretrieve', 'embeddings', 'pyretrieve_writer', ARRAY['SELECT']);
+SELECT table_privs_are('pyretrieve', 'embeddings', 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'embeddings', 'pyretrieve_writer', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'fragments', 'public', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'fragments', 'pyretrieve_admin', ARRAY[]::text[]);
-SELECT table_privs_are('pyretrieve', 'fragments', 'pyretrieve_reader', ARRAY['SELECT']);
-SELECT table_privs_are('pyretrieve', 'fragments', 'pyretrieve_writer', ARRAY['SELECT']);
+SELECT table_privs_are('pyretrieve', 'fragments', 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'fragments', 'pyretrieve_writer', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'generation_log', 'public', ARRAY[]::text[]);
-SELECT table_privs_are('pyretrieve', 'generation_log', 'pyretrieve_admin', ARRAY['SELECT']);
-SELECT table_privs_are('pyretrieve', 'generation_log', 'pyretrieve_reader', ARRAY['SELECT']);
-SELECT table_privs_are('pyretrieve', 'generation_log', 'pyretrieve_writer', ARRAY['SELECT', 'INSERT']);
+SELECT table_privs_are('pyretrieve', 'generation_log', 'pyretrieve_admin', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'generation_log', 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'generation_log', 'pyretrieve_writer', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'grants', 'public', ARRAY[]::text[]);
-SELECT table_privs_are('pyretrieve', 'grants', 'pyretrieve_admin', ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE']);
-SELECT table_privs_are('pyretrieve', 'grants', 'pyretrieve_reader', ARRAY['SELECT']);
-SELECT table_privs_are('pyretrieve', 'grants', 'pyretrieve_writer', ARRAY['SELECT']);
+SELECT table_privs_are('pyretrieve', 'grants', 'pyretrieve_admin', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'grants', 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'grants', 'pyretrieve_writer', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'installation', 'public', ARRAY[]::text[]);
-SELECT table_privs_are('pyretrieve', 'installation', 'pyretrieve_admin', ARRAY['SELECT']);
-SELECT table_privs_are('pyretrieve', 'installation', 'pyretrieve_reader', ARRAY['SELECT']);
-SELECT table_privs_are('pyretrieve', 'installation', 'pyretrieve_writer', ARRAY['SELECT']);
+SELECT table_privs_are('pyretrieve', 'installation', 'pyretrieve_admin', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'installation', 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'installation', 'pyretrieve_writer', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'postings', 'public', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'postings', 'pyretrieve_admin', ARRAY[]::text[]);
-SELECT table_privs_are('pyretrieve', 'postings', 'pyretrieve_reader', ARRAY['SELECT']);
-SELECT table_privs_are('pyretrieve', 'postings', 'pyretrieve_writer', ARRAY['SELECT', 'INSERT', 'DELETE']);
+SELECT table_privs_are('pyretrieve', 'postings', 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'postings', 'pyretrieve_writer', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'projects', 'public', ARRAY[]::text[]);
-SELECT table_privs_are('pyretrieve', 'projects', 'pyretrieve_admin', ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE']);
-SELECT table_privs_are('pyretrieve', 'projects', 'pyretrieve_reader', ARRAY['SELECT']);
-SELECT table_privs_are('pyretrieve', 'projects', 'pyretrieve_writer', ARRAY['SELECT']);
+SELECT table_privs_are('pyretrieve', 'projects', 'pyretrieve_admin', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'projects', 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'projects', 'pyretrieve_writer', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'scope_configs', 'public', ARRAY[]::text[]);
-SELECT table_privs_are('pyretrieve', 'scope_configs', 'pyretrieve_admin', ARRAY['SELECT', 'INSERT']);
-SELECT table_privs_are('pyretrieve', 'scope_configs', 'pyretrieve_reader', ARRAY['SELECT']);
-SELECT table_privs_are('pyretrieve', 'scope_configs', 'pyretrieve_writer', ARRAY['SELECT', 'INSERT']);
+SELECT table_privs_are('pyretrieve', 'scope_configs', 'pyretrieve_admin', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'scope_configs', 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'scope_configs', 'pyretrieve_writer', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'workspaces', 'public', ARRAY[]::text[]);
-SELECT table_privs_are('pyretrieve', 'workspaces', 'pyretrieve_admin', ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE']);
-SELECT table_privs_are('pyretrieve', 'workspaces', 'pyretrieve_reader', ARRAY['SELECT']);
-SELECT table_privs_are('pyretrieve', 'workspaces', 'pyretrieve_writer', ARRAY['SELECT']);
+SELECT table_privs_are('pyretrieve', 'workspaces', 'pyretrieve_admin', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'workspaces', 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'workspaces', 'pyretrieve_writer', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'write_bindings', 'public', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'write_bindings', 'pyretrieve_admin', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'write_bindings', 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'write_bindings', 'pyretrieve_writer', ARRAY[]::text[]);
 -- Column privileges, granted explicitly.
 SELECT results_eq(
     $$SELECT c.relname::text COLLATE "default", a.attname::text COLLATE "default",
@@ -324,43 +534,70 @@ SELECT results_eq(
        WHERE c.relnamespace = 'pyretrieve'::regnamespace AND a.attacl IS NOT NULL
        ORDER BY 1, 2, 3, 4$$,
     $$SELECT * FROM (VALUES
-    ('decisions', 'candidate_limit', 'pyretrieve_reader', 'INSERT'),
-    ('decisions', 'ceiling', 'pyretrieve_reader', 'INSERT'),
-    ('decisions', 'embedding_digest', 'pyretrieve_reader', 'INSERT'),
-    ('decisions', 'grant_id', 'pyretrieve_reader', 'INSERT'),
-    ('decisions', 'max_age', 'pyretrieve_reader', 'INSERT'),
-    ('decisions', 'project_id', 'pyretrieve_reader', 'INSERT'),
-    ('decisions', 'purpose', 'pyretrieve_reader', 'INSERT'),
-    ('decisions', 'query_digest', 'pyretrieve_reader', 'INSERT'),
-    ('decisions', 'requested_limit', 'pyretrieve_reader', 'INSERT'),
-    ('decisions', 'semantic_intent', 'pyretrieve_reader', 'INSERT'),
-    ('decisions', 'semantic_policy', 'pyretrieve_reader', 'INSERT'),
-    ('decisions', 'workspace_id', 'pyretrieve_reader', 'INSERT'),
-    ('embedding_models', 'dimension', 'pyretrieve_admin', 'INSERT'),
-    ('embedding_models', 'model_id', 'pyretrieve_admin', 'INSERT'),
-    ('embeddings', 'embedding', 'pyretrieve_writer', 'INSERT'),
-    ('embeddings', 'embedding', 'pyretrieve_writer', 'UPDATE'),
-    ('embeddings', 'fragment_id', 'pyretrieve_writer', 'INSERT'),
-    ('embeddings', 'fragment_state', 'pyretrieve_writer', 'UPDATE'),
-    ('embeddings', 'model_id', 'pyretrieve_writer', 'INSERT'),
-    ('embeddings', 'project_id', 'pyretrieve_writer', 'INSERT'),
-    ('embeddings', 'source_digest', 'pyretrieve_writer', 'INSERT'),
-    ('embeddings', 'source_digest', 'pyretrieve_writer', 'UPDATE'),
-    ('embeddings', 'workspace_id', 'pyretrieve_writer', 'INSERT'),
-    ('fragments', 'body', 'pyretrieve_writer', 'INSERT'),
-    ('fragments', 'classification', 'pyretrieve_writer', 'INSERT'),
-    ('fragments', 'expires_at', 'pyretrieve_writer', 'INSERT'),
-    ('fragments', 'manifest_id', 'pyretrieve_writer', 'INSERT'),
-    ('fragments', 'observed_at', 'pyretrieve_writer', 'INSERT'),
-    ('fragments', 'project_id', 'pyretrieve_writer', 'INSERT'),
-    ('fragments', 'source_revision', 'pyretrieve_writer', 'INSERT'),
-    ('fragments', 'source_uri', 'pyretrieve_writer', 'INSERT'),
-    ('fragments', 'state', 'pyretrieve_writer', 'UPDATE'),
-    ('fragments', 'superseded_by', 'pyretrieve_writer', 'UPDATE'),
-    ('fragments', 'ts_config', 'pyretrieve_writer', 'INSERT'),
-    ('fragments', 'workspace_id', 'pyretrieve_writer', 'INSERT'),
-    ('projects', 'bm25_b', 'pyretrieve_admin', 'UPDATE'),
-    ('projects', 'bm25_k1', 'pyretrieve_admin', 'UPDATE')
+    ('decisions', 'candidate_limit', 'pyretrieve_api', 'INSERT'),
+    ('decisions', 'ceiling', 'pyretrieve_api', 'INSERT'),
+    ('decisions', 'embedding_digest', 'pyretrieve_api', 'INSERT'),
+    ('decisions', 'grant_id', 'pyretrieve_api', 'INSERT'),
+    ('decisions', 'max_age', 'pyretrieve_api', 'INSERT'),
+    ('decisions', 'principal', 'pyretrieve_api', 'INSERT'),
+    ('decisions', 'project_id', 'pyretrieve_api', 'INSERT'),
+    ('decisions', 'purpose', 'pyretrieve_api', 'INSERT'),
+    ('decisions', 'query_digest', 'pyretrieve_api', 'INSERT'),
+    ('decisions', 'requested_limit', 'pyretrieve_api', 'INSERT'),
+    ('decisions', 'semantic_intent', 'pyretrieve_api', 'INSERT'),
+    ('decisions', 'semantic_policy', 'pyretrieve_api', 'INSERT'),
+    ('decisions', 'workspace_id', 'pyretrieve_api', 'INSERT'),
+    ('embedding_models', 'dimension', 'pyretrieve_api', 'INSERT'),
+    ('embedding_models', 'model_id', 'pyretrieve_api', 'INSERT'),
+    ('embeddings', 'embedding', 'pyretrieve_api', 'INSERT'),
+    ('embeddings', 'embedding', 'pyretrieve_api', 'UPDATE'),
+    ('embeddings', 'fragment_id', 'pyretrieve_api', 'INSERT'),
+    ('embeddings', 'fragment_state', 'pyretrieve_api', 'UPDATE'),
+    ('embeddings', 'model_id', 'pyretrieve_api', 'INSERT'),
+    ('embeddings', 'project_id', 'pyretrieve_api', 'INSERT'),
+    ('embeddings', 'source_digest', 'pyretrieve_api', 'INSERT'),
+    ('embeddings', 'source_digest', 'pyretrieve_api', 'UPDATE'),
+    ('embeddings', 'workspace_id', 'pyretrieve_api', 'INSERT'),
+    ('fragments', 'body', 'pyretrieve_api', 'INSERT'),
+    ('fragments', 'classification', 'pyretrieve_api', 'INSERT'),
+    ('fragments', 'expires_at', 'pyretrieve_api', 'INSERT'),
+    ('fragments', 'manifest_id', 'pyretrieve_api', 'INSERT'),
+    ('fragments', 'observed_at', 'pyretrieve_api', 'INSERT'),
+    ('fragments', 'project_id', 'pyretrieve_api', 'INSERT'),
+    ('fragments', 'source_revision', 'pyretrieve_api', 'INSERT'),
+    ('fragments', 'source_uri', 'pyretrieve_api', 'INSERT'),
+    ('fragments', 'state', 'pyretrieve_api', 'UPDATE'),
+    ('fragments', 'superseded_by', 'pyretrieve_api', 'UPDATE'),
+    ('fragments', 'ts_config', 'pyretrieve_api', 'INSERT'),
+    ('fragments', 'workspace_id', 'pyretrieve_api', 'INSERT'),
+    ('grants', 'ceiling', 'pyretrieve_api', 'INSERT'),
+    ('grants', 'ceiling', 'pyretrieve_api', 'UPDATE'),
+    ('grants', 'expires_at', 'pyretrieve_api', 'INSERT'),
+    ('grants', 'expires_at', 'pyretrieve_api', 'UPDATE'),
+    ('grants', 'granted_at', 'pyretrieve_api', 'UPDATE'),
+    ('grants', 'granted_by', 'pyretrieve_api', 'INSERT'),
+    ('grants', 'granted_by', 'pyretrieve_api', 'UPDATE'),
+    ('grants', 'max_age', 'pyretrieve_api', 'INSERT'),
+    ('grants', 'max_age', 'pyretrieve_api', 'UPDATE'),
+    ('grants', 'principal', 'pyretrieve_api', 'INSERT'),
+    ('grants', 'project_id', 'pyretrieve_api', 'INSERT'),
+    ('grants', 'purpose', 'pyretrieve_api', 'INSERT'),
+    ('grants', 'semantic_policy', 'pyretrieve_api', 'INSERT'),
+    ('grants', 'semantic_policy', 'pyretrieve_api', 'UPDATE'),
+    ('grants', 'workspace_id', 'pyretrieve_api', 'INSERT'),
+    ('projects', 'bm25_b', 'pyretrieve_api', 'UPDATE'),
+    ('projects', 'bm25_k1', 'pyretrieve_api', 'UPDATE'),
+    ('projects', 'generation_seq', 'pyretrieve_api', 'INSERT'),
+    ('projects', 'project_id', 'pyretrieve_api', 'INSERT'),
+    ('projects', 'ts_config', 'pyretrieve_api', 'INSERT'),
+    ('projects', 'workspace_id', 'pyretrieve_api', 'INSERT'),
+    ('workspaces', 'display_name', 'pyretrieve_api', 'INSERT'),
+    ('workspaces', 'workspace_id', 'pyretrieve_api', 'INSERT'),
+    ('write_bindings', 'ceiling', 'pyretrieve_api', 'INSERT'),
+    ('write_bindings', 'position', 'pyretrieve_api', 'INSERT'),
+    ('write_bindings', 'principal', 'pyretrieve_api', 'INSERT'),
+    ('write_bindings', 'project_id', 'pyretrieve_api', 'INSERT'),
+    ('write_bindings', 'workspace_id', 'pyretrieve_api', 'INSERT')
         ) AS v(t, c, r, p)
        ORDER BY 1, 2, 3, 4$$,
     'column privileges on the pyretrieve tables are granted as shipped');
@@ -385,72 +622,72 @@ SELECT schema_privs_are('pyretrieve', 'pyretrieve_writer', ARRAY['USAGE']);
 SELECT schema_privs_are('pyretrieve', 'public', ARRAY[]::text[]);
 
 -- Sequences: exactly these, with their privileges per group and PUBLIC.
-SELECT sequences_are('pyretrieve', ARRAY['embedding_models_model_serial_seq', 'generation_seq']);
+SELECT sequences_are('pyretrieve', ARRAY['embedding_models_model_serial_seq']);
 SELECT sequence_privs_are('pyretrieve', 'embedding_models_model_serial_seq', 'public', ARRAY[]::text[]);
 SELECT sequence_privs_are('pyretrieve', 'embedding_models_model_serial_seq', 'pyretrieve_admin', ARRAY[]::text[]);
 SELECT sequence_privs_are('pyretrieve', 'embedding_models_model_serial_seq', 'pyretrieve_reader', ARRAY[]::text[]);
 SELECT sequence_privs_are('pyretrieve', 'embedding_models_model_serial_seq', 'pyretrieve_writer', ARRAY[]::text[]);
-SELECT sequence_privs_are('pyretrieve', 'generation_seq', 'public', ARRAY[]::text[]);
-SELECT sequence_privs_are('pyretrieve', 'generation_seq', 'pyretrieve_admin', ARRAY[]::text[]);
-SELECT sequence_privs_are('pyretrieve', 'generation_seq', 'pyretrieve_reader', ARRAY[]::text[]);
-SELECT sequence_privs_are('pyretrieve', 'generation_seq', 'pyretrieve_writer', ARRAY['USAGE', 'SELECT']);
 
 -- Views: exactly these, each security_invoker (the caller's privileges and policies
 -- apply to what it reads), with their privileges per group and PUBLIC.
-SELECT views_are('pyretrieve', ARRAY['audit_access', 'audit_findings', 'audit_functions', 'audit_keys', 'audit_objects', 'audit_policies', 'audit_privileges', 'audit_roles', 'audit_server', 'audit_tables', 'audit_views', 'scope_generations']);
+SELECT views_are('pyretrieve', ARRAY['audit_access', 'audit_findings', 'audit_function_reach', 'audit_functions', 'audit_keys', 'audit_objects', 'audit_policies', 'audit_privileges', 'audit_roles', 'audit_server', 'audit_tables', 'audit_views', 'scope_generations']);
 SELECT is_empty(
     $$SELECT c.relname FROM pg_catalog.pg_class c
        WHERE c.relnamespace = 'pyretrieve'::regnamespace AND c.relkind = 'v'
          AND NOT coalesce(c.reloptions @> ARRAY['security_invoker=true'], false)$$,
     'every pyretrieve view is security_invoker');
 SELECT table_privs_are('pyretrieve', 'audit_access', 'public', ARRAY[]::text[]);
-SELECT table_privs_are('pyretrieve', 'audit_access', 'pyretrieve_admin', ARRAY['SELECT']);
+SELECT table_privs_are('pyretrieve', 'audit_access', 'pyretrieve_admin', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'audit_access', 'pyretrieve_reader', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'audit_access', 'pyretrieve_writer', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'audit_findings', 'public', ARRAY[]::text[]);
-SELECT table_privs_are('pyretrieve', 'audit_findings', 'pyretrieve_admin', ARRAY['SELECT']);
+SELECT table_privs_are('pyretrieve', 'audit_findings', 'pyretrieve_admin', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'audit_findings', 'pyretrieve_reader', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'audit_findings', 'pyretrieve_writer', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'audit_function_reach', 'public', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'audit_function_reach', 'pyretrieve_admin', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'audit_function_reach', 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'audit_function_reach', 'pyretrieve_writer', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'audit_functions', 'public', ARRAY[]::text[]);
-SELECT table_privs_are('pyretrieve', 'audit_functions', 'pyretrieve_admin', ARRAY['SELECT']);
+SELECT table_privs_are('pyretrieve', 'audit_functions', 'pyretrieve_admin', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'audit_functions', 'pyretrieve_reader', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'audit_functions', 'pyretrieve_writer', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'audit_keys', 'public', ARRAY[]::text[]);
-SELECT table_privs_are('pyretrieve', 'audit_keys', 'pyretrieve_admin', ARRAY['SELECT']);
+SELECT table_privs_are('pyretrieve', 'audit_keys', 'pyretrieve_admin', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'audit_keys', 'pyretrieve_reader', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'audit_keys', 'pyretrieve_writer', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'audit_objects', 'public', ARRAY[]::text[]);
-SELECT table_privs_are('pyretrieve', 'audit_objects', 'pyretrieve_admin', ARRAY['SELECT']);
+SELECT table_privs_are('pyretrieve', 'audit_objects', 'pyretrieve_admin', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'audit_objects', 'pyretrieve_reader', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'audit_objects', 'pyretrieve_writer', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'audit_policies', 'public', ARRAY[]::text[]);
-SELECT table_privs_are('pyretrieve', 'audit_policies', 'pyretrieve_admin', ARRAY['SELECT']);
+SELECT table_privs_are('pyretrieve', 'audit_policies', 'pyretrieve_admin', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'audit_policies', 'pyretrieve_reader', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'audit_policies', 'pyretrieve_writer', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'audit_privileges', 'public', ARRAY[]::text[]);
-SELECT table_privs_are('pyretrieve', 'audit_privileges', 'pyretrieve_admin', ARRAY['SELECT']);
+SELECT table_privs_are('pyretrieve', 'audit_privileges', 'pyretrieve_admin', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'audit_privileges', 'pyretrieve_reader', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'audit_privileges', 'pyretrieve_writer', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'audit_roles', 'public', ARRAY[]::text[]);
-SELECT table_privs_are('pyretrieve', 'audit_roles', 'pyretrieve_admin', ARRAY['SELECT']);
+SELECT table_privs_are('pyretrieve', 'audit_roles', 'pyretrieve_admin', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'audit_roles', 'pyretrieve_reader', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'audit_roles', 'pyretrieve_writer', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'audit_server', 'public', ARRAY[]::text[]);
-SELECT table_privs_are('pyretrieve', 'audit_server', 'pyretrieve_admin', ARRAY['SELECT']);
+SELECT table_privs_are('pyretrieve', 'audit_server', 'pyretrieve_admin', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'audit_server', 'pyretrieve_reader', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'audit_server', 'pyretrieve_writer', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'audit_tables', 'public', ARRAY[]::text[]);
-SELECT table_privs_are('pyretrieve', 'audit_tables', 'pyretrieve_admin', ARRAY['SELECT']);
+SELECT table_privs_are('pyretrieve', 'audit_tables', 'pyretrieve_admin', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'audit_tables', 'pyretrieve_reader', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'audit_tables', 'pyretrieve_writer', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'audit_views', 'public', ARRAY[]::text[]);
-SELECT table_privs_are('pyretrieve', 'audit_views', 'pyretrieve_admin', ARRAY['SELECT']);
+SELECT table_privs_are('pyretrieve', 'audit_views', 'pyretrieve_admin', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'audit_views', 'pyretrieve_reader', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'audit_views', 'pyretrieve_writer', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'scope_generations', 'public', ARRAY[]::text[]);
-SELECT table_privs_are('pyretrieve', 'scope_generations', 'pyretrieve_admin', ARRAY['SELECT']);
-SELECT table_privs_are('pyretrieve', 'scope_generations', 'pyretrieve_reader', ARRAY['SELECT']);
-SELECT table_privs_are('pyretrieve', 'scope_generations', 'pyretrieve_writer', ARRAY['SELECT']);
+SELECT table_privs_are('pyretrieve', 'scope_generations', 'pyretrieve_admin', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'scope_generations', 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'scope_generations', 'pyretrieve_writer', ARRAY[]::text[]);
 
 -- And the audit itself: no error or warning (the server version included).
 SELECT is_empty(

@@ -286,6 +286,8 @@ def seed(db: Database, conn: psycopg.Connection[Any]) -> Seeded:
                 conn, "acme", "docs", body_for(case), classification,
                 observed=observed, expires=expires,
             )  # fmt: skip
+    # One write scope per transaction: globex gets its own.
+    with acting_as(conn, "walt"):
         for n in range(1, GLOBEX_COUNT + 1):
             sentinel = f"{SENTINEL_PREFIX}{n}"
             word = CASES[list(CASES)[(n - 1) % len(CASES)]][0]

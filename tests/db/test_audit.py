@@ -80,11 +80,17 @@ def test_the_shipped_schema_audits_clean(db: Database) -> None:
         f"{f.code} {f.object}: {f.evidence}" for f in report.findings
     )
 
-    # What is reported as info, and why.
+    # What is reported as info, and why: the SQL API's SECURITY DEFINER functions, each with
+    # its written reason, executable by its groups only (never PUBLIC).
     definer = found(report, "security_definer")
-    assert [f.object for f in definer] == ["pyretrieve.create_model_index(text)"]
-    assert "index creation needs the table owner" in definer[0].evidence
-    assert "executable by pyretrieve_admin, pyretrieve_owner" in definer[0].evidence
+    names = [f.object for f in definer]
+    assert "pyretrieve.create_model_index(text)" in names
+    assert "pyretrieve.authorize(text, text, text, bytea, text, bytea, integer)" in names
+    for f in definer:
+        assert "SECURITY DEFINER" in f.evidence.split("Reason:", 1)[1], f.object
+        assert "PUBLIC" not in f.evidence.split("executable by", 1)[1].split(".")[0], f.object
+    index = next(f for f in definer if f.object == "pyretrieve.create_model_index(text)")
+    assert "index creation needs the table owner" in index.evidence
     key = found(report, "unique_key_not_workspace_first")
     assert [(f.severity, f.object) for f in key] == [("info", "pyretrieve.decisions_id_key")]
     # The harness's authenticator may SET ROLE to the owner (tests check the owner is bound).
@@ -97,42 +103,38 @@ def test_the_shipped_schema_audits_clean(db: Database) -> None:
     }
 
     # The inventory covers the whole schema.
-    assert len(report.tables) == 11
-    assert all(t.rls_enabled and t.rls_forced and t.policies >= 2 for t in report.tables)
+    assert len(report.tables) == 12
+    assert all(t.rls_enabled and t.rls_forced and t.policies >= 1 for t in report.tables)
     assert all(t.owner == "pyretrieve_owner" for t in report.tables)
-    assert len(report.policies) == 31
     assert all(
-        p.permissive and not p.per_row_calls and not p.trusts_settings_in for p in report.policies
+        p.permissive
+        and not p.per_row_calls
+        and not p.trusts_settings_in
+        and not p.reads_binding_twice
+        for p in report.policies
     )
+    # Every policy but the installer's is for pyretrieve_api, the role the API runs as.
+    assert {r for p in report.policies for r in p.roles} == {"pyretrieve_api", "pyretrieve_owner"}
     grants_own = next(p for p in report.policies if p.policy_name == "grants_own")
     assert grants_own.command == "SELECT"
-    assert grants_own.roles == ("pyretrieve_reader",)
-    assert grants_own.using_expr == "pg_has_role((principal)::oid, 'USAGE'::text)"
-    assert len(report.views) == 12
+    assert grants_own.roles == ("pyretrieve_api",)
     assert all(v.security_invoker for v in report.views)
-    definers = [f.function_name for f in report.functions if f.security_definer]
-    assert definers == ["pyretrieve.create_model_index(text)"]
     assert all(f.search_path == "pg_catalog, pg_temp" for f in report.functions)
     assert not any(f.public_execute or f.leakproof for f in report.functions)
-    assert not [
-        p
-        for p in report.privileges
-        if p.privilege in ("TRUNCATE", "REFERENCES") and not p.grantee_is_owner
-    ]
-    assert {p.privilege for p in report.privileges if p.object == "pyretrieve.audit_findings"} >= {
-        "SELECT"
-    }
+    # The groups hold no privilege on any table, view or sequence: the functions are the door.
+    groups = {"pyretrieve_reader", "pyretrieve_writer", "pyretrieve_admin", "PUBLIC"}
     assert [
-        p.grantee
+        (p.object, p.grantee, p.privilege)
         for p in report.privileges
-        if p.object == "pyretrieve.audit_findings" and not p.grantee_is_owner
-    ] == ["pyretrieve_admin"]
+        if p.grantee in groups and p.object_type != "schema"
+    ] == []
     roles = {r.role_name: r for r in report.roles}
     assert roles["pyretrieve_writer"].app_groups == ("pyretrieve_reader", "pyretrieve_writer")
     assert roles[role("alice")].app_groups == ("pyretrieve_reader",)
     assert not roles[role("alice")].reaches_superuser
-    assert roles["pyretrieve_owner"].owned_objects == len(report.objects)
-    assert all(o.owner == "pyretrieve_owner" for o in report.objects)
+    assert not roles[role("alice")].can_become_owner
+    assert {o.owner for o in report.objects} == {"pyretrieve_owner", "pyretrieve_api"}
+    assert all(o.object_type == "function" for o in report.objects if o.owner == "pyretrieve_api")
 
 
 def test_the_server_version_is_checked_against_the_minimum_minor_release(db: Database) -> None:
@@ -182,9 +184,137 @@ def _table_without_policy(db: Database, r: dict[str, str]) -> list[tuple[str, st
 def _overlapping_policies(db: Database, r: dict[str, str]) -> list[tuple[str, str, str]]:
     run(
         db,
-        "CREATE POLICY grants_all ON pyretrieve.grants FOR ALL TO pyretrieve_reader USING (true)",
+        "CREATE POLICY grants_all ON pyretrieve.grants FOR ALL TO pyretrieve_api"
+        " USING (granted_at > now() - interval '1 day')",
     )
     return [("warning", "overlapping_permissive_policies", "pyretrieve.grants")]
+
+
+def _policy_true_for_a_principal(db: Database, r: dict[str, str]) -> list[tuple[str, str, str]]:
+    run(
+        db,
+        f'CREATE ROLE "{r["app"]}" NOLOGIN',
+        f'GRANT pyretrieve_reader TO "{r["app"]}"',
+        f'CREATE POLICY fragments_open ON pyretrieve.fragments FOR SELECT TO "{r["app"]}" USING (true)',
+        "CREATE POLICY decisions_open ON pyretrieve.decisions FOR SELECT TO PUBLIC USING (true)",
+    )
+    return [
+        ("error", "policy_true_for_principals", "fragments_open on pyretrieve.fragments"),
+        ("error", "policy_true_for_principals", "decisions_open on pyretrieve.decisions"),
+    ]
+
+
+def _setting_hidden_behind_an_or(db: Database, r: dict[str, str]) -> list[tuple[str, str, str]]:
+    run(
+        db,
+        "CREATE POLICY fragments_hidden ON pyretrieve.fragments FOR SELECT TO pyretrieve_api"
+        " USING ((SELECT current_setting('app.workspace', true)) = workspace_id"
+        "        OR current_user IS NULL)",
+    )
+    return [("error", "policy_trusts_setting", "fragments_hidden on pyretrieve.fragments")]
+
+
+def _binding_weakened_two_calls_deep(db: Database, r: dict[str, str]) -> list[tuple[str, str, str]]:
+    # bound_decision() keeps its name and shape, but now follows a setting through two helpers.
+    run(
+        db,
+        "CREATE FUNCTION pyretrieve.decision_setting() RETURNS text LANGUAGE sql STABLE"
+        " SET search_path = pg_catalog, pg_temp RETURN current_setting('pyretrieve.decision', true)",
+        "CREATE FUNCTION pyretrieve.decision_key() RETURNS uuid LANGUAGE sql STABLE"
+        " SET search_path = pg_catalog, pg_temp RETURN pyretrieve.decision_setting()::uuid",
+        "ALTER FUNCTION pyretrieve.decision_setting() OWNER TO pyretrieve_owner",
+        "ALTER FUNCTION pyretrieve.decision_key() OWNER TO pyretrieve_owner",
+        "CREATE OR REPLACE FUNCTION pyretrieve.bound_decision() RETURNS SETOF pyretrieve.decisions"
+        " LANGUAGE sql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp"
+        " BEGIN ATOMIC SELECT d.* FROM pyretrieve.decisions d"
+        " WHERE d.decision_id = pyretrieve.decision_key() LIMIT 1; END",
+    )
+    return [
+        ("error", "policy_trusts_setting", "fragments_read on pyretrieve.fragments"),
+        ("error", "policy_reads_binding_twice", "fragments_read on pyretrieve.fragments"),
+        ("error", "policy_reads_binding_twice", "embeddings_read on pyretrieve.embeddings"),
+    ]
+
+
+def _fields_read_by_separate_sub_selects(
+    db: Database, r: dict[str, str]
+) -> list[tuple[str, str, str]]:
+    # The 0003 shape: a setting-selected binding, each field in its own sub-select.
+    run(
+        db,
+        "CREATE FUNCTION pyretrieve.setting_scope() RETURNS TABLE (w text, p text)"
+        " LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp BEGIN ATOMIC"
+        " SELECT g.workspace_id, g.project_id FROM pyretrieve.grants g"
+        " WHERE g.workspace_id = split_part(current_setting('app.scope', true), '/', 1)"
+        " AND pg_has_role(g.principal, 'USAGE'); END",
+        "ALTER FUNCTION pyretrieve.setting_scope() OWNER TO pyretrieve_owner",
+        "CREATE POLICY fragments_by_scope ON pyretrieve.fragments FOR SELECT TO pyretrieve_api"
+        " USING (workspace_id = (SELECT s.w FROM pyretrieve.setting_scope() s)"
+        "        AND project_id = (SELECT s.p FROM pyretrieve.setting_scope() s))",
+    )
+    return [("error", "policy_reads_binding_twice", "fragments_by_scope on pyretrieve.fragments")]
+
+
+def _table_privilege_for_a_group(db: Database, r: dict[str, str]) -> list[tuple[str, str, str]]:
+    run(
+        db,
+        "GRANT SELECT ON pyretrieve.fragments TO pyretrieve_reader",
+        "GRANT SELECT ON pyretrieve.scope_generations TO pyretrieve_writer",
+    )
+    return [
+        ("error", "principal_table_privilege", "pyretrieve.fragments"),
+        ("error", "principal_table_privilege", "pyretrieve.scope_generations"),
+    ]
+
+
+def _decisions_mutable(db: Database, r: dict[str, str]) -> list[tuple[str, str, str]]:
+    run(
+        db,
+        "GRANT DELETE ON pyretrieve.decisions TO pyretrieve_api",
+        "CREATE POLICY decisions_rewrite ON pyretrieve.decisions FOR UPDATE TO pyretrieve_api"
+        " USING (xact_id = pg_current_xact_id_if_assigned())",
+    )
+    return [
+        ("error", "decisions_mutable", "pyretrieve.decisions"),
+        ("error", "decisions_mutable", "decisions_rewrite on pyretrieve.decisions"),
+    ]
+
+
+def _content_updatable(db: Database, r: dict[str, str]) -> list[tuple[str, str, str]]:
+    run(db, "GRANT UPDATE (body, classification) ON pyretrieve.fragments TO pyretrieve_api")
+    return [
+        ("error", "content_updatable", "pyretrieve.fragments.body"),
+        ("error", "content_updatable", "pyretrieve.fragments.classification"),
+    ]
+
+
+def _principal_can_become_owner(db: Database, r: dict[str, str]) -> list[tuple[str, str, str]]:
+    run(
+        db,
+        f'CREATE ROLE "{r["app"]}" NOLOGIN',
+        f'GRANT pyretrieve_writer TO "{r["app"]}"',
+        f'GRANT pyretrieve_api TO "{r["app"]}"',
+    )
+    return [("error", "principal_can_become_owner", r["app"])]
+
+
+def _definer_outside_schema(db: Database, r: dict[str, str]) -> list[tuple[str, str, str]]:
+    run(
+        db,
+        "CREATE FUNCTION public.every_body() RETURNS SETOF text LANGUAGE sql SECURITY DEFINER"
+        " SET search_path = pg_catalog, pg_temp AS $$ SELECT body FROM pyretrieve.fragments $$",
+        "GRANT EXECUTE ON FUNCTION public.every_body() TO pyretrieve_reader",
+    )
+    return [("error", "definer_outside_schema", "public.every_body()")]
+
+
+def _view_outside_schema(db: Database, r: dict[str, str]) -> list[tuple[str, str, str]]:
+    run(
+        db,
+        "CREATE VIEW public.all_grants AS SELECT workspace_id, principal FROM pyretrieve.grants",
+        "GRANT SELECT ON public.all_grants TO pyretrieve_admin",
+    )
+    return [("error", "view_outside_schema", "public.all_grants")]
 
 
 def _policy_trusts_setting(db: Database, r: dict[str, str]) -> list[tuple[str, str, str]]:
@@ -382,6 +512,16 @@ CASES: dict[str, tuple[Case, tuple[str, ...]]] = {
     "rls_not_forced": (_rls_not_forced, ()),
     "table_without_policy": (_table_without_policy, ()),
     "overlapping_permissive_policies": (_overlapping_policies, ()),
+    "policy_true_for_principals": (_policy_true_for_a_principal, ("app",)),
+    "setting_hidden_behind_an_or": (_setting_hidden_behind_an_or, ()),
+    "binding_weakened_two_calls_deep": (_binding_weakened_two_calls_deep, ()),
+    "fields_read_by_separate_sub_selects": (_fields_read_by_separate_sub_selects, ()),
+    "principal_table_privilege": (_table_privilege_for_a_group, ()),
+    "decisions_mutable": (_decisions_mutable, ()),
+    "content_updatable": (_content_updatable, ()),
+    "principal_can_become_owner": (_principal_can_become_owner, ("app",)),
+    "definer_outside_schema": (_definer_outside_schema, ()),
+    "view_outside_schema": (_view_outside_schema, ()),
     "policy_trusts_setting": (_policy_trusts_setting, ()),
     "policy_trusts_setting_through_a_function": (_policy_trusts_setting_through_a_function, ()),
     "policy_per_row_call": (_per_row_call, ()),
@@ -427,6 +567,17 @@ def test_each_weakening_is_flagged(db: Database, case: str) -> None:
 _SIDE_EFFECTS: dict[str, set[str]] = {
     # current_setting() outside a sub-select is also evaluated once per row.
     "policy_trusts_setting": {"policy_per_row_call"},
+    # A policy beside the shipped ones for the same role and command overlaps them.
+    "policy_true_for_principals": {"overlapping_permissive_policies"},
+    "setting_hidden_behind_an_or": {"overlapping_permissive_policies", "policy_per_row_call"},
+    "fields_read_by_separate_sub_selects": {"overlapping_permissive_policies"},
+    "decisions_mutable": set(),
+    # Privileges of principal groups are the function door's error as well.
+    "truncate_granted": {"principal_table_privilege"},
+    "references_granted": {"principal_table_privilege"},
+    "public_privilege": {"principal_table_privilege"},
+    # The weakened helper is a SQL function of the owner called by every read policy.
+    "binding_weakened_two_calls_deep": {"policy_trusts_setting", "policy_reads_binding_twice"},
 }
 
 
@@ -595,6 +746,7 @@ def test_the_audit_views_are_documented_and_locked_down(db: Database) -> None:
     assert [r["relname"] for r in rows] == [
         "audit_access",
         "audit_findings",
+        "audit_function_reach",
         "audit_functions",
         "audit_keys",
         "audit_objects",
@@ -608,8 +760,10 @@ def test_the_audit_views_are_documented_and_locked_down(db: Database) -> None:
     for r in rows:
         assert r["comment"], r["relname"]
         assert r["reloptions"] == ["security_invoker=true"]
+        # Readable by pyretrieve_api only (the admins' audit functions run as it): no
+        # principal group holds a privilege on a view.
         grantees = set(re.findall(r"([a-z_]*)=", r["acl"]))
-        assert grantees == {"pyretrieve_owner", "pyretrieve_admin"}, r
+        assert grantees == {"pyretrieve_owner", "pyretrieve_api"}, r
 
 
 # ---------------------------------------------------------------------------------------------

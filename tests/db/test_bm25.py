@@ -89,6 +89,8 @@ def visible_documents(conn: Conn) -> dict[Any, Counter[str]]:
             "SELECT pyretrieve.authorize('acme', 'docs', %s, %s, 'disabled', NULL, 10)",
             (PURPOSE, sha("stats")),
         )
+        # The second wall: what pyretrieve_api sees under this transaction's decision.
+        conn.execute("SET LOCAL ROLE pyretrieve_api")
         rows = conn.execute(
             "SELECT f.fragment_id, u.lexeme, greatest(cardinality(u.positions), 1) AS n"
             "  FROM pyretrieve.fragments f LEFT JOIN LATERAL unnest(f.tsv) u ON true"
@@ -337,8 +339,11 @@ def test_weighted_fusion_is_the_same_in_sql_and_python(db: Database, conn: Conn)
     setup(conn)
     with acting_as(conn, "adam"):
         conn.execute("SELECT pyretrieve.register_model('m3', 3)")
+    with db.admin() as admin:
+        rows = admin.execute(
+            "SELECT fragment_id, body FROM pyretrieve.fragments ORDER BY fragment_id"
+        ).fetchall()
     with acting_as(conn, "wally"):
-        rows = conn.execute("SELECT fragment_id, body FROM pyretrieve.fragments").fetchall()
         for i, r in enumerate(rows):
             conn.execute(
                 "SELECT pyretrieve.put_embedding('acme', 'docs', %s, 'm3', %s::vector, %s)",
@@ -347,6 +352,15 @@ def test_weighted_fusion_is_the_same_in_sql_and_python(db: Database, conn: Conn)
     embedding = "[1,2,1]"
     weights = Weights(lexical=1.5, vector=0.5)
     with acting_as(conn, "alice"):
+        # search() first, in a savepoint rolled back afterwards (one decision per
+        # transaction), then the same steps by hand at the same now().
+        conn.execute("SAVEPOINT sql_search")
+        sql_rows = conn.execute(
+            "SELECT * FROM pyretrieve.search('acme', 'docs', %s, %s, %s::vector, 'm3', 5,"
+            " p_lexical_weight => 1.5, p_vector_weight => 0.5)",
+            (PURPOSE, QUERY, embedding),
+        ).fetchall()
+        conn.execute("ROLLBACK TO SAVEPOINT sql_search")
         d = conn.execute(
             "SELECT * FROM pyretrieve.authorize('acme', 'docs', %s, %s, 'optional',"
             " pyretrieve.embedding_digest(%s::vector), 5)",
@@ -364,11 +378,6 @@ def test_weighted_fusion_is_the_same_in_sql_and_python(db: Database, conn: Conn)
         ids = sorted({r["fragment_id"] for r in lex} | {r["fragment_id"] for r in vec}, key=str)
         records = conn.execute(
             "SELECT * FROM pyretrieve.fragments(%s, %s::uuid[])", (d["decision_id"], ids)
-        ).fetchall()
-        sql_rows = conn.execute(
-            "SELECT * FROM pyretrieve.search('acme', 'docs', %s, %s, %s::vector, 'm3', 5,"
-            " p_lexical_weight => 1.5, p_vector_weight => 0.5)",
-            (PURPOSE, QUERY, embedding),
         ).fetchall()
         digest = conn.execute(
             "SELECT pyretrieve.embedding_digest(%s::vector) AS d", (embedding,)

@@ -261,14 +261,14 @@ def alice(conn: psycopg.Connection[Any], *embedders: Any) -> Retriever:
 
 
 def decision_row(database: Database, decision_id: UUID) -> dict[str, Any] | None:
-    with database.connect(autocommit=True) as c, acting_as(c, "adam"):
+    with database.admin(autocommit=True) as c:
         return c.execute(
             "SELECT * FROM pyretrieve.decisions WHERE decision_id = %s", (decision_id,)
         ).fetchone()
 
 
 def decision_count(database: Database) -> int:
-    with database.connect(autocommit=True) as c, acting_as(c, "adam"):
+    with database.admin(autocommit=True) as c:
         row = c.execute("SELECT count(*) AS n FROM pyretrieve.decisions").fetchone()
     assert row is not None
     return int(row["n"])
@@ -795,7 +795,7 @@ def test_a_lexical_failure_is_a_hard_sanitized_error(db: Database) -> None:
         assert result.results
     finally:
         conn.close()
-    with db.connect(autocommit=True) as c, acting_as(c, "adam"):
+    with db.admin(autocommit=True) as c:
         row = c.execute("SELECT count(*) AS n FROM pyretrieve.decisions").fetchone()
     assert row == {"n": 1}  # only the vector-mode request committed its decision
 

@@ -108,6 +108,8 @@ def visible_to_alice(conn: psycopg.Connection[Any]) -> set[str]:
             "SELECT * FROM pyretrieve.authorize(%s, %s, 'support', %s, 'optional', NULL, 10)",
             (WS, PJ, sha("q")),
         )
+        # The second wall: what pyretrieve_api sees under this transaction's decision.
+        conn.execute("SET LOCAL ROLE pyretrieve_api")
         return {r["body"] for r in conn.execute("SELECT body FROM pyretrieve.fragments")}
 
 
@@ -660,8 +662,17 @@ def test_minilm_embeddings_written_by_ingest_rank_a_paraphrase_first(
         assert decision is not None
         ranked = conn.execute(
             "SELECT f.source_uri FROM pyretrieve.vector_candidates(%s, %s, %s::public.vector, 3) v"
-            " JOIN pyretrieve.fragments f USING (fragment_id) ORDER BY v.rank",
-            (decision["decision_id"], minilm.model_id, to_pgvector_text(query)),
+            " JOIN pyretrieve.fragments(%s, ARRAY(SELECT fragment_id FROM pyretrieve.vector_candidates(%s, %s, %s::public.vector, 3))) f"
+            " USING (fragment_id) ORDER BY v.rank",
+            (
+                decision["decision_id"],
+                minilm.model_id,
+                to_pgvector_text(query),
+                decision["decision_id"],
+                decision["decision_id"],
+                minilm.model_id,
+                to_pgvector_text(query),
+            ),
         ).fetchall()
     assert ranked[0]["source_uri"] == "m.jsonl#cat"
     assert len(ranked) == 3

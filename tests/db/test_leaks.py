@@ -491,23 +491,33 @@ def test_guessed_ids_and_probe_vectors_return_nothing_hidden_through_the_sql_fun
             "SELECT * FROM pyretrieve.lexical_candidates(%s, %s, 100)",
             (decision["decision_id"], f"{SENTINEL_FOREIGN} marker minutes {SEARCH_WORDS}"),
         ).fetchall()
-        rows = cur.execute(
-            "SELECT * FROM pyretrieve.search(%s, 'docs', 'support', %s, %s::public.vector, %s, 50)",
-            (OWN, f"{SENTINEL_FOREIGN} {SEARCH_WORDS}", probe, MODEL),
-        ).fetchall()
+        # The raw tables, as the second wall (pyretrieve_api's RLS) admits them under the
+        # bound decision; no principal can read them at all.
+        with pytest.raises(psycopg.errors.InsufficientPrivilege), conn.transaction():
+            cur.execute("SELECT count(*) FROM pyretrieve.fragments")
+        cur.execute("SET LOCAL ROLE pyretrieve_api")
         counts = cur.execute(
             "SELECT (SELECT count(*) FROM pyretrieve.fragments) AS fragments,"
             " (SELECT count(*) FROM pyretrieve.embeddings) AS embeddings,"
             " (SELECT count(*) FROM pyretrieve.workspaces) AS workspaces,"
             " (SELECT count(*) FROM pyretrieve.projects) AS projects"
         ).fetchone()
+    with acting_as(conn, "alice"):  # search() authorizes itself: a transaction of its own
+        rows = (
+            conn.cursor(row_factory=dict_row)
+            .execute(
+                "SELECT * FROM pyretrieve.search(%s, 'docs', 'support', %s, %s::public.vector, %s, 50)",
+                (OWN, f"{SENTINEL_FOREIGN} {SEARCH_WORDS}", probe, MODEL),
+            )
+            .fetchall()
+        )
     visible = set(corpus.visible)
     assert {r["fragment_id"] for r in records} == visible
     assert {r["fragment_id"] for r in vectors} == visible
     assert {r["fragment_id"] for r in lexical} == visible
     assert {r["fragment_id"] for r in rows} == visible
     assert all(r["source_digest"] == r["content_digest"] for r in vectors)
-    # Even the raw tables, read under the bound decision, hold only the visible rows.
+    # Even the raw tables, at the second wall under the bound decision, hold only the visible rows.
     assert counts == {
         "fragments": len(visible),
         "embeddings": len(visible),

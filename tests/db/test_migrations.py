@@ -582,6 +582,7 @@ def test_upgrading_a_populated_database_backfills_what_0003_derives(
                     "SELECT fragment_id FROM pyretrieve.vector_candidates(%s, 'm3', '[1,0,0]', 10)",
                     (d["decision_id"],),
                 ).fetchall()
+                conn.execute("SET LOCAL ROLE pyretrieve_api")  # the second wall
                 embeddings = conn.execute(
                     "SELECT fragment_id FROM pyretrieve.embeddings"
                 ).fetchall()

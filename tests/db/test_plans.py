@@ -17,7 +17,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from tests.conftest import Database, Server, create_database, drop_database, role
+from tests.conftest import Database, Server, create_database, drop_database, role, second_wall
 from tests.db.seed import PURPOSE, authorize, lexical, vector
 
 Conn = psycopg.Connection[Any]
@@ -217,6 +217,8 @@ def test_policy_lookups_are_initplans(corpus: Database) -> None:
     with corpus.connect(autocommit=True) as conn, conn.transaction():
         conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(role("alice"))))
         authorize(conn, *SCOPE)
+        # The second wall: pyretrieve_api's policies under alice's decision.
+        second_wall(conn)
         row = conn.execute(
             "EXPLAIN (FORMAT JSON) SELECT count(*) FROM pyretrieve.fragments"
         ).fetchone()
@@ -230,7 +232,7 @@ def test_policy_lookups_are_initplans(corpus: Database) -> None:
     assert len(init_plans) >= 5, relationships
     assert "SubPlan" not in relationships
     assert all(
-        n.get("Function Name") in (None, "bound_decision")
+        n.get("Function Name") in (None, "bound_decision", "bound_write")
         for p in init_plans for n in nodes(p)
     )  # fmt: skip
     frag = [n for n in all_nodes if n.get("Relation Name") == "fragments"]
@@ -238,3 +240,35 @@ def test_policy_lookups_are_initplans(corpus: Database) -> None:
     assert all(n["Node Type"] != "Seq Scan" for n in frag), frag
     assert count is not None
     assert 0 < count["n"] <= SCOPE_ROWS
+
+
+def test_a_principal_sees_no_plan_over_a_table(corpus: Database) -> None:
+    """EXPLAIN, with ANALYZE or without, shows a principal no plan, row count or estimate of
+    any table: the 0003 attacks (Rows Removed by Filter counted what RLS hid; estimates
+    applied the MCV list of a hidden word) need a table the principal may read."""
+    attacks = [
+        "EXPLAIN (ANALYZE, FORMAT JSON) SELECT * FROM pyretrieve.fragments WHERE doc_length > 0",
+        "EXPLAIN (FORMAT JSON) SELECT 1 FROM pyretrieve.postings"
+        " WHERE workspace_id = 'ws3' AND project_id = 'p1' AND lexeme = 'word'",
+        "EXPLAIN (ANALYZE, FORMAT JSON) SELECT * FROM pyretrieve.grants",
+        "EXPLAIN (FORMAT JSON) SELECT * FROM pyretrieve.decisions",
+    ]
+    with corpus.connect(autocommit=True) as conn:
+        for statement in attacks:
+            with conn.transaction():
+                conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(role("alice"))))
+                authorize(conn, *SCOPE)
+                with pytest.raises(psycopg.errors.InsufficientPrivilege), conn.transaction():
+                    conn.execute(statement)
+        with conn.transaction():
+            conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(role("alice"))))
+            d = authorize(conn, *SCOPE)["decision_id"]
+            row = conn.execute(
+                "EXPLAIN (ANALYZE, VERBOSE, FORMAT JSON)"
+                " SELECT * FROM pyretrieve.lexical_candidates(%s, 'word', 100)",
+                (d,),
+            ).fetchone()
+    assert row is not None
+    shown = list(nodes(row["QUERY PLAN"][0]["Plan"]))
+    assert [n["Node Type"] for n in shown] == ["Function Scan"]
+    assert not any("Relation Name" in n or "Rows Removed by Filter" in n for n in shown)

@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.conftest import Database, Server, acting_as, role
+from tests.conftest import Database, Server, acting_as, at_second_wall, role, second_wall
 from tests.db.seed import (
     HIDDEN_CASES,
     PROBE,
@@ -41,7 +41,6 @@ Conn = psycopg.Connection[Any]
 TENANT_TABLES = (
     "workspaces",
     "projects",
-    "scope_generations",
     "scope_configs",
     "generation_log",
     "fragments",
@@ -72,16 +71,23 @@ def conn(shared: tuple[Database, Seeded]) -> Iterator[Conn]:
 
 
 def counts(conn: Conn) -> dict[str, int]:
+    """Rows of each tenant table that the second wall (pyretrieve_api's RLS) admits under this
+    transaction's binding."""
     out = {}
-    for table in TENANT_TABLES:
-        row = conn.execute(f"SELECT count(*) AS n FROM pyretrieve.{table}").fetchone()
-        assert row is not None
-        out[table] = row["n"]
+    with at_second_wall(conn):
+        for table in TENANT_TABLES:
+            row = conn.execute(f"SELECT count(*) AS n FROM pyretrieve.{table}").fetchone()
+            assert row is not None
+            out[table] = row["n"]
     return out
 
 
 def fragment_ids(conn: Conn) -> set[uuid.UUID]:
-    return {r["fragment_id"] for r in conn.execute("SELECT fragment_id FROM pyretrieve.fragments")}
+    """Fragments the second wall admits under this transaction's binding."""
+    with at_second_wall(conn):
+        return {
+            r["fragment_id"] for r in conn.execute("SELECT fragment_id FROM pyretrieve.fragments")
+        }
 
 
 def visible_to(s: Seeded, nick: str) -> set[uuid.UUID]:
@@ -143,41 +149,36 @@ def test_principal_outside_every_group_is_refused_outright(conn: Conn, s: Seeded
         authorize(conn)
 
 
-def test_grants_show_only_those_that_apply_to_the_caller(conn: Conn, s: Seeded) -> None:
-    g = s.grants
-    expected = {
-        "alice": {g["alice"], g["group"]},
-        "bob": {g["bob"], g["group"]},
-        "carol": {g["group"]},
-        "wally": {g["wally"], g["wally-wiki"], g["group"]},
-        "walt": {g["walt"], g["walt-globex"], g["group"]},
-    }
-    for nick, ids in expected.items():
-        with acting_as(conn, nick):
-            seen = {r["grant_id"] for r in conn.execute("SELECT grant_id FROM pyretrieve.grants")}
-        assert seen == ids, nick
-    with acting_as(conn, "bob"):
-        row = conn.execute(
-            "SELECT count(*) AS n FROM pyretrieve.grants WHERE principal = %s::regrole",
-            (role("alice"),),
-        ).fetchone()
-        assert row == {"n": 0}
+def test_no_principal_may_read_grants_or_decisions_directly(conn: Conn, s: Seeded) -> None:
+    for nick in ("alice", "bob", "carol", "wally", "walt", "adam"):
+        for table in ("grants", "decisions", "write_bindings"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege), acting_as(conn, nick):
+                conn.execute(f"SELECT count(*) FROM pyretrieve.{table}")
+    # Only admins list grants, through the API.
+    for nick in ("alice", "wally"):
+        err = error_as(conn, nick, "SELECT * FROM pyretrieve.list_grants()")
+        assert err.sqlstate in ("42501", "PR001"), nick
+    with acting_as(conn, "adam"):
+        listed = {
+            r["grant_id"] for r in conn.execute("SELECT grant_id FROM pyretrieve.list_grants()")
+        }
+    assert set(s.grants.values()) <= listed
 
 
-def test_decisions_show_only_the_callers_own(conn: Conn, s: Seeded) -> None:
+def test_the_second_wall_shows_only_this_transactions_decision(conn: Conn, s: Seeded) -> None:
     made = {}
     for nick in ("alice", "bob"):
         with acting_as(conn, nick):
             made[nick] = authorize(conn)["decision_id"]
     for nick in ("alice", "bob", "carol"):
         with acting_as(conn, nick):
-            rows = conn.execute(
-                "SELECT decision_id, principal FROM pyretrieve.decisions"
-            ).fetchall()
-        ids = {r["decision_id"] for r in rows}
-        assert all(r["principal"] == role(nick) for r in rows), nick
-        for other, decision in made.items():
-            assert (decision in ids) == (other == nick), (nick, other)
+            mine = authorize(conn, "acme", "wiki")["decision_id"]
+            with at_second_wall(conn):
+                rows = conn.execute(
+                    "SELECT decision_id, principal FROM pyretrieve.decisions"
+                ).fetchall()
+        assert rows == [{"decision_id": mine, "principal": role(nick)}], nick
+        assert not {r["decision_id"] for r in rows} & set(made.values())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -237,12 +238,12 @@ def test_counts_after_binding_show_only_the_bound_scope(conn: Conn, s: Seeded, n
         assert n == {
             "workspaces": 1,
             "projects": 1,
-            "scope_generations": 1,
             "scope_configs": 1,
             "fragments": len(expected),
             "embeddings": 0 if nick == "carol" else len(expected),
         }
         # Postings exist exactly for the visible fragments (every seeded body has lexemes).
+        second_wall(conn)
         posted = conn.execute("SELECT DISTINCT fragment_id FROM pyretrieve.postings").fetchall()
         assert {r["fragment_id"] for r in posted} == expected
         for table in TENANT_TABLES:
@@ -339,11 +340,12 @@ def test_decision_setting_pointing_at_another_principals_decision(conn: Conn, s:
         with pytest.raises(psycopg.Error) as exc, conn.transaction():
             lexical(conn, alices, SHARED_WORD)
         assert exc.value.sqlstate == "PR002"
-    # Bound bob switches the setting to alice's decision: he loses his own rows, gains none.
+    # Bound bob switches the setting to alice's decision: the setting is not read at all, so
+    # he keeps exactly his own rows and gains none of hers.
     with acting_as(conn, "bob"):
         authorize(conn)
         set_local(conn, "pyretrieve.decision", str(alices))
-        assert fragment_ids(conn) == set()
+        assert fragment_ids(conn) == visible_to(s, "bob")
         assert s.acme["confidential"] not in fragment_ids(conn)
 
 
@@ -374,19 +376,23 @@ def test_decision_setting_pointing_at_own_decision_of_an_earlier_transaction(
 def test_write_scope_setting_without_a_grant_shows_nothing(
     conn: Conn, s: Seeded, nick: str, scope: str
 ) -> None:
+    # The setting is not read at all: only bind_write_scope binds a write scope.
     with acting_as(conn, nick):
         set_local(conn, "pyretrieve.write_scope", scope)
         seen = fragment_ids(conn)
         n = counts(conn)
+    assert seen == set()
+    assert n == dict.fromkeys(TENANT_TABLES, 0)
     if nick == "wally" and scope in ("acme/docs", "acme/wiki"):
-        # Positive control: wally writes there; he sees up to his ceiling, never above it.
-        assert seen
-        assert s.acme["confidential"] not in seen
-        assert s.acme["restricted"] not in seen
-        assert not set(s.globex) & seen
-    else:
-        assert seen == set()
-        assert n == dict.fromkeys(TENANT_TABLES, 0)
+        # Positive control: bound, wally sees up to his ceiling there, never above it.
+        workspace, project = scope.split("/")
+        with acting_as(conn, nick):
+            conn.execute("SELECT pyretrieve.bind_write_scope(%s, %s)", (workspace, project))
+            bound = fragment_ids(conn)
+        assert bound
+        assert s.acme["confidential"] not in bound
+        assert s.acme["restricted"] not in bound
+        assert not set(s.globex) & bound
 
 
 def test_write_scope_setting_cannot_insert_into_a_foreign_scope(conn: Conn, s: Seeded) -> None:
@@ -400,6 +406,7 @@ def test_write_scope_setting_cannot_insert_into_a_foreign_scope(conn: Conn, s: S
     assert isinstance(err, psycopg.errors.InsufficientPrivilege)
     with acting_as(conn, "walt"):
         conn.execute("SELECT pyretrieve.bind_write_scope('globex', 'docs')")
+        second_wall(conn)
         assert "planted" not in {
             r["body"] for r in conn.execute("SELECT body FROM pyretrieve.fragments")
         }
@@ -483,16 +490,24 @@ def test_hand_written_decision_is_never_wider_than_authorize(db: Database) -> No
 # ---------------------------------------------------------------------------------------------
 # Role switches and statistics
 # ---------------------------------------------------------------------------------------------
-def test_switching_role_inside_a_transaction_drops_the_binding(conn: Conn, s: Seeded) -> None:
+def test_switching_role_inside_a_transaction_gives_the_new_role_nothing(
+    conn: Conn, s: Seeded
+) -> None:
     with conn.transaction():
         conn.execute(f"SET LOCAL ROLE {role('alice')}")
         alices = authorize(conn)["decision_id"]
         assert fragment_ids(conn) == s.visible
         conn.execute(f"SET LOCAL ROLE {role('bob')}")
-        assert counts(conn) == dict.fromkeys(TENANT_TABLES, 0)
-        with pytest.raises(psycopg.Error) as exc, conn.transaction():
-            lexical(conn, alices, SHARED_WORD)
-        assert exc.value.sqlstate == "PR002"
+        # Alice's decision belongs to alice: bob can neither use it nor make a second one.
+        for call, state in (
+            (lambda: lexical(conn, alices, SHARED_WORD), "PR002"),
+            (lambda: records(conn, alices, list(s.visible)), "PR002"),
+            (lambda: authorize(conn), "PR003"),
+            (lambda: conn.execute("SELECT count(*) FROM pyretrieve.fragments"), "42501"),
+        ):
+            with pytest.raises(psycopg.Error) as exc, conn.transaction():
+                call()
+            assert exc.value.sqlstate == state
 
 
 def test_cached_plans_do_not_carry_over_between_principals(conn: Conn, s: Seeded) -> None:
@@ -549,11 +564,11 @@ def test_owner_role_is_bound_by_rls(conn: Conn, s: Seeded) -> None:
             " WHERE rolname = current_user"
         ).fetchone()
         assert who == {"u": "pyretrieve_owner", "rolsuper": False, "rolbypassrls": False}
-        assert counts(conn) == dict.fromkeys(TENANT_TABLES, 0)
-        for table in ("grants", "decisions"):
+        for table in (*TENANT_TABLES, "grants", "decisions", "write_bindings"):
             row = conn.execute(f"SELECT count(*) AS n FROM pyretrieve.{table}").fetchone()
             assert row == {"n": 0}, table
         set_local(conn, "pyretrieve.write_scope", "acme/docs")
-        assert counts(conn)["fragments"] == 0
+        row = conn.execute("SELECT count(*) AS n FROM pyretrieve.fragments").fetchone()
+        assert row == {"n": 0}
     err = error_as(conn, None, "SET LOCAL ROLE pyretrieve_owner", lambda: authorize(conn))
-    assert err.sqlstate == "PR001"
+    assert err.sqlstate in ("42501", "PR001")

@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.conftest import Database, Server, acting_as, role
+from tests.conftest import Database, Server, acting_as, role, second_wall
 from tests.db.seed import (
     CASES,
     INGEST,
@@ -40,6 +40,19 @@ from tests.db.seed import (
 )
 
 Conn = psycopg.Connection[Any]
+
+
+def count_decisions(db: Database, query_digest: bytes) -> dict[str, int]:
+    """Decisions with this query digest, read by the superuser: principals, admins included,
+    hold no privilege on the audit table."""
+    with db.admin() as admin:
+        row = admin.execute(
+            "SELECT count(*)::int AS n FROM pyretrieve.decisions WHERE query_digest = %s",
+            (query_digest,),
+        ).fetchone()
+    assert row is not None
+    return dict(row)
+
 
 # acme/ties: bodies built so that scores and distances tie.
 TIE_BODIES = [
@@ -119,7 +132,10 @@ def test_authorize_returns_the_documented_decision(
         d = cur.fetchone()
         assert d is not None
         now = conn.execute("SELECT now() AS t").fetchone()
-        bound = conn.execute("SELECT current_setting('pyretrieve.decision') AS v").fetchone()
+        second_wall(conn)
+        bound = conn.execute(
+            "SELECT decision_id::text AS v FROM pyretrieve.bound_decision()"
+        ).fetchone()
     assert d == {
         "decision_id": d["decision_id"],
         "principal": role("alice"),
@@ -142,6 +158,7 @@ def test_authorize_records_digests_and_intent_only(conn: Conn, s: Seeded) -> Non
     edigest = sha("[0.25,0.5,0.75]")
     with acting_as(conn, "alice"):
         d = authorize(conn, query=query, intent="required", limit=7, embedding_digest=edigest)
+        second_wall(conn)
         row = conn.execute(
             "SELECT *, row_to_json(x)::text AS j FROM pyretrieve.decisions x WHERE decision_id = %s",
             (d["decision_id"],),
@@ -163,42 +180,42 @@ def test_authorize_records_digests_and_intent_only(conn: Conn, s: Seeded) -> Non
     assert not {c["c"] for c in columns} & {"query", "query_text", "embedding", "body"}
 
 
-def test_second_authorize_for_another_scope_in_one_transaction_is_refused(
-    conn: Conn, s: Seeded
-) -> None:
+def test_second_authorize_in_one_transaction_is_refused(conn: Conn, s: Seeded) -> None:
+    # One decision per transaction, for another scope and for the same one alike.
     for other in [
         ("acme", "wiki", PURPOSE),
         ("acme", "docs", "audit"),
         ("globex", "docs", PURPOSE),
+        ("acme", "docs", PURPOSE),
     ]:
         err = error_as(conn, "alice", lambda: authorize(conn), lambda o=other: authorize(conn, *o))
         assert err.sqlstate == "PR003", other
-    # The same scope again is allowed and rebinds to the new decision.
-    with acting_as(conn, "alice"):
-        first = authorize(conn)["decision_id"]
-        second = authorize(conn)["decision_id"]
-        assert first != second
-        with pytest.raises(psycopg.Error) as exc, conn.transaction():
-            lexical(conn, first, SHARED_WORD)
-        assert exc.value.sqlstate == "PR002"
-        assert lexical(conn, second, SHARED_WORD)
+    # Nor after a write in the same transaction.
+    err = error_as(
+        conn, "walt", "SELECT pyretrieve.bind_write_scope('acme', 'docs')", lambda: authorize(conn)
+    )
+    assert err.sqlstate in ("PR003", "PR001")
 
 
-def test_switching_the_bound_decision_by_hand_never_shows_two_scopes_at_once(
+def test_clearing_or_forging_the_old_decision_setting_changes_nothing(
     conn: Conn, s: Seeded
 ) -> None:
+    """The attack on 0003: clear pyretrieve.decision, authorize again, switch the setting."""
     with acting_as(conn, "alice"):
         docs = authorize(conn)["decision_id"]
         conn.execute("SELECT set_config('pyretrieve.decision', '', true)")
-        wiki = authorize(conn, "acme", "wiki")["decision_id"]
-        seen_wiki = {r["fragment_id"] for r in conn.execute("SELECT * FROM pyretrieve.fragments")}
-        conn.execute("SELECT set_config('pyretrieve.decision', %s, true)", (str(docs),))
-        seen_docs = {r["fragment_id"] for r in conn.execute("SELECT * FROM pyretrieve.fragments")}
-        with pytest.raises(psycopg.Error) as exc, conn.transaction():
-            lexical(conn, wiki, SHARED_WORD)
-    assert seen_wiki == set(s.wiki)
-    assert seen_docs == s.visible
-    assert exc.value.sqlstate == "PR002"
+        with pytest.raises(psycopg.Error) as again, conn.transaction():
+            authorize(conn, "acme", "wiki")
+        conn.execute("SELECT set_config('pyretrieve.decision', %s, true)", (str(uuid.uuid4()),))
+        with pytest.raises(psycopg.Error) as direct, conn.transaction():
+            conn.execute("SELECT * FROM pyretrieve.fragments")
+        found = {r["fragment_id"] for r in lexical(conn, docs, SHARED_WORD)}
+        second_wall(conn)
+        seen = {r["fragment_id"] for r in conn.execute("SELECT * FROM pyretrieve.fragments")}
+    assert again.value.sqlstate == "PR003"
+    assert direct.value.sqlstate == "42501"
+    assert found <= s.visible
+    assert seen == s.visible
 
 
 ZERO = b"\x00" * 32
@@ -228,14 +245,14 @@ INVALID = {
 
 
 @pytest.mark.parametrize("args", list(INVALID.values()), ids=list(INVALID))
-def test_authorize_rejects_invalid_input(conn: Conn, s: Seeded, args: tuple[Any, ...]) -> None:
+def test_authorize_rejects_invalid_input(
+    conn: Conn, shared: tuple[Database, Seeded, dict[str, Any]], args: tuple[Any, ...]
+) -> None:
     err = error_as(
         conn, "alice", ("SELECT * FROM pyretrieve.authorize(%s, %s, %s, %s, %s, %s, %s)", args)
     )
     assert err.sqlstate == "PR010", error_fields(err)
-    with acting_as(conn, "alice"):
-        n = conn.execute("SELECT count(*) AS n FROM pyretrieve.decisions WHERE query_digest = %s",
-                         (b"\x00" * 32,)).fetchone()  # fmt: skip
+    n = count_decisions(shared[0], b"\x00" * 32)
     assert n == {"n": 0}
 
 
@@ -279,6 +296,7 @@ def test_expired_grant_is_denied(fresh: tuple[Conn, Seeded]) -> None:
     assert err.sqlstate == "PR001"
     with acting_as(conn, "wally"):  # wally's expired grant no longer binds a write scope
         conn.execute("SELECT set_config('pyretrieve.write_scope', 'acme/docs', true)")
+        second_wall(conn)
         assert conn.execute("SELECT count(*) AS n FROM pyretrieve.fragments").fetchone() == {"n": 0}
 
 
@@ -294,8 +312,12 @@ def test_revoked_grant_is_denied(fresh: tuple[Conn, Seeded]) -> None:
         assert row == {"r": True}
     err = error_as(conn, "alice", lambda: authorize(conn))
     assert err.sqlstate == "PR001"
-    with acting_as(conn, "alice"):
-        assert conn.execute("SELECT count(*) AS n FROM pyretrieve.grants").fetchone() == {"n": 1}
+    with acting_as(conn, "adam"):  # alice keeps only the group's grant (acme/wiki)
+        left = conn.execute(
+            "SELECT workspace_id, project_id FROM pyretrieve.list_grants() WHERE principal IN (%s, 'pyretrieve_reader')",
+            (role("alice"),),
+        ).fetchall()
+        assert left == [{"workspace_id": "acme", "project_id": "wiki"}]
     with acting_as(conn, "bob"):  # bob's grant on the same scope is untouched
         assert authorize(conn)["grant_id"] == s.grants["bob"]
 
@@ -416,6 +438,7 @@ def test_nan_and_infinity_in_a_vector_literal_are_rejected(
     def snapshot() -> list[dict[str, Any]]:
         with acting_as(conn, "walt"):
             conn.execute("SELECT pyretrieve.bind_write_scope('acme', 'docs')")
+            second_wall(conn)
             return conn.execute(
                 "SELECT fragment_id, embedding::text AS v, vector_generation"
                 " FROM pyretrieve.embeddings ORDER BY fragment_id"

@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.conftest import Database, Server, acting_as
+from tests.conftest import Database, Server, acting_as, at_second_wall, second_wall
 from tests.db.seed import (
     CASES,
     MODEL,
@@ -49,6 +49,12 @@ def shared(server: Server, template_db: str) -> Iterator[tuple[Database, Seeded]
         yield pair
 
 
+def wall_rows(conn: Conn, statement: str) -> list[dict[str, Any]]:
+    """What the second wall admits under this transaction's binding."""
+    with at_second_wall(conn):
+        return conn.execute(statement).fetchall()
+
+
 def bind(conn: Conn, ws: str = "acme", project: str = "docs") -> str:
     row = conn.execute("SELECT pyretrieve.bind_write_scope(%s, %s) AS c", (ws, project)).fetchone()
     assert row is not None
@@ -68,6 +74,7 @@ def all_acme(conn: Conn) -> dict[uuid.UUID, dict[str, Any]]:
     """Every acme/docs fragment, read by walt (ceiling restricted, all states)."""
     with acting_as(conn, "walt"):
         bind(conn)
+        second_wall(conn)
         rows = conn.execute("SELECT * FROM pyretrieve.fragments").fetchall()
     return {r["fragment_id"]: r for r in rows}
 
@@ -76,6 +83,7 @@ def all_embeddings(conn: Conn) -> dict[uuid.UUID, tuple[str, bytes, int]]:
     """Every acme/docs embedding, read by walt."""
     with acting_as(conn, "walt"):
         bind(conn)
+        second_wall(conn)
         rows = conn.execute(
             "SELECT fragment_id, embedding::text AS v, source_digest, vector_generation"
             " FROM pyretrieve.embeddings"
@@ -83,12 +91,12 @@ def all_embeddings(conn: Conn) -> dict[uuid.UUID, tuple[str, bytes, int]]:
     return {r["fragment_id"]: (r["v"], r["source_digest"], r["vector_generation"]) for r in rows}
 
 
-def scope_generations(conn: Conn, nick: str = "walt") -> dict[str, Any]:
-    with acting_as(conn, nick):
-        bind(conn)
-        row = conn.execute(
+def scope_generations(db: Database) -> dict[str, Any]:
+    """acme/docs's generations, read by the superuser (no principal may read them)."""
+    with db.admin() as admin:
+        row = admin.execute(
             "SELECT lexical_generation, vector_generation, ts_configs::text[] AS configs"
-            " FROM pyretrieve.scope_generations"
+            " FROM pyretrieve.scope_generations WHERE workspace_id = 'acme' AND project_id = 'docs'"
         ).fetchone()
     assert row is not None
     return row
@@ -171,6 +179,7 @@ class TestRefused:
             assert all(f == seen[0] for f in seen), (name, seen)
         with acting_as(conn, "walt"):
             bind(conn, "globex", "docs")
+            second_wall(conn)
             bodies = {r["body"] for r in conn.execute("SELECT body FROM pyretrieve.fragments")}
         assert "wally wrote this" not in bodies
 
@@ -295,9 +304,9 @@ class TestRefused:
             direct[name] = error_fields(err)
         assert api["absent"][:2] == ("PR020", "fragment not found")
         assert all(f == api["absent"] for f in api.values()), api
-        # The embeddings trigger reads the fragment as the writer before any policy check: an
-        # invisible fragment and an absent one are the same "not found".
-        assert direct["absent"][:2] == ("PR020", "fragment not found")
+        # By hand, the writer has no privilege on the table, whatever the target: the same
+        # refusal for an invisible fragment and an absent one.
+        assert direct["absent"][0] == "42501"
         assert all(f == direct["absent"] for f in direct.values()), direct
         assert all_embeddings(conn) == before
 
@@ -307,13 +316,15 @@ class TestRefused:
         assert set(all_acme(conn)) == set(s.acme.values())  # walt: ceiling restricted
         with acting_as(conn, "wally"):
             bind(conn)
+            second_wall(conn)
             seen = {
                 r["fragment_id"]
                 for r in conn.execute("SELECT fragment_id FROM pyretrieve.fragments")
             }
         expected = {s.acme[c] for c, (_, cls, _) in CASES.items() if cls in ("public", "internal")}
         assert seen == expected
-        with acting_as(conn, "wally"):
+        with acting_as(conn, "wally"):  # unbound, the second wall admits nothing
+            second_wall(conn)
             assert conn.execute("SELECT count(*) AS n FROM pyretrieve.fragments").fetchone() == {
                 "n": 0
             }
@@ -322,39 +333,40 @@ class TestRefused:
 # ---------------------------------------------------------------------------------------------
 # Writes that succeed: digests and generations are the database's; keys never reveal hidden rows
 # ---------------------------------------------------------------------------------------------
-def test_direct_insert_gets_the_computed_digest(conn: Conn, s: Seeded) -> None:
+def test_writers_write_only_through_the_api_and_the_database_computes_digests(
+    conn: Conn, s: Seeded
+) -> None:
+    err = failure(
+        conn, "wally",
+        "INSERT INTO pyretrieve.fragments (workspace_id, project_id, body)"
+        " VALUES ('acme', 'docs', 'direct insert')",
+    )  # fmt: skip
+    assert err.sqlstate == "42501"
     with acting_as(conn, "wally"):
-        bind(conn)
-        row = conn.execute(
-            "INSERT INTO pyretrieve.fragments (workspace_id, project_id, body)"
-            " VALUES ('acme', 'docs', 'direct insert') RETURNING content_digest"
-        ).fetchone()
-    assert row == {"content_digest": sha("direct insert")}
+        fid = put(conn, "acme", "docs", "through the api")
+    assert all_acme(conn)[fid]["content_digest"] == sha("through the api")
+    assert "direct insert" not in {r["body"] for r in all_acme(conn).values()}
 
 
-def test_trigger_stamps_generations_on_direct_writes(conn: Conn, s: Seeded) -> None:
-    start = scope_generations(conn)
+def test_triggers_stamp_generations_from_the_scopes_own_sequence(
+    db: Database, conn: Conn, s: Seeded
+) -> None:
+    start = scope_generations(db)
     high = max(r["lexical_generation"] for r in all_acme(conn).values())
     with acting_as(conn, "wally"):
-        bind(conn)
-        row = conn.execute(
-            "INSERT INTO pyretrieve.fragments (workspace_id, project_id, body)"
-            " VALUES ('acme', 'docs', 'stamped by the trigger')"
-            " RETURNING fragment_id, lexical_generation"
-        ).fetchone()
-        assert row is not None
-        gen = conn.execute(
-            "INSERT INTO pyretrieve.embeddings (workspace_id, project_id, fragment_id, model_id,"
-            " embedding, source_digest) VALUES ('acme', 'docs', %s, %s, '[0,1,0]', %s)"
-            " RETURNING vector_generation",
-            (row["fragment_id"], MODEL, sha("stamped by the trigger")),
-        ).fetchone()
-        assert gen is not None
-    assert row["lexical_generation"] > max(high, start["lexical_generation"])
-    assert gen["vector_generation"] > row["lexical_generation"]
-    end = scope_generations(conn)
+        fid = put(conn, "acme", "docs", "stamped by the trigger")
+        vgen = embed(conn, "acme", "docs", fid, (0.0, 1.0, 0.0), "stamped by the trigger")
+    with acting_as(conn, "walt"):  # another scope's writes do not move acme/docs's numbers
+        put(conn, "globex", "docs", "globex moves on")
+    row = all_acme(conn)[fid]
+    # Lexical and vector generations share the scope's sequence.
+    assert row["lexical_generation"] > max(
+        high, start["lexical_generation"], start["vector_generation"]
+    )
+    assert vgen == row["lexical_generation"] + 1
+    end = scope_generations(db)
     assert end["lexical_generation"] == row["lexical_generation"]
-    assert end["vector_generation"] == gen["vector_generation"]
+    assert end["vector_generation"] == vgen
 
 
 @pytest.mark.parametrize(
@@ -371,12 +383,12 @@ def test_trigger_stamps_generations_on_direct_writes(conn: Conn, s: Seeded) -> N
     ],
 )
 def test_writer_cannot_move_scope_generations_by_hand(
-    conn: Conn, s: Seeded, statement: str
+    db: Database, conn: Conn, s: Seeded, statement: str
 ) -> None:
-    start = scope_generations(conn)
+    start = scope_generations(db)
     assert start["lexical_generation"] > 0
     failure(conn, "wally", statement)
-    assert scope_generations(conn) == start
+    assert scope_generations(db) == start
 
 
 @pytest.mark.parametrize("hidden", ["confidential", "restricted"])
@@ -386,21 +398,19 @@ def test_unique_key_collision_never_reveals_a_hidden_fragment(
     body = body_for(hidden)
     with acting_as(conn, "wally"):
         via_api = put(conn, "acme", "docs", body, "internal")
-    assert via_api != s.acme[hidden]
-    with acting_as(conn, "wally"):
-        bind(conn)
-        conn.execute(
-            "INSERT INTO pyretrieve.fragments (workspace_id, project_id, body, classification)"
-            " VALUES ('acme', 'docs', %s, 'public')",
-            (body,),
-        )
-        mine = conn.execute(
-            "SELECT fragment_id, classification::text AS c FROM pyretrieve.fragments"
-            " WHERE body = %s",
-            (body,),
-        ).fetchall()
-    assert {r["c"] for r in mine} == {"internal", "public"}
-    assert s.acme[hidden] not in {r["fragment_id"] for r in mine}
+        public = put(conn, "acme", "docs", body, "public")
+        # The key oracle of 0003 (a hand-written INSERT colliding with a hidden row's key)
+        # needs a table privilege no principal holds.
+        with pytest.raises(psycopg.Error) as exc, conn.transaction():
+            conn.execute(
+                "INSERT INTO pyretrieve.postings (workspace_id, project_id, lexeme, fragment_id,"
+                " tf, doc_length, classification, observed_at)"
+                " VALUES ('acme', 'docs', 'dagger', %s, 1, 1, 'public', now())",
+                (s.acme[hidden],),
+            )
+    assert exc.value.sqlstate == "42501"
+    assert s.acme[hidden] not in (via_api, public)
+    assert via_api != public
     rows = [r for r in all_acme(conn).values() if r["body"] == body]
     assert len(rows) == 3
     assert all(r["state"] == "active" for r in rows)
@@ -409,11 +419,11 @@ def test_unique_key_collision_never_reveals_a_hidden_fragment(
 # ---------------------------------------------------------------------------------------------
 # Idempotency, supersession, retraction, generations
 # ---------------------------------------------------------------------------------------------
-def test_put_fragment_is_idempotent_by_content(conn: Conn, s: Seeded) -> None:
+def test_put_fragment_is_idempotent_by_content(db: Database, conn: Conn, s: Seeded) -> None:
     with acting_as(conn, "wally"):
         first = put(conn, "acme", "docs", "same body twice")
         again = put(conn, "acme", "docs", "same body twice")
-    gen = scope_generations(conn)["lexical_generation"]
+    gen = scope_generations(db)["lexical_generation"]
     with acting_as(conn, "wally"):
         later = put(conn, "acme", "docs", "same body twice")
         other = put(conn, "acme", "docs", "same body twice", "public")
@@ -424,10 +434,8 @@ def test_put_fragment_is_idempotent_by_content(conn: Conn, s: Seeded) -> None:
     rows = [r for r in all_acme(conn).values() if r["body"] == "same body twice"]
     assert len(rows) == 2
     # The idempotent put wrote nothing, so only the public insert moved the counter.
-    assert scope_generations(conn)["lexical_generation"] == max(
-        r["lexical_generation"] for r in rows
-    )
-    assert scope_generations(conn)["lexical_generation"] > gen
+    assert scope_generations(db)["lexical_generation"] == max(r["lexical_generation"] for r in rows)
+    assert scope_generations(db)["lexical_generation"] > gen
 
 
 def test_supersede_hides_the_old_fragment_and_shows_the_new(conn: Conn, s: Seeded) -> None:
@@ -446,7 +454,8 @@ def test_supersede_hides_the_old_fragment_and_shows_the_new(conn: Conn, s: Seede
     with acting_as(conn, "alice"):
         d = authorize(conn)["decision_id"]
         ids = {
-            r["fragment_id"] for r in conn.execute("SELECT fragment_id FROM pyretrieve.fragments")
+            r["fragment_id"]
+            for r in wall_rows(conn, "SELECT fragment_id FROM pyretrieve.fragments")
         }
         lex = {r["fragment_id"] for r in lexical(conn, d, "bramble")}
         got = {r["fragment_id"] for r in records(conn, d, [old, new])}
@@ -464,7 +473,8 @@ def test_retract_hides_the_fragment_everywhere(conn: Conn, s: Seeded) -> None:
     with acting_as(conn, "alice"):
         d = authorize(conn)["decision_id"]
         ids = {
-            r["fragment_id"] for r in conn.execute("SELECT fragment_id FROM pyretrieve.fragments")
+            r["fragment_id"]
+            for r in wall_rows(conn, "SELECT fragment_id FROM pyretrieve.fragments")
         }
         lex = {r["fragment_id"] for r in lexical(conn, d, "apricot")}
         vec_ids = {r["fragment_id"] for r in vector(conn, d, PROBE)}
@@ -474,21 +484,27 @@ def test_retract_hides_the_fragment_everywhere(conn: Conn, s: Seeded) -> None:
     assert ids == s.visible - {target}
 
 
-def test_writer_can_supersede_by_hand_with_a_visible_successor(conn: Conn, s: Seeded) -> None:
-    # Positive control for the superseded_by check: a visible successor in scope is accepted.
-    with acting_as(conn, "wally"):
-        bind(conn)
-        conn.execute(
-            "UPDATE pyretrieve.fragments SET state = 'superseded', superseded_by = %s"
-            " WHERE fragment_id = %s",
-            (s.acme["public"], s.acme["internal"]),
-        )
-    assert all_acme(conn)[s.acme["internal"]]["superseded_by"] == s.acme["public"]
+def test_writer_cannot_supersede_or_revive_by_hand(conn: Conn, s: Seeded) -> None:
+    before = all_acme(conn)
+    for statement, params in (
+        ("UPDATE pyretrieve.fragments SET state = 'superseded', superseded_by = %s"
+         " WHERE fragment_id = %s", (s.acme["public"], s.acme["internal"])),
+        ("UPDATE pyretrieve.fragments SET state = 'active', superseded_by = NULL"
+         " WHERE fragment_id = %s", (s.acme["retracted"],)),
+        ("UPDATE pyretrieve.fragments SET state = state", ()),
+        ("UPDATE pyretrieve.embeddings SET embedding = '[0,0,0]'", ()),
+        ("DELETE FROM pyretrieve.postings", ()),
+    ):  # fmt: skip
+        err = failure(conn, "walt", statement, params)
+        assert err.sqlstate == "42501", statement
+    assert all_acme(conn) == before
 
 
-def test_put_embedding_upsert_bumps_the_vector_generation(conn: Conn, s: Seeded) -> None:
+def test_put_embedding_upsert_bumps_the_vector_generation(
+    db: Database, conn: Conn, s: Seeded
+) -> None:
     target = s.acme["internal"]
-    start = scope_generations(conn)
+    start = scope_generations(db)
     with acting_as(conn, "wally"):
         first = embed(conn, "acme", "docs", target, (0.0, 1.0, 0.0), "first text")
     with acting_as(conn, "wally"):
@@ -496,6 +512,7 @@ def test_put_embedding_upsert_bumps_the_vector_generation(conn: Conn, s: Seeded)
     assert start["vector_generation"] < first < second
     with acting_as(conn, "walt"):
         bind(conn)
+        second_wall(conn)
         rows = conn.execute(
             "SELECT embedding::text AS v, source_digest, vector_generation"
             " FROM pyretrieve.embeddings WHERE fragment_id = %s AND model_id = %s",
@@ -504,7 +521,7 @@ def test_put_embedding_upsert_bumps_the_vector_generation(conn: Conn, s: Seeded)
     assert rows == [
         {"v": "[0,0,1]", "source_digest": sha("second text"), "vector_generation": second}
     ]
-    assert scope_generations(conn)["vector_generation"] == second
+    assert scope_generations(db)["vector_generation"] == second
     with acting_as(conn, "alice"):
         d = authorize(conn)["decision_id"]
         hits = {r["fragment_id"]: r for r in vector(conn, d, (0.0, 0.0, 1.0))}
@@ -513,16 +530,16 @@ def test_put_embedding_upsert_bumps_the_vector_generation(conn: Conn, s: Seeded)
     assert hits[target]["source_digest"] == sha("second text")
 
 
-def test_scope_generation_counters_move_with_writes(conn: Conn, s: Seeded) -> None:
-    g0 = scope_generations(conn)
+def test_scope_generation_counters_move_with_writes(db: Database, conn: Conn, s: Seeded) -> None:
+    g0 = scope_generations(db)
     with acting_as(conn, "wally"):
         fid = put(conn, "acme", "docs", "counter one")
-    g1 = scope_generations(conn)
+    g1 = scope_generations(db)
     assert g1["lexical_generation"] > g0["lexical_generation"]
     assert g1["vector_generation"] == g0["vector_generation"]
     with acting_as(conn, "wally"):
         embed(conn, "acme", "docs", fid, (0.0, 1.0, 1.0), "counter one")
-    g2 = scope_generations(conn)
+    g2 = scope_generations(db)
     assert g2["vector_generation"] > max(g1["vector_generation"], g1["lexical_generation"])
     assert g2["lexical_generation"] == g1["lexical_generation"]
     with acting_as(conn, "wally"):
@@ -530,21 +547,17 @@ def test_scope_generation_counters_move_with_writes(conn: Conn, s: Seeded) -> No
             "SELECT pyretrieve.put_fragment('acme', 'docs', 'counter two',"
             " p_ts_config := 'pg_catalog.simple')"
         )
-    g3 = scope_generations(conn)
+    g3 = scope_generations(db)
     assert g3["lexical_generation"] > g2["lexical_generation"]
     assert set(g3["configs"]) == {"english", "simple"}
-    # Other scopes' counters did not move; readers see the same numbers.
-    with acting_as(conn, "alice"):
-        authorize(conn)
-        row = conn.execute(
-            "SELECT lexical_generation, vector_generation FROM pyretrieve.scope_generations"
-        ).fetchone()
-    assert row == {"lexical_generation": g3["lexical_generation"],
-                   "vector_generation": g3["vector_generation"]}  # fmt: skip
-    with acting_as(conn, "carol"):
-        authorize(conn, "acme", "wiki")
-        wiki = conn.execute(
+    # Generations are counted per scope: acme/wiki's sequence never moved with acme/docs.
+    with db.admin() as admin:
+        wiki = admin.execute(
             "SELECT lexical_generation FROM pyretrieve.scope_generations"
+            " WHERE workspace_id = 'acme' AND project_id = 'wiki'"
         ).fetchone()
     assert wiki is not None
     assert wiki["lexical_generation"] < g1["lexical_generation"]
+    # No principal can read or advance a generation sequence.
+    err = failure(conn, "wally", "SELECT nextval(pyretrieve.scope_sequence('acme', 'docs'))")
+    assert err.sqlstate == "42501"

@@ -1,0 +1,3115 @@
+-- pyretrieve migration 0004: the SQL API is the only door.
+--
+-- Principals lose every table, view and sequence privilege; the API functions become SECURITY
+-- DEFINER functions owned by the new role pyretrieve_api, which RLS binds as a second wall. A
+-- transaction holds one binding (a read decision or a write scope) found by transaction id,
+-- never by a setting. Generations are counted per scope. The function bodies below are the
+-- head schema's (sql/schema/) as of this migration.
+
+DO $roles$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'pyretrieve_api') THEN
+        CREATE ROLE pyretrieve_api NOLOGIN NOINHERIT NOBYPASSRLS;
+    END IF;
+END
+$roles$;
+GRANT USAGE, CREATE ON SCHEMA pyretrieve TO pyretrieve_api;
+
+SET LOCAL ROLE pyretrieve_owner;
+SET LOCAL search_path = pg_catalog, pg_temp;
+
+-- Every policy, trigger, view and function of the schema goes, except the two functions that
+-- generated columns depend on (content_digest, tsvector_length: unchanged); they are created
+-- again below, so a function changed here is written once, in its new form.
+DO $drop$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN SELECT c.relname FROM pg_catalog.pg_class c
+              WHERE c.relnamespace = 'pyretrieve'::regnamespace AND c.relkind = 'v'
+    LOOP
+        EXECUTE pg_catalog.format('DROP VIEW IF EXISTS pyretrieve.%I CASCADE', r.relname);
+    END LOOP;
+    FOR r IN SELECT p.polname, c.relname FROM pg_catalog.pg_policy p
+               JOIN pg_catalog.pg_class c ON c.oid = p.polrelid
+              WHERE c.relnamespace = 'pyretrieve'::regnamespace
+    LOOP
+        EXECUTE pg_catalog.format('DROP POLICY %I ON pyretrieve.%I', r.polname, r.relname);
+    END LOOP;
+    FOR r IN SELECT t.tgname, c.relname FROM pg_catalog.pg_trigger t
+               JOIN pg_catalog.pg_class c ON c.oid = t.tgrelid
+              WHERE c.relnamespace = 'pyretrieve'::regnamespace AND NOT t.tgisinternal
+    LOOP
+        EXECUTE pg_catalog.format('DROP TRIGGER %I ON pyretrieve.%I', r.tgname, r.relname);
+    END LOOP;
+    -- CASCADE: a SQL-standard body depends on the functions it calls, all of which go too.
+    FOR r IN SELECT p.oid FROM pg_catalog.pg_proc p
+              WHERE p.pronamespace = 'pyretrieve'::regnamespace
+                AND p.proname NOT IN ('content_digest', 'tsvector_length')
+    LOOP
+        IF EXISTS (SELECT FROM pg_catalog.pg_proc q WHERE q.oid = r.oid) THEN
+            EXECUTE pg_catalog.format('DROP FUNCTION %s CASCADE', r.oid::regprocedure);
+        END IF;
+    END LOOP;
+END
+$drop$;
+
+-- Principals keep no privilege on any table or sequence (and the two functions kept above are
+-- granted again below as the head schema grants them).
+REVOKE ALL ON FUNCTION pyretrieve.content_digest(text), pyretrieve.tsvector_length(tsvector)
+    FROM pyretrieve_reader, pyretrieve_writer, pyretrieve_admin;
+REVOKE ALL ON ALL TABLES IN SCHEMA pyretrieve FROM pyretrieve_reader, pyretrieve_writer, pyretrieve_admin;
+REVOKE ALL ON ALL SEQUENCES IN SCHEMA pyretrieve FROM pyretrieve_reader, pyretrieve_writer, pyretrieve_admin;
+GRANT USAGE ON TYPE pyretrieve.classification, pyretrieve.fragment_state, pyretrieve.semantic_policy,
+    pyretrieve.identifier TO pyretrieve_api;
+
+-- Tables.
+ALTER TABLE pyretrieve.decisions ALTER COLUMN principal DROP DEFAULT;
+ALTER TABLE pyretrieve.grants ALTER COLUMN granted_by DROP DEFAULT;
+-- A transaction holds at most one binding (a read decision or a write scope); the binding is
+-- found by the transaction, never by a setting.
+CREATE INDEX decisions_xact_idx ON pyretrieve.decisions (xact_id);
+COMMENT ON TABLE pyretrieve.decisions IS
+    'Audit log of authorisation decisions: digests and intent only, never query text, embedding values or content. At most one per transaction: the read binding of that transaction.';
+
+CREATE TABLE pyretrieve.write_bindings (
+    workspace_id  pyretrieve.identifier NOT NULL,
+    binding_id    uuid NOT NULL DEFAULT gen_random_uuid(),
+    principal     name NOT NULL,
+    project_id    pyretrieve.identifier NOT NULL,
+    ceiling       pyretrieve.classification NOT NULL,
+    bound_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    xact_id       xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id(),
+    -- 1, 2, ... within the transaction: a writer may move on to another of its scopes, and
+    -- the latest binding is the one in force.
+    position      integer NOT NULL CHECK (position >= 1),
+    PRIMARY KEY (workspace_id, binding_id),
+    FOREIGN KEY (workspace_id, project_id) REFERENCES pyretrieve.projects
+);
+CREATE INDEX write_bindings_xact_idx ON pyretrieve.write_bindings (xact_id);
+COMMENT ON TABLE pyretrieve.write_bindings IS
+    'Audit log of write scopes: which principal wrote into which workspace/project, when, with which ceiling. The latest binding of a transaction is in force; a transaction that holds a read decision never binds one.';
+
+-- Per-scope generation sequences, each starting after the highest generation its scope holds.
+-- The owner is bound by FORCE ROW LEVEL SECURITY and has no policy on tenant tables, so the
+-- backfill runs with RLS not forced on the tables it reads and writes; the policies section
+-- below forces it again.
+ALTER TABLE pyretrieve.projects NO FORCE ROW LEVEL SECURITY;
+ALTER TABLE pyretrieve.fragments NO FORCE ROW LEVEL SECURITY;
+ALTER TABLE pyretrieve.embeddings NO FORCE ROW LEVEL SECURITY;
+ALTER TABLE pyretrieve.generation_log NO FORCE ROW LEVEL SECURITY;
+ALTER TABLE pyretrieve.projects ADD COLUMN generation_seq regclass;
+DO $seq$
+DECLARE
+    p record;
+    v_name text;
+    v_max bigint;
+BEGIN
+    FOR p IN SELECT pr.workspace_id, pr.project_id FROM pyretrieve.projects pr LOOP
+        v_name := 'generation_' || substr(encode(sha256(convert_to(p.workspace_id || '/' || p.project_id, 'UTF8')), 'hex'), 1, 32);
+        EXECUTE pg_catalog.format('CREATE SEQUENCE pyretrieve.%I AS bigint', v_name);
+        EXECUTE pg_catalog.format('GRANT USAGE ON SEQUENCE pyretrieve.%I TO pyretrieve_api', v_name);
+        SELECT greatest(
+                 (SELECT max(f.lexical_generation) FROM pyretrieve.fragments f
+                   WHERE f.workspace_id = p.workspace_id AND f.project_id = p.project_id),
+                 (SELECT max(e.vector_generation) FROM pyretrieve.embeddings e
+                   WHERE e.workspace_id = p.workspace_id AND e.project_id = p.project_id),
+                 (SELECT max(l.generation) FROM pyretrieve.generation_log l
+                   WHERE l.workspace_id = p.workspace_id AND l.project_id = p.project_id))
+          INTO v_max;
+        IF v_max IS NOT NULL AND v_max > 0 THEN
+            PERFORM pg_catalog.setval(pg_catalog.format('pyretrieve.%I', v_name)::regclass, v_max);
+        END IF;
+        UPDATE pyretrieve.projects pr SET generation_seq = pg_catalog.format('pyretrieve.%I', v_name)::regclass
+         WHERE pr.workspace_id = p.workspace_id AND pr.project_id = p.project_id;
+    END LOOP;
+END
+$seq$;
+ALTER TABLE pyretrieve.projects ALTER COLUMN generation_seq SET NOT NULL;
+COMMENT ON COLUMN pyretrieve.projects.generation_seq IS NULL;
+DROP SEQUENCE pyretrieve.generation_seq;
+
+
+-- ---- bindings (as in sql/schema/20_bindings.sql) ----
+-- ---------------------------------------------------------------------------------------------
+-- Identity and bindings. STABLE and SECURITY INVOKER: called inside the API functions (which
+-- run as pyretrieve_api) and by the policies as (select ...), so once per query.
+--
+-- A transaction reads under one decision (authorize) or writes under write scopes
+-- (bind_write_scope), never both. A binding is found by the transaction id, not by any
+-- setting. The decision cannot change while the transaction lives, so every sub-select of a
+-- policy that reads it reads the same row, however lazily PostgreSQL evaluates them. A write
+-- scope changes only when a write function binds another one before its own statements run,
+-- never during a statement.
+-- ---------------------------------------------------------------------------------------------
+
+-- The principal a request runs as. Inside a SECURITY DEFINER function current_user is the
+-- function's owner, so the caller is read from the role the session switched to with SET ROLE
+-- (the `role` parameter, which PostgreSQL lets a session set only to roles its login role may
+-- become) or, without SET ROLE, the login role itself. Neither is a custom setting.
+CREATE FUNCTION pyretrieve.caller()
+RETURNS name
+LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT CASE WHEN pg_catalog.current_setting('role') = 'none' THEN SESSION_USER
+                ELSE pg_catalog.current_setting('role')::name END;
+END;
+COMMENT ON FUNCTION pyretrieve.caller() IS
+    'The principal the request runs as: the role set with SET ROLE, else the login role. Inside the SQL API this is the caller''s identity; no custom setting can change it.';
+
+-- Whether the caller reaches a group role (pyretrieve_reader, _writer, _admin).
+CREATE FUNCTION pyretrieve.caller_in(p_group name)
+RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT pg_catalog.pg_has_role(pyretrieve.caller(), p_group, 'USAGE');
+END;
+
+-- The read decision of this transaction, if one was made.
+CREATE FUNCTION pyretrieve.bound_decision()
+RETURNS SETOF pyretrieve.decisions
+LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT d.*
+      FROM pyretrieve.decisions d
+     WHERE d.xact_id = pg_catalog.pg_current_xact_id_if_assigned()
+       AND d.evaluated_at = pg_catalog.now()
+     LIMIT 1;
+END;
+COMMENT ON FUNCTION pyretrieve.bound_decision() IS
+    'The one read decision of this transaction (found by transaction id, never by a setting), or no row.';
+
+-- The write scope of this transaction, if one was bound.
+CREATE FUNCTION pyretrieve.bound_write()
+RETURNS SETOF pyretrieve.write_bindings
+LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT w.*
+      FROM pyretrieve.write_bindings w
+     WHERE w.xact_id = pg_catalog.pg_current_xact_id_if_assigned()
+       AND w.bound_at = pg_catalog.now()
+     ORDER BY w.position DESC
+     LIMIT 1;
+END;
+COMMENT ON FUNCTION pyretrieve.bound_write() IS
+    'The write scope in force in this transaction (its latest binding, found by transaction id, never by a setting), or no row.';
+
+-- The caller's writer ceiling in a scope: the highest ceiling among its live grants there,
+-- NULL when it holds none or is not a writer.
+CREATE FUNCTION pyretrieve.writer_ceiling(p_workspace text, p_project text)
+RETURNS pyretrieve.classification
+LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT max(g.ceiling)
+      FROM pyretrieve.grants g
+     WHERE g.workspace_id = p_workspace
+       AND g.project_id = p_project
+       AND pg_catalog.pg_has_role(pyretrieve.caller(), g.principal, 'USAGE')
+       AND pyretrieve.caller_in('pyretrieve_writer')
+       AND (g.expires_at IS NULL OR g.expires_at > pg_catalog.now());
+END;
+
+-- Whether an active fragment with this id is visible in this scope to the bound write scope.
+-- A policy may not query its own table directly (PostgreSQL refuses the recursion); a function
+-- may, and its query still runs under RLS.
+CREATE FUNCTION pyretrieve.visible_successor(p_workspace text, p_project text, p_fragment_id uuid)
+RETURNS boolean
+LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN EXISTS (SELECT 1 FROM pyretrieve.fragments s
+                    WHERE s.workspace_id = p_workspace AND s.project_id = p_project
+                      AND s.fragment_id = p_fragment_id AND s.state = 'active');
+END;
+$$;
+
+-- The grant a decision for this scope and purpose must copy: among the live grants that apply
+-- to the caller, the caller's own before a group's, then the widest.
+CREATE FUNCTION pyretrieve.effective_grant(p_workspace text, p_project text, p_purpose text)
+RETURNS uuid
+LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT gr.grant_id
+      FROM pyretrieve.grants gr
+     WHERE gr.workspace_id = p_workspace
+       AND gr.project_id = p_project
+       AND gr.purpose = p_purpose
+       AND pg_catalog.pg_has_role(pyretrieve.caller(), gr.principal, 'USAGE')
+       AND (gr.expires_at IS NULL OR gr.expires_at > pg_catalog.now())
+     ORDER BY (gr.principal::oid = (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = pyretrieve.caller())) DESC,
+              gr.ceiling DESC, gr.max_age DESC NULLS FIRST, gr.grant_id
+     LIMIT 1;
+END;
+
+-- Superusers and BYPASSRLS roles pass every policy; a caller that is one (or reaches one
+-- through membership) is refused, so no request runs with the widest grant of every role.
+CREATE FUNCTION pyretrieve.check_caller()
+RETURNS void
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles r
+                WHERE (r.rolsuper OR r.rolbypassrls)
+                  AND pg_catalog.pg_has_role(pyretrieve.caller(), r.oid, 'MEMBER')) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR004',
+            MESSAGE = 'the principal is a superuser or bypasses row-level security; act as an ordinary principal role';
+    END IF;
+END;
+$$;
+
+-- A request that set no timeouts of its own gets bounded ones for the rest of its transaction:
+-- a lock held by another writer, a runaway statement or a client that stops half-way can then
+-- hold a scope only for a while, and fails with a typed error (57014, 55P03, 25P03).
+-- SET ROLE does not apply role-level settings, so the groups cannot carry these.
+CREATE FUNCTION pyretrieve.apply_request_timeouts()
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF pg_catalog.current_setting('lock_timeout') = '0' THEN
+        PERFORM pg_catalog.set_config('lock_timeout', '10s', true);
+    END IF;
+    IF pg_catalog.current_setting('statement_timeout') = '0' THEN
+        PERFORM pg_catalog.set_config('statement_timeout', '60s', true);
+    END IF;
+    IF pg_catalog.current_setting('idle_in_transaction_session_timeout') = '0' THEN
+        PERFORM pg_catalog.set_config('idle_in_transaction_session_timeout', '60s', true);
+    END IF;
+END;
+$$;
+
+-- Text-search configurations come from pg_catalog or this schema only: a configuration in a
+-- session's pg_temp would vanish with the session and leave every later search of the scope
+-- failing on a dangling reference.
+CREATE FUNCTION pyretrieve.check_ts_config(p_config regconfig)
+RETURNS void
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_config IS NULL OR NOT EXISTS (
+        SELECT 1 FROM pg_catalog.pg_ts_config c
+         WHERE c.oid = p_config
+           AND c.cfgnamespace IN ('pg_catalog'::regnamespace, 'pyretrieve'::regnamespace)) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR015',
+            MESSAGE = 'text-search configuration must be one of pg_catalog or pyretrieve';
+    END IF;
+END;
+$$;
+
+-- ---- triggers (as in sql/schema/25_triggers.sql) ----
+-- ---------------------------------------------------------------------------------------------
+-- Generations. Every fragment and embedding row is stamped by a trigger from its scope's own
+-- sequence (callers cannot choose the number, and no number moves with another scope's
+-- writes); the generation log follows with one row per statement and scope, not per row.
+-- ---------------------------------------------------------------------------------------------
+
+-- The generation sequence of a scope (created with the project).
+CREATE FUNCTION pyretrieve.scope_sequence(p_workspace text, p_project text)
+RETURNS regclass
+LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT p.generation_seq FROM pyretrieve.projects p
+     WHERE p.workspace_id = p_workspace AND p.project_id = p_project;
+END;
+
+CREATE FUNCTION pyretrieve.stamp_lexical_generation()
+RETURNS trigger
+LANGUAGE plpgsql SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    NEW.lexical_generation := nextval(pyretrieve.scope_sequence(NEW.workspace_id, NEW.project_id));
+    RETURN NEW;
+END;
+$$;
+
+CREATE FUNCTION pyretrieve.stamp_vector_generation()
+RETURNS trigger
+LANGUAGE plpgsql SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    NEW.vector_generation := nextval(pyretrieve.scope_sequence(NEW.workspace_id, NEW.project_id));
+    NEW.embedded_at := now();
+    RETURN NEW;
+END;
+$$;
+
+CREATE FUNCTION pyretrieve.bump_scope_lexical()
+RETURNS trigger
+LANGUAGE plpgsql SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    INSERT INTO pyretrieve.generation_log (workspace_id, project_id, kind, generation)
+    SELECT r.workspace_id, r.project_id, 'lexical', max(r.lexical_generation)
+      FROM changed r
+     GROUP BY r.workspace_id, r.project_id
+    ON CONFLICT DO NOTHING;
+    -- A configuration seen before conflicts and is skipped without taking a lock.
+    INSERT INTO pyretrieve.scope_configs (workspace_id, project_id, ts_config)
+    SELECT DISTINCT r.workspace_id, r.project_id, r.ts_config
+      FROM changed r
+    ON CONFLICT DO NOTHING;
+    RETURN NULL;
+END;
+$$;
+
+CREATE FUNCTION pyretrieve.bump_scope_vector()
+RETURNS trigger
+LANGUAGE plpgsql SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- A refresh of the mirrored fragment columns keeps the generation, which is then
+    -- already logged.
+    INSERT INTO pyretrieve.generation_log (workspace_id, project_id, kind, generation)
+    SELECT r.workspace_id, r.project_id, 'vector', max(r.vector_generation)
+      FROM changed r
+     GROUP BY r.workspace_id, r.project_id
+    ON CONFLICT DO NOTHING;
+    RETURN NULL;
+END;
+$$;
+
+CREATE FUNCTION pyretrieve.postings_insert()
+RETURNS trigger
+LANGUAGE plpgsql SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    INSERT INTO pyretrieve.postings (workspace_id, project_id, lexeme, fragment_id, tf, doc_length,
+                                     classification, observed_at, expires_at)
+    SELECT r.workspace_id, r.project_id, u.lexeme, r.fragment_id,
+           least(greatest(cardinality(u.positions), 1), 256), r.doc_length,
+           r.classification, r.observed_at, r.expires_at
+      FROM changed r CROSS JOIN LATERAL unnest(r.tsv) AS u
+     WHERE r.state = 'active';
+    RETURN NULL;
+END;
+$$;
+
+-- A fragment leaves the index when it stops being active (superseded, retracted). Its lexemes
+-- come from its own tsvector, so the delete walks the primary key, not the table.
+CREATE FUNCTION pyretrieve.postings_update()
+RETURNS trigger
+LANGUAGE plpgsql SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    DELETE FROM pyretrieve.postings p
+     USING (SELECT o.workspace_id, o.project_id, o.fragment_id, u.lexeme
+              FROM before_rows o
+              JOIN changed n ON n.workspace_id = o.workspace_id AND n.fragment_id = o.fragment_id
+             CROSS JOIN LATERAL unnest(o.tsv) AS u
+             WHERE o.state = 'active' AND n.state <> 'active') gone
+     WHERE p.workspace_id = gone.workspace_id AND p.project_id = gone.project_id
+       AND p.lexeme = gone.lexeme AND p.fragment_id = gone.fragment_id;
+    -- Embeddings re-read their fragment's state (the mirror trigger sets the value).
+    UPDATE pyretrieve.embeddings e
+       SET fragment_state = n.state
+      FROM before_rows o
+      JOIN changed n ON n.workspace_id = o.workspace_id AND n.fragment_id = o.fragment_id
+     WHERE o.state IS DISTINCT FROM n.state
+       AND e.workspace_id = n.workspace_id AND e.fragment_id = n.fragment_id;
+    RETURN NULL;
+END;
+$$;
+
+CREATE TRIGGER fragments_postings_insert AFTER INSERT ON pyretrieve.fragments
+    REFERENCING NEW TABLE AS changed
+    FOR EACH STATEMENT EXECUTE FUNCTION pyretrieve.postings_insert();
+CREATE TRIGGER fragments_postings_update AFTER UPDATE ON pyretrieve.fragments
+    REFERENCING OLD TABLE AS before_rows NEW TABLE AS changed
+    FOR EACH STATEMENT EXECUTE FUNCTION pyretrieve.postings_update();
+
+CREATE TRIGGER fragments_stamp BEFORE INSERT OR UPDATE ON pyretrieve.fragments
+    FOR EACH ROW EXECUTE FUNCTION pyretrieve.stamp_lexical_generation();
+CREATE TRIGGER fragments_bump_insert AFTER INSERT ON pyretrieve.fragments
+    REFERENCING NEW TABLE AS changed
+    FOR EACH STATEMENT EXECUTE FUNCTION pyretrieve.bump_scope_lexical();
+CREATE TRIGGER fragments_bump_update AFTER UPDATE ON pyretrieve.fragments
+    REFERENCING NEW TABLE AS changed
+    FOR EACH STATEMENT EXECUTE FUNCTION pyretrieve.bump_scope_lexical();
+-- An embedding takes its fragment's classification, state and times from the fragment row on
+-- every write (the caller cannot set them), and the fragments' update trigger refreshes them
+-- when a fragment changes state.
+CREATE FUNCTION pyretrieve.mirror_fragment()
+RETURNS trigger
+LANGUAGE plpgsql SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    f record;
+BEGIN
+    SELECT fr.project_id, fr.classification, fr.state, fr.observed_at, fr.expires_at INTO f
+      FROM pyretrieve.fragments fr
+     WHERE fr.workspace_id = NEW.workspace_id AND fr.fragment_id = NEW.fragment_id;
+    IF NOT FOUND OR f.project_id <> NEW.project_id THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR020', MESSAGE = 'fragment not found';
+    END IF;
+    NEW.classification := f.classification;
+    NEW.fragment_state := f.state;
+    NEW.observed_at := f.observed_at;
+    NEW.expires_at := f.expires_at;
+    RETURN NEW;
+END;
+$$;
+CREATE TRIGGER embeddings_mirror BEFORE INSERT OR UPDATE ON pyretrieve.embeddings
+    FOR EACH ROW EXECUTE FUNCTION pyretrieve.mirror_fragment();
+-- A state refresh is not a new vector: the generation moves only when the vector or its
+-- source digest is written.
+CREATE TRIGGER embeddings_stamp BEFORE INSERT OR UPDATE OF embedding, source_digest ON pyretrieve.embeddings
+    FOR EACH ROW EXECUTE FUNCTION pyretrieve.stamp_vector_generation();
+CREATE TRIGGER embeddings_bump_insert AFTER INSERT ON pyretrieve.embeddings
+    REFERENCING NEW TABLE AS changed
+    FOR EACH STATEMENT EXECUTE FUNCTION pyretrieve.bump_scope_vector();
+CREATE TRIGGER embeddings_bump_update AFTER UPDATE ON pyretrieve.embeddings
+    REFERENCING NEW TABLE AS changed
+    FOR EACH STATEMENT EXECUTE FUNCTION pyretrieve.bump_scope_vector();
+
+
+-- ---- policies (as in sql/schema/30_policies.sql) ----
+-- ---------------------------------------------------------------------------------------------
+-- Row-level security: the second wall. Principals hold no table privilege at all (the functions
+-- are the only door); the functions run as pyretrieve_api, and these policies admit to that
+-- role only what the transaction's one binding admits: the read decision's whole filter, or
+-- the write scope up to the writer's ceiling, or, for admins, the configuration tables. RLS is
+-- forced on every table, so the owner is bound too. Look-ups are written as (select ...) so
+-- they are evaluated once per query (InitPlans); the binding they read is found by transaction
+-- id and cannot change while the transaction lives, so every InitPlan reads the same row.
+-- ---------------------------------------------------------------------------------------------
+ALTER TABLE pyretrieve.installation      ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+ALTER TABLE pyretrieve.workspaces        ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+ALTER TABLE pyretrieve.projects          ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+ALTER TABLE pyretrieve.scope_configs     ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+ALTER TABLE pyretrieve.generation_log    ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+ALTER TABLE pyretrieve.postings          ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+ALTER TABLE pyretrieve.fragments         ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+ALTER TABLE pyretrieve.embedding_models  ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+ALTER TABLE pyretrieve.embeddings        ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+ALTER TABLE pyretrieve.grants            ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+ALTER TABLE pyretrieve.decisions         ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+ALTER TABLE pyretrieve.write_bindings    ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+
+-- installation: a version; written only by the installer, which runs as the owner.
+CREATE POLICY installation_read ON pyretrieve.installation FOR SELECT TO pyretrieve_api USING (true);
+CREATE POLICY installation_install ON pyretrieve.installation FOR ALL
+    TO pyretrieve_owner USING (true) WITH CHECK (true);
+
+-- Configuration tables: the bound scope, or everything for an admin caller.
+CREATE POLICY workspaces_read ON pyretrieve.workspaces FOR SELECT TO pyretrieve_api
+    USING (workspace_id = (SELECT d.workspace_id FROM pyretrieve.bound_decision() d)
+        OR workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+        OR (SELECT pyretrieve.caller_in('pyretrieve_admin')));
+CREATE POLICY workspaces_admin ON pyretrieve.workspaces FOR INSERT TO pyretrieve_api
+    WITH CHECK ((SELECT pyretrieve.caller_in('pyretrieve_admin')));
+
+CREATE POLICY projects_read ON pyretrieve.projects FOR SELECT TO pyretrieve_api
+    USING ((workspace_id = (SELECT d.workspace_id FROM pyretrieve.bound_decision() d)
+            AND project_id = (SELECT d.project_id FROM pyretrieve.bound_decision() d))
+        OR (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+            AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w))
+        OR (SELECT pyretrieve.caller_in('pyretrieve_admin')));
+CREATE POLICY projects_admin_insert ON pyretrieve.projects FOR INSERT TO pyretrieve_api
+    WITH CHECK ((SELECT pyretrieve.caller_in('pyretrieve_admin')));
+CREATE POLICY projects_admin_update ON pyretrieve.projects FOR UPDATE TO pyretrieve_api
+    USING ((SELECT pyretrieve.caller_in('pyretrieve_admin'))) WITH CHECK ((SELECT pyretrieve.caller_in('pyretrieve_admin')));
+
+CREATE POLICY generation_log_read ON pyretrieve.generation_log FOR SELECT TO pyretrieve_api
+    USING ((workspace_id = (SELECT d.workspace_id FROM pyretrieve.bound_decision() d)
+            AND project_id = (SELECT d.project_id FROM pyretrieve.bound_decision() d))
+        OR (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+            AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w))
+        OR (SELECT pyretrieve.caller_in('pyretrieve_admin')));
+CREATE POLICY generation_log_insert ON pyretrieve.generation_log FOR INSERT TO pyretrieve_api
+    WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w));
+
+CREATE POLICY scope_configs_read ON pyretrieve.scope_configs FOR SELECT TO pyretrieve_api
+    USING ((workspace_id = (SELECT d.workspace_id FROM pyretrieve.bound_decision() d)
+            AND project_id = (SELECT d.project_id FROM pyretrieve.bound_decision() d))
+        OR (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+            AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w))
+        OR (SELECT pyretrieve.caller_in('pyretrieve_admin')));
+CREATE POLICY scope_configs_insert ON pyretrieve.scope_configs FOR INSERT TO pyretrieve_api
+    WITH CHECK ((workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w))
+        OR (SELECT pyretrieve.caller_in('pyretrieve_admin')));
+
+-- Fragments: the decision's whole filter (scope, ceiling, state, evaluation time, max_age,
+-- expiry), or, under a write scope, every state up to the writer's ceiling (writes need the
+-- superseded and retracted rows to stay idempotent). A transaction holds one or the other.
+CREATE POLICY fragments_read ON pyretrieve.fragments FOR SELECT TO pyretrieve_api
+    USING ((workspace_id = (SELECT d.workspace_id FROM pyretrieve.bound_decision() d)
+       AND project_id = (SELECT d.project_id FROM pyretrieve.bound_decision() d)
+       AND state = 'active'
+       AND classification <= (SELECT d.ceiling FROM pyretrieve.bound_decision() d)
+       AND observed_at <= (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)
+       AND observed_at >= coalesce((SELECT d.evaluated_at - d.max_age FROM pyretrieve.bound_decision() d),
+                                   '-infinity'::timestamptz)
+       AND (expires_at IS NULL OR expires_at > (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)))
+        OR (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w)));
+CREATE POLICY fragments_insert ON pyretrieve.fragments FOR INSERT TO pyretrieve_api
+    WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w)
+       AND state = 'active' AND superseded_by IS NULL);
+CREATE POLICY fragments_update ON pyretrieve.fragments FOR UPDATE TO pyretrieve_api
+    USING (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w))
+    -- A successor must itself be visible in the same scope; checked before the foreign key so
+    -- a guessed id cannot probe for rows the writer may not see.
+    WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w)
+       AND (superseded_by IS NULL
+            OR pyretrieve.visible_successor(workspace_id, project_id, superseded_by)));
+
+-- Postings: the fragments' filters on the columns they carry (only active fragments have
+-- postings), so a decision admits exactly the postings of the fragments it admits.
+CREATE POLICY postings_read ON pyretrieve.postings FOR SELECT TO pyretrieve_api
+    USING ((workspace_id = (SELECT d.workspace_id FROM pyretrieve.bound_decision() d)
+       AND project_id = (SELECT d.project_id FROM pyretrieve.bound_decision() d)
+       AND classification <= (SELECT d.ceiling FROM pyretrieve.bound_decision() d)
+       AND observed_at <= (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)
+       AND observed_at >= coalesce((SELECT d.evaluated_at - d.max_age FROM pyretrieve.bound_decision() d),
+                                   '-infinity'::timestamptz)
+       AND (expires_at IS NULL OR expires_at > (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)))
+        OR (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w)));
+CREATE POLICY postings_insert ON pyretrieve.postings FOR INSERT TO pyretrieve_api
+    WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w));
+CREATE POLICY postings_delete ON pyretrieve.postings FOR DELETE TO pyretrieve_api
+    USING (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w));
+
+-- Embeddings: the fragments' filters on the columns each embedding carries.
+CREATE POLICY embeddings_read ON pyretrieve.embeddings FOR SELECT TO pyretrieve_api
+    USING ((workspace_id = (SELECT d.workspace_id FROM pyretrieve.bound_decision() d)
+       AND project_id = (SELECT d.project_id FROM pyretrieve.bound_decision() d)
+       AND fragment_state = 'active'
+       AND classification <= (SELECT d.ceiling FROM pyretrieve.bound_decision() d)
+       AND observed_at <= (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)
+       AND observed_at >= coalesce((SELECT d.evaluated_at - d.max_age FROM pyretrieve.bound_decision() d),
+                                   '-infinity'::timestamptz)
+       AND (expires_at IS NULL OR expires_at > (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)))
+        OR (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w)));
+CREATE POLICY embeddings_insert ON pyretrieve.embeddings FOR INSERT TO pyretrieve_api
+    WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w));
+CREATE POLICY embeddings_update ON pyretrieve.embeddings FOR UPDATE TO pyretrieve_api
+    USING (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w))
+    WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w));
+
+-- Models are configuration, not tenant data.
+CREATE POLICY embedding_models_read ON pyretrieve.embedding_models FOR SELECT
+    TO pyretrieve_api, pyretrieve_owner USING (true);
+CREATE POLICY embedding_models_admin ON pyretrieve.embedding_models FOR INSERT TO pyretrieve_api
+    WITH CHECK ((SELECT pyretrieve.caller_in('pyretrieve_admin')));
+
+-- Grants: the caller sees the grants that apply to it (its own authority, never another
+-- principal's); admins manage all of them.
+CREATE POLICY grants_own ON pyretrieve.grants FOR SELECT TO pyretrieve_api
+    USING (pg_catalog.pg_has_role((SELECT pyretrieve.caller()), principal, 'USAGE')
+        OR (SELECT pyretrieve.caller_in('pyretrieve_admin')));
+CREATE POLICY grants_admin_insert ON pyretrieve.grants FOR INSERT TO pyretrieve_api
+    WITH CHECK ((SELECT pyretrieve.caller_in('pyretrieve_admin')));
+CREATE POLICY grants_admin_update ON pyretrieve.grants FOR UPDATE TO pyretrieve_api
+    USING ((SELECT pyretrieve.caller_in('pyretrieve_admin')))
+    WITH CHECK ((SELECT pyretrieve.caller_in('pyretrieve_admin')));
+CREATE POLICY grants_admin_delete ON pyretrieve.grants FOR DELETE TO pyretrieve_api
+    USING ((SELECT pyretrieve.caller_in('pyretrieve_admin')));
+
+-- Decisions: this transaction's own (the binding), or all for an admin; a new one only as an
+-- exact copy of one of the caller's live grants, in this transaction, at this transaction's
+-- time. Nobody may update or delete one: the log is append-only.
+CREATE POLICY decisions_read ON pyretrieve.decisions FOR SELECT TO pyretrieve_api
+    USING (xact_id = pg_catalog.pg_current_xact_id_if_assigned()
+        OR (SELECT pyretrieve.caller_in('pyretrieve_admin')));
+CREATE POLICY decisions_insert ON pyretrieve.decisions FOR INSERT TO pyretrieve_api
+    WITH CHECK (principal = (SELECT pyretrieve.caller())
+        AND xact_id = pg_catalog.pg_current_xact_id()
+        AND evaluated_at = pg_catalog.now()
+        AND candidate_limit BETWEEN 1 AND 1000
+        AND grant_id = pyretrieve.effective_grant(workspace_id, project_id, purpose)
+        AND EXISTS (SELECT 1 FROM pyretrieve.grants g
+                     WHERE g.workspace_id = decisions.workspace_id
+                       AND g.grant_id = decisions.grant_id
+                       AND g.project_id = decisions.project_id
+                       AND g.purpose = decisions.purpose
+                       AND g.ceiling = decisions.ceiling
+                       AND g.max_age IS NOT DISTINCT FROM decisions.max_age
+                       AND g.semantic_policy = decisions.semantic_policy));
+
+CREATE POLICY write_bindings_read ON pyretrieve.write_bindings FOR SELECT TO pyretrieve_api
+    USING (xact_id = pg_catalog.pg_current_xact_id_if_assigned()
+        OR (SELECT pyretrieve.caller_in('pyretrieve_admin')));
+CREATE POLICY write_bindings_insert ON pyretrieve.write_bindings FOR INSERT TO pyretrieve_api
+    WITH CHECK (principal = (SELECT pyretrieve.caller())
+        AND xact_id = pg_catalog.pg_current_xact_id()
+        AND bound_at = pg_catalog.now()
+        AND ceiling = pyretrieve.writer_ceiling(workspace_id, project_id));
+
+-- Per-scope index generations (a view for DBAs and the scope_generation() function; it runs
+-- under the RLS of the tables it reads).
+CREATE VIEW pyretrieve.scope_generations WITH (security_invoker = true) AS
+SELECT p.workspace_id, p.project_id,
+       coalesce((SELECT max(l.generation) FROM pyretrieve.generation_log l
+                  WHERE l.workspace_id = p.workspace_id AND l.project_id = p.project_id
+                    AND l.kind = 'lexical'), 0) AS lexical_generation,
+       coalesce((SELECT max(l.generation) FROM pyretrieve.generation_log l
+                  WHERE l.workspace_id = p.workspace_id AND l.project_id = p.project_id
+                    AND l.kind = 'vector'), 0) AS vector_generation,
+       ARRAY(SELECT c.ts_config FROM pyretrieve.scope_configs c
+              WHERE c.workspace_id = p.workspace_id AND c.project_id = p.project_id
+              ORDER BY c.ts_config) AS ts_configs
+  FROM pyretrieve.projects p;
+COMMENT ON VIEW pyretrieve.scope_generations IS
+    'Per-scope index generations (the highest lexical and vector generation written) and text-search configurations, as the caller may see them.';
+
+
+-- ---- read_api (as in sql/schema/40_read_api.sql) ----
+-- ---------------------------------------------------------------------------------------------
+-- Errors. Every error raised here has its own SQLSTATE in class PR, a fixed message that names
+-- no row, id or content, and is mapped to a typed Python error in one place.
+--   PR001 access denied (no grant, scope absent, not a reader/writer/admin)   same for all
+--   PR002 decision not valid for this request (not the caller's, not this transaction,
+--         not the bound one)
+--   PR003 transaction already bound (one binding, a read decision or a write scope, per
+--         transaction)
+--   PR004 the caller is a superuser or bypasses row-level security
+--   PR010 invalid input (limits, lengths, identifiers, digests)
+--   PR011 invalid embedding (dimension, NaN/Inf, zero norm)
+--   PR012 unknown embedding model
+--   PR013 conflict (a model registered with another dimension)
+--   PR014 a value exceeds a limit of the database (a text with too many distinct words for a
+--         tsvector)
+--   PR015 unsupported text-search configuration (only pg_catalog's or pyretrieve's)
+--   PR020 not found (a fragment absent or not visible to the caller: the same error)
+--   PR030 semantic retrieval required but not available
+-- ---------------------------------------------------------------------------------------------
+
+CREATE FUNCTION pyretrieve.check_identifier(p_value text, p_what text)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_value IS NULL OR p_value !~ '^[a-z0-9][a-z0-9_.-]{0,62}$' THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'invalid ' || p_what;
+    END IF;
+END;
+$$;
+
+-- The decision of this request: the transaction's decision, only if it is the one named and
+-- belongs to the caller.
+CREATE FUNCTION pyretrieve.require_decision(p_decision uuid)
+RETURNS pyretrieve.decisions
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    d pyretrieve.decisions;
+BEGIN
+    SELECT * INTO d FROM pyretrieve.bound_decision();
+    IF NOT FOUND OR p_decision IS NULL OR d.decision_id <> p_decision
+       OR d.principal <> pyretrieve.caller() THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR002', MESSAGE = 'decision not valid for this request';
+    END IF;
+    RETURN d;
+END;
+$$;
+
+CREATE FUNCTION pyretrieve.or_tsquery(p_config regconfig, p_query text)
+RETURNS tsquery
+LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+SET client_min_messages = warning
+BEGIN ATOMIC
+    SELECT replace(plainto_tsquery(p_config, p_query)::text, ' & ', ' | ')::tsquery;
+END;
+COMMENT ON FUNCTION pyretrieve.or_tsquery(regconfig, text) IS
+    'The OR of the query''s lexemes in one text-search configuration (phrases from compound words stay phrases).';
+
+CREATE FUNCTION pyretrieve.check_embedding(p_model text, p_embedding public.vector)
+RETURNS void
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_dimension integer;
+    v_norm double precision;
+BEGIN
+    SELECT m.dimension INTO v_dimension FROM pyretrieve.embedding_models m WHERE m.model_id = p_model;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR012', MESSAGE = 'unknown embedding model';
+    END IF;
+    IF p_embedding IS NULL OR public.vector_dims(p_embedding) <> v_dimension THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR011', MESSAGE = 'embedding dimension does not match the model';
+    END IF;
+    v_norm := public.vector_norm(p_embedding);
+    IF NOT (v_norm > 0 AND v_norm < 'Infinity'::double precision) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR011', MESSAGE = 'embedding must be finite and non-zero';
+    END IF;
+    -- Subnormal float4 values (below 2^-126 in magnitude) lose precision and can make cosine
+    -- distances NaN; the client refuses them too.
+    IF EXISTS (SELECT 1 FROM unnest(p_embedding::real[]) AS x(v)
+                WHERE x.v <> 0 AND abs(x.v) < 1.17549435e-38::real) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR011', MESSAGE = 'embedding must not hold subnormal values';
+    END IF;
+END;
+$$;
+
+-- ---------------------------------------------------------------------------------------------
+-- The read API. SECURITY DEFINER, written reason: principals hold no privilege on any table,
+-- so these functions are their only door to the data. Each runs as pyretrieve_api (never the
+-- table owner), takes the caller's identity from pyretrieve.caller(), works only under the
+-- transaction's one decision, states the decision's filters explicitly, and is bound by the
+-- row-level security policies of pyretrieve_api as a second wall.
+-- ---------------------------------------------------------------------------------------------
+SET LOCAL ROLE pyretrieve_api;
+
+CREATE FUNCTION pyretrieve.authorize(
+    p_workspace text,
+    p_project text,
+    p_purpose text,
+    p_query_digest bytea,
+    p_semantic_intent text,
+    p_embedding_digest bytea,
+    p_requested_limit integer)
+RETURNS TABLE (
+    decision_id uuid, principal name, workspace_id text, project_id text, purpose text,
+    evaluated_at timestamptz, ceiling pyretrieve.classification, max_age interval,
+    semantic_policy pyretrieve.semantic_policy, candidate_limit integer, grant_id uuid)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    g pyretrieve.grants;
+    d pyretrieve.decisions;
+BEGIN
+    PERFORM pyretrieve.check_caller();
+    PERFORM pyretrieve.apply_request_timeouts();
+    PERFORM pyretrieve.check_identifier(p_workspace, 'workspace');
+    PERFORM pyretrieve.check_identifier(p_project, 'project');
+    PERFORM pyretrieve.check_identifier(p_purpose, 'purpose');
+    IF p_query_digest IS NULL OR length(p_query_digest) <> 32 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'query digest must be 32 bytes (sha256)';
+    END IF;
+    IF p_embedding_digest IS NOT NULL AND length(p_embedding_digest) <> 32 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'embedding digest must be 32 bytes (sha256)';
+    END IF;
+    IF p_semantic_intent IS NULL OR p_semantic_intent NOT IN ('disabled', 'optional', 'required') THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'semantic intent must be disabled, optional or required';
+    END IF;
+    IF p_requested_limit IS NULL OR p_requested_limit NOT BETWEEN 1 AND 1000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'requested limit must be between 1 and 1000';
+    END IF;
+
+    -- One binding per transaction, whatever any setting says: a second decision (for any scope,
+    -- any principal) or a decision after a write scope is refused.
+    IF EXISTS (SELECT 1 FROM pyretrieve.bound_decision()) OR EXISTS (SELECT 1 FROM pyretrieve.bound_write()) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR003', MESSAGE = 'transaction already bound to another scope';
+    END IF;
+
+    -- The grants policy shows only grants that apply to the caller, so an absent scope and
+    -- a scope without a grant look the same here: both are denied with the same error. The most
+    -- specific grant wins (the caller's own before a group's), then the widest.
+    SELECT gr.* INTO g
+      FROM pyretrieve.grants gr
+     WHERE gr.workspace_id = p_workspace
+       AND gr.grant_id = pyretrieve.effective_grant(p_workspace, p_project, p_purpose);
+    IF NOT FOUND OR NOT pyretrieve.caller_in('pyretrieve_reader') THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR001', MESSAGE = 'access denied';
+    END IF;
+
+    INSERT INTO pyretrieve.decisions AS dn (
+        workspace_id, principal, project_id, purpose, grant_id, ceiling, max_age, semantic_policy,
+        requested_limit, candidate_limit, query_digest, semantic_intent, embedding_digest)
+    VALUES (
+        g.workspace_id, pyretrieve.caller(), g.project_id, g.purpose, g.grant_id, g.ceiling,
+        g.max_age, g.semantic_policy,
+        p_requested_limit, least(greatest(p_requested_limit, 100), 1000),
+        p_query_digest, p_semantic_intent, p_embedding_digest)
+    RETURNING dn.* INTO d;
+
+    RETURN QUERY SELECT d.decision_id, d.principal, d.workspace_id::text, d.project_id::text,
+                        d.purpose::text, d.evaluated_at, d.ceiling, d.max_age, d.semantic_policy,
+                        d.candidate_limit, d.grant_id;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.authorize(text, text, text, bytea, text, bytea, integer) IS
+    'Authorise the caller (pyretrieve.caller(): the role the request runs as) for one workspace/project and purpose. Checks the caller''s live grants, records the decision (digests and intent only: never query text, embedding values or content), binds this transaction to that scope (one decision per transaction: a second authorize, or one after a write, raises PR003) and returns the decision with its evaluation time, ceiling, max_age, semantic policy and bounded candidate limit. Raises SQLSTATE PR001 (access denied) alike for an absent scope and a scope without a grant, and PR004 for a superuser or BYPASSRLS caller. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+
+CREATE FUNCTION pyretrieve.lexical_candidates(
+    p_decision uuid, p_query text, p_limit integer, p_ranking text DEFAULT 'bm25')
+RETURNS TABLE (rank integer, fragment_id uuid, content_digest bytea, score double precision,
+               lexical_generation bigint, terms jsonb)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET client_min_messages = warning
+AS $$
+#variable_conflict use_column
+DECLARE
+    d pyretrieve.decisions := pyretrieve.require_decision(p_decision);
+    v_k1 double precision;
+    v_b double precision;
+BEGIN
+    IF p_query IS NULL OR length(p_query) NOT BETWEEN 1 AND 4096 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'query must be 1 to 4096 characters';
+    END IF;
+    IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND d.candidate_limit THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'candidate limit out of range for this decision';
+    END IF;
+    IF p_ranking IS NULL OR p_ranking NOT IN ('bm25', 'ts_rank') THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'ranking must be bm25 or ts_rank';
+    END IF;
+
+    IF p_ranking = 'ts_rank' THEN
+        -- The earlier scoring, kept for comparison: OR over the lexemes, ts_rank normalisation 1.
+        RETURN QUERY
+        WITH q AS MATERIALIZED (
+            SELECT c.ts_config AS cfg, pyretrieve.or_tsquery(c.ts_config, p_query) AS tsq
+              FROM pyretrieve.scope_configs c
+             WHERE c.workspace_id = d.workspace_id AND c.project_id = d.project_id
+        ), top AS (
+            SELECT f.fragment_id, f.content_digest,
+                   ts_rank(f.tsv, q.tsq, 1)::double precision AS score, f.lexical_generation
+              FROM pyretrieve.fragments f
+              JOIN q ON f.ts_config = q.cfg
+             WHERE f.workspace_id = d.workspace_id
+               AND f.project_id = d.project_id
+               AND f.state = 'active'
+               AND f.classification <= d.ceiling
+               AND f.observed_at <= d.evaluated_at
+               AND (d.max_age IS NULL OR f.observed_at >= d.evaluated_at - d.max_age)
+               AND (f.expires_at IS NULL OR f.expires_at > d.evaluated_at)
+               AND numnode(q.tsq) > 0
+               AND f.tsv @@ q.tsq
+             ORDER BY score DESC, f.content_digest, f.fragment_id
+             LIMIT p_limit
+        )
+        SELECT (row_number() OVER (ORDER BY t.score DESC, t.content_digest, t.fragment_id))::integer,
+               t.fragment_id, t.content_digest, t.score, t.lexical_generation, '[]'::jsonb
+          FROM top t
+         ORDER BY 1;
+        RETURN;
+    END IF;
+
+    SELECT p.bm25_k1, p.bm25_b INTO v_k1, v_b
+      FROM pyretrieve.projects p
+     WHERE p.workspace_id = d.workspace_id AND p.project_id = d.project_id;
+
+    -- BM25 with statistics of the rows this decision admits, and nothing else:
+    --   idf(t)   = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))
+    --   norm(d)  = k1 * (1 - b + b * |d| / avgdl)
+    --   score(d) = sum over query terms t in d of qtf(t) * idf(t) * tf(t,d) * (k1 + 1) / (tf(t,d) + norm(d))
+    -- Every predicate is stated explicitly (the scope as parameters for the primary key) and
+    -- RLS applies it again. Sums run in lexeme order (bytewise) so the float result never depends
+    -- on the plan.
+    RETURN QUERY
+    WITH ql AS MATERIALIZED (
+        SELECT u.lexeme, max(greatest(cardinality(u.positions), 1))::double precision AS qtf
+          FROM pyretrieve.scope_configs c
+         CROSS JOIN LATERAL unnest(to_tsvector(c.ts_config, p_query)) AS u
+         WHERE c.workspace_id = d.workspace_id AND c.project_id = d.project_id
+         GROUP BY u.lexeme
+    ), st AS MATERIALIZED (
+        SELECT count(*)::double precision AS n, coalesce(avg(f.doc_length), 0)::double precision AS avgdl
+          FROM pyretrieve.fragments f
+         WHERE f.workspace_id = d.workspace_id
+           AND f.project_id = d.project_id
+           AND f.state = 'active'
+           AND f.classification <= d.ceiling
+           AND f.observed_at <= d.evaluated_at
+           AND (d.max_age IS NULL OR f.observed_at >= d.evaluated_at - d.max_age)
+           AND (f.expires_at IS NULL OR f.expires_at > d.evaluated_at)
+    ), hits AS MATERIALIZED (
+        SELECT p.fragment_id, p.lexeme, p.tf::double precision AS tf,
+               p.doc_length::double precision AS doc_length, ql.qtf,
+               (count(*) OVER (PARTITION BY p.lexeme))::double precision AS df
+          FROM ql
+          JOIN pyretrieve.postings p
+            ON p.workspace_id = d.workspace_id AND p.project_id = d.project_id AND p.lexeme = ql.lexeme
+         WHERE p.classification <= d.ceiling
+           AND p.observed_at <= d.evaluated_at
+           AND (d.max_age IS NULL OR p.observed_at >= d.evaluated_at - d.max_age)
+           AND (p.expires_at IS NULL OR p.expires_at > d.evaluated_at)
+    ), parts AS (
+        SELECT h.fragment_id, h.lexeme, h.tf, h.qtf, b.idf, b.norm,
+               h.qtf * b.idf * (h.tf * (v_k1 + 1.0)) / (h.tf + b.norm) AS contribution
+          FROM hits h
+         CROSS JOIN st
+         CROSS JOIN LATERAL (
+               SELECT ln(1.0 + (st.n - h.df + 0.5) / (h.df + 0.5)) AS idf,
+                      v_k1 * (1.0 - v_b + v_b * h.doc_length / st.avgdl) AS norm) b
+    ), scored AS MATERIALIZED (
+        -- One pass per fragment: its score and the parts of it, summed and listed in the same
+        -- (bytewise lexeme) order, so the contributions add up to the score exactly. The
+        -- explanation is built from the arrays for the returned rows only.
+        SELECT pt.fragment_id,
+               sum(pt.contribution ORDER BY pt.lexeme COLLATE "C") AS score,
+               array_agg(pt.lexeme ORDER BY pt.lexeme COLLATE "C") AS t_term,
+               array_agg(pt.idf ORDER BY pt.lexeme COLLATE "C") AS t_idf,
+               array_agg(pt.tf ORDER BY pt.lexeme COLLATE "C") AS t_tf,
+               array_agg(pt.qtf ORDER BY pt.lexeme COLLATE "C") AS t_qtf,
+               array_agg(pt.norm ORDER BY pt.lexeme COLLATE "C") AS t_norm,
+               array_agg(pt.contribution ORDER BY pt.lexeme COLLATE "C") AS t_contribution
+          FROM parts pt
+         GROUP BY pt.fragment_id
+    ), top AS (
+        -- Every fragment scoring at least the p_limit-th best score competes for the last
+        -- places on the content-bound tie-break, so the cut is exact and plan-independent;
+        -- the threshold is a sub-select, computed once.
+        SELECT s.*, f.content_digest, f.lexical_generation
+          FROM scored s
+          JOIN pyretrieve.fragments f
+            ON f.workspace_id = d.workspace_id AND f.fragment_id = s.fragment_id
+         WHERE s.score >= (SELECT min(x.score)
+                             FROM (SELECT sc.score FROM scored sc ORDER BY sc.score DESC LIMIT p_limit) x)
+         ORDER BY s.score DESC, f.content_digest, f.fragment_id
+         LIMIT p_limit
+    )
+    SELECT (row_number() OVER (ORDER BY t.score DESC, t.content_digest, t.fragment_id))::integer,
+           t.fragment_id, t.content_digest, t.score, t.lexical_generation,
+           (SELECT jsonb_agg(jsonb_build_object(
+                       'term', u.term, 'idf', u.idf, 'tf', u.tf::integer,
+                       'query_tf', u.qtf::integer, 'length_norm', u.norm,
+                       'contribution', u.contribution) ORDER BY u.n)
+              FROM unnest(t.t_term, t.t_idf, t.t_tf, t.t_qtf, t.t_norm, t.t_contribution)
+                   WITH ORDINALITY AS u(term, idf, tf, qtf, norm, contribution, n))
+      FROM top t
+     ORDER BY 1;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.lexical_candidates(uuid, text, integer, text) IS
+    'Lexical candidates for the bound decision. p_ranking ''bm25'' (default): BM25 over the OR of the query''s lexemes (repeated query terms count), with k1 and b from the project and corpus statistics (document count, average length, document frequency) computed only from the fragments the decision admits; ''ts_rank'': the earlier ts_rank scoring, for comparison. 1-based ranks in a total order (score desc, then content digest, then fragment id). Returns rank, fragment_id, content_digest, score, lexical_generation and terms (each matched term with idf, tf, query_tf, length_norm and contribution). Raises PR002 for a decision that is not the caller''s bound decision of this transaction. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+
+CREATE FUNCTION pyretrieve.vector_candidates(p_decision uuid, p_model text, p_embedding public.vector, p_limit integer)
+RETURNS TABLE (rank integer, fragment_id uuid, content_digest bytea, distance double precision,
+               source_digest bytea, vector_generation bigint, lexical_generation bigint)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    d pyretrieve.decisions := pyretrieve.require_decision(p_decision);
+BEGIN
+    PERFORM pyretrieve.check_embedding(p_model, p_embedding);
+    IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND d.candidate_limit THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'candidate limit out of range for this decision';
+    END IF;
+
+    -- Exact cosine distance over the scope's embeddings of the model, filtered on the
+    -- fragment columns each embedding carries (the decision's filters, stated explicitly with
+    -- the scope as parameters for embeddings_scope_idx, and applied again by RLS). Under RLS the
+    -- distance operator is not leakproof, so a global HNSW index would filter after the scan
+    -- and lose recall on small scopes; exact search has recall 1. Only the returned rows are
+    -- joined to their fragments; every row at the p_limit-th distance competes on the
+    -- content-bound tie-break, so the cut is exact.
+    RETURN QUERY
+    WITH scan AS MATERIALIZED (
+        SELECT e.fragment_id,
+               (e.embedding OPERATOR(public.<=>) p_embedding)::double precision AS distance,
+               e.source_digest, e.vector_generation
+          FROM pyretrieve.embeddings e
+         WHERE e.workspace_id = d.workspace_id
+           AND e.project_id = d.project_id
+           AND e.model_id = p_model
+           AND e.fragment_state = 'active'
+           AND e.classification <= d.ceiling
+           AND e.observed_at <= d.evaluated_at
+           AND (d.max_age IS NULL OR e.observed_at >= d.evaluated_at - d.max_age)
+           AND (e.expires_at IS NULL OR e.expires_at > d.evaluated_at)
+    ), top AS (
+        SELECT s.fragment_id, f.content_digest, s.distance, s.source_digest, s.vector_generation,
+               f.lexical_generation
+          FROM scan s
+          JOIN pyretrieve.fragments f
+            ON f.workspace_id = d.workspace_id AND f.fragment_id = s.fragment_id
+         WHERE s.distance <= (SELECT max(x.distance)
+                                FROM (SELECT sc.distance FROM scan sc ORDER BY sc.distance LIMIT p_limit) x)
+           AND f.project_id = d.project_id
+           AND f.state = 'active'
+           AND f.classification <= d.ceiling
+           AND f.observed_at <= d.evaluated_at
+           AND (d.max_age IS NULL OR f.observed_at >= d.evaluated_at - d.max_age)
+           AND (f.expires_at IS NULL OR f.expires_at > d.evaluated_at)
+         ORDER BY s.distance, f.content_digest, f.fragment_id
+         LIMIT p_limit
+    )
+    SELECT (row_number() OVER (ORDER BY t.distance, t.content_digest, t.fragment_id))::integer,
+           t.fragment_id, t.content_digest, t.distance, t.source_digest, t.vector_generation,
+           t.lexical_generation
+      FROM top t
+     ORDER BY 1;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.vector_candidates(uuid, text, public.vector, integer) IS
+    'Vector candidates for the bound decision: exact cosine distance to p_embedding over the scope''s embeddings of model p_model, 1-based ranks in a total order (distance, then content digest, then fragment id). Returns rank, fragment_id, content_digest, distance, source_digest (digest of the text the embedding was computed from), vector_generation, lexical_generation. Raises PR011 for a wrong dimension, NaN/Inf or zero public.vector, PR012 for an unknown model. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+
+CREATE FUNCTION pyretrieve.fragments(p_decision uuid, p_ids uuid[])
+RETURNS TABLE (
+    workspace_id text, project_id text, fragment_id uuid, body text, content_digest bytea,
+    classification pyretrieve.classification, state pyretrieve.fragment_state, superseded_by uuid,
+    observed_at timestamptz, expires_at timestamptz, ingested_at timestamptz, source_uri text,
+    source_revision text, manifest_id text, ts_config regconfig, lexical_generation bigint)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    d pyretrieve.decisions := pyretrieve.require_decision(p_decision);
+BEGIN
+    IF p_ids IS NULL OR cardinality(p_ids) > 2 * d.candidate_limit THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'too many ids for this decision';
+    END IF;
+    RETURN QUERY
+    SELECT f.workspace_id::text, f.project_id::text, f.fragment_id, f.body, f.content_digest,
+           f.classification, f.state, f.superseded_by, f.observed_at, f.expires_at, f.ingested_at,
+           f.source_uri, f.source_revision, f.manifest_id, f.ts_config, f.lexical_generation
+      FROM pyretrieve.fragments f
+     WHERE f.workspace_id = d.workspace_id
+       AND f.project_id = d.project_id
+       AND f.fragment_id = ANY (p_ids)
+       AND f.state = 'active'
+       AND f.classification <= d.ceiling
+       AND f.observed_at <= d.evaluated_at
+       AND (d.max_age IS NULL OR f.observed_at >= d.evaluated_at - d.max_age)
+       AND (f.expires_at IS NULL OR f.expires_at > d.evaluated_at)
+     ORDER BY f.fragment_id;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.fragments(uuid, uuid[]) IS
+    'The authoritative records (body, digest, classification, state, times, provenance, generation) for the given ids, only those visible under the bound decision; ids that are absent or not visible are silently left out, alike. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+
+
+SET LOCAL ROLE pyretrieve_owner;
+
+-- ---- search (as in sql/schema/45_search.sql) ----
+-- ---------------------------------------------------------------------------------------------
+-- One fused, explained search for SQL callers. The same steps, in the same order and with the
+-- same float arithmetic, as the Python client and its pure ranker (a test compares them):
+--   rrf        = (0.0 + w_lex / (60 + lexical_rank)) + w_vec / (60 + vector_rank)
+--   freshness  = least(1.0, greatest(0.5, 1.0 - 0.5 * (age_us / max_age_us)))   (1.0 without max_age)
+--   final      = rrf * freshness; order by final desc, rrf desc, content_digest, fragment_id
+--   confidence = least(1, greatest(0, (rrf / ideal) * freshness * (61 / (60 + rank)) * semantic_factor))
+-- ---------------------------------------------------------------------------------------------
+
+-- sha256 of the embedding as float32 little-endian bytes, the digest the client records.
+-- vector_send() writes a 4-byte header then big-endian float4 values.
+CREATE FUNCTION pyretrieve.embedding_digest(p_embedding public.vector)
+RETURNS bytea
+LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT pg_catalog.sha256(pg_catalog.string_agg(
+               pg_catalog.substr(b.raw, 5 + 4 * i + 3, 1)
+            || pg_catalog.substr(b.raw, 5 + 4 * i + 2, 1)
+            || pg_catalog.substr(b.raw, 5 + 4 * i + 1, 1)
+            || pg_catalog.substr(b.raw, 5 + 4 * i, 1), ''::bytea ORDER BY i))
+      FROM (SELECT public.vector_send(p_embedding) AS raw) b,
+           pg_catalog.generate_series(0, public.vector_dims(p_embedding) - 1) AS i;
+END;
+COMMENT ON FUNCTION pyretrieve.embedding_digest(public.vector) IS
+    'sha256 of an embedding as float32 little-endian bytes: the embedding digest that authorize() records instead of the values.';
+
+CREATE FUNCTION pyretrieve.search(
+    p_workspace text,
+    p_project text,
+    p_purpose text,
+    p_query text,
+    p_embedding public.vector DEFAULT NULL,
+    p_model text DEFAULT NULL,
+    p_limit integer DEFAULT 10,
+    p_mode text DEFAULT 'hybrid',
+    p_lexical_weight double precision DEFAULT 1.0,
+    p_vector_weight double precision DEFAULT 1.0,
+    p_ranking text DEFAULT 'bm25')
+RETURNS TABLE (
+    rank integer, fragment_id uuid, content_digest bytea, body text, final_score double precision,
+    rrf_score double precision, freshness double precision, confidence double precision,
+    explanation jsonb)
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    d record;
+    v_wants_vector boolean;
+    v_required boolean;
+    v_intent text;
+    v_embedding_digest bytea;
+    v_lexical jsonb;
+    v_vector jsonb;
+    v_status text;
+    v_reason text;
+    v_evidence jsonb := '{}'::jsonb;
+    v_ideal double precision := 0.0;
+    v_factor double precision;
+    v_stale integer;
+BEGIN
+    IF p_mode IS NULL OR p_mode NOT IN ('hybrid', 'lexical', 'vector') THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'mode must be hybrid, lexical or vector';
+    END IF;
+    IF p_lexical_weight IS NULL OR p_vector_weight IS NULL
+       OR NOT (p_lexical_weight >= 0 AND p_lexical_weight <= 1000)
+       OR NOT (p_vector_weight >= 0 AND p_vector_weight <= 1000) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'weights must be between 0 and 1000';
+    END IF;
+    IF p_query IS NULL OR length(p_query) NOT BETWEEN 1 AND 4096 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'query must be 1 to 4096 characters';
+    END IF;
+    v_wants_vector := p_mode <> 'lexical';
+    IF v_wants_vector AND p_embedding IS NOT NULL THEN
+        v_embedding_digest := pyretrieve.embedding_digest(p_embedding);
+    END IF;
+    v_intent := CASE WHEN NOT v_wants_vector THEN 'disabled'
+                     WHEN p_mode = 'vector' THEN 'required' ELSE 'optional' END;
+
+    -- 1. Policy.
+    SELECT * INTO d FROM pyretrieve.authorize(
+        p_workspace => p_workspace, p_project => p_project, p_purpose => p_purpose,
+        p_query_digest => pyretrieve.content_digest(p_query), p_semantic_intent => v_intent,
+        p_embedding_digest => v_embedding_digest, p_requested_limit => p_limit);
+    v_required := p_mode = 'vector' OR d.semantic_policy = 'required';
+
+    -- 2. Lexical candidates (a failure here is a hard error).
+    IF p_mode <> 'vector' THEN
+        SELECT coalesce(jsonb_agg(to_jsonb(c) ORDER BY c.rank), '[]'::jsonb) INTO v_lexical
+          FROM pyretrieve.lexical_candidates(d.decision_id, p_query, d.candidate_limit, p_ranking) c;
+        v_ideal := v_ideal + p_lexical_weight / 61.0::double precision;
+    END IF;
+
+    -- 3. Vector candidates, when mode, intent and policy allow and an embedding exists.
+    IF NOT v_wants_vector THEN
+        v_status := 'not_requested';
+    ELSIF d.semantic_policy = 'disabled' THEN
+        v_status := 'degraded';
+        v_reason := 'disabled';
+        v_evidence := jsonb_build_object('policy', 'disabled');
+    ELSIF p_embedding IS NULL OR p_model IS NULL THEN
+        v_status := 'degraded';
+        v_reason := 'missing_embedding';
+        v_evidence := jsonb_build_object('model', p_model);
+    ELSE
+        BEGIN
+            SELECT coalesce(jsonb_agg(to_jsonb(c) ORDER BY c.rank), '[]'::jsonb),
+                   count(*) FILTER (WHERE c.source_digest <> c.content_digest
+                                       OR c.vector_generation < c.lexical_generation)
+              INTO v_vector, v_stale
+              FROM pyretrieve.vector_candidates(d.decision_id, p_model, p_embedding, d.candidate_limit) c;
+            IF v_stale > 0 THEN
+                v_status := 'degraded';
+                v_reason := 'stale';
+                v_evidence := jsonb_build_object('model', p_model, 'stale_candidates', v_stale,
+                                                 'candidates', jsonb_array_length(v_vector));
+                v_vector := NULL;
+            ELSE
+                v_status := 'used';
+                v_evidence := jsonb_build_object('model', p_model);
+                v_ideal := v_ideal + p_vector_weight / 61.0::double precision;
+            END IF;
+        EXCEPTION
+            WHEN SQLSTATE 'PR012' THEN
+                v_status := 'degraded'; v_reason := 'unavailable';
+                v_evidence := jsonb_build_object('model', p_model, 'cause', 'unknown_model');
+            WHEN SQLSTATE 'PR011' THEN
+                v_status := 'degraded'; v_reason := 'corrupt';
+                v_evidence := jsonb_build_object('model', p_model, 'cause', 'invalid_embedding');
+        END;
+    END IF;
+    IF v_required AND v_status IS DISTINCT FROM 'used' THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR030', MESSAGE = 'semantic retrieval is required but was not available';
+    END IF;
+    IF NOT v_ideal > 0 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'the weights of the modalities that ran are all zero';
+    END IF;
+    v_factor := CASE WHEN v_status = 'degraded' THEN 0.75::double precision ELSE 1.0::double precision END;
+
+    -- 4. Authoritative records, fusion, freshness, total order, confidence, explanation.
+    RETURN QUERY
+    WITH lex AS (
+        SELECT (x->>'rank')::integer AS rank, (x->>'fragment_id')::uuid AS fragment_id,
+               (x->>'score')::double precision AS score, x->'terms' AS terms
+          FROM jsonb_array_elements(coalesce(v_lexical, '[]'::jsonb)) x
+    ), vec AS (
+        SELECT (x->>'rank')::integer AS rank, (x->>'fragment_id')::uuid AS fragment_id,
+               (x->>'distance')::double precision AS distance,
+               (x->>'vector_generation')::bigint AS vector_generation
+          FROM jsonb_array_elements(coalesce(v_vector, '[]'::jsonb)) x
+    ), rec AS (
+        SELECT r.*
+          FROM pyretrieve.fragments(d.decision_id, ARRAY(
+                   SELECT l.fragment_id FROM lex l UNION SELECT v.fragment_id FROM vec v)) r
+    ), fused AS (
+        SELECT r.*, l.rank AS lexical_rank, l.score AS lexical_score, l.terms AS lexical_terms,
+               v.rank AS vector_rank, v.distance, v.vector_generation,
+               p_lexical_weight / (60 + l.rank)::double precision AS lexical_contribution,
+               p_vector_weight / (60 + v.rank)::double precision AS vector_contribution,
+               (extract(epoch FROM d.evaluated_at - r.observed_at) * 1000000)::bigint AS age_us,
+               (extract(epoch FROM d.max_age) * 1000000)::bigint AS max_age_us
+          FROM rec r
+          LEFT JOIN lex l ON l.fragment_id = r.fragment_id
+          LEFT JOIN vec v ON v.fragment_id = r.fragment_id
+    ), scored AS (
+        SELECT f.*,
+               (0.0::double precision + coalesce(f.lexical_contribution, 0.0::double precision))
+                   + coalesce(f.vector_contribution, 0.0::double precision) AS rrf,
+               CASE WHEN f.max_age_us IS NULL THEN 1.0::double precision
+                    ELSE least(1.0::double precision, greatest(0.5::double precision,
+                         1.0::double precision - 0.5::double precision
+                             * (f.age_us::double precision / f.max_age_us::double precision)))
+               END AS fresh
+          FROM fused f
+    ), ordered AS (
+        SELECT s.*, s.rrf * s.fresh AS final,
+               (row_number() OVER (ORDER BY s.rrf * s.fresh DESC, s.rrf DESC,
+                                            s.content_digest, s.fragment_id))::integer AS fused_rank
+          FROM scored s
+    ), top AS (
+        SELECT o.*,
+               least(1.0::double precision, greatest(0.0::double precision,
+                   (o.rrf / v_ideal) * o.fresh * (61.0::double precision / (60.0::double precision + o.fused_rank))
+                   * v_factor)) AS conf
+          FROM ordered o
+         WHERE o.fused_rank <= p_limit
+    )
+    SELECT t.fused_rank, t.fragment_id, t.content_digest, t.body, t.final, t.rrf, t.fresh, t.conf,
+           jsonb_build_object(
+               'fragment', jsonb_build_object('workspace_id', t.workspace_id, 'project_id', t.project_id,
+                                              'fragment_id', t.fragment_id),
+               'content', jsonb_build_object('text', t.body, 'trust', 'untrusted-data'),
+               'provenance', jsonb_build_object(
+                   'source_uri', t.source_uri, 'source_revision', t.source_revision,
+                   'manifest_id', t.manifest_id, 'observed_at', t.observed_at,
+                   'retrieved_at', d.evaluated_at, 'expires_at', t.expires_at,
+                   'ingested_at', t.ingested_at, 'content_digest', encode(t.content_digest, 'hex')),
+               'lexical', CASE WHEN t.lexical_rank IS NULL THEN NULL ELSE jsonb_build_object(
+                   'rank', t.lexical_rank, 'score', t.lexical_score, 'ranking', p_ranking,
+                   'terms', t.lexical_terms,
+                   'contribution', t.lexical_contribution, 'weight', p_lexical_weight) END,
+               'vector', CASE WHEN t.vector_rank IS NULL THEN NULL ELSE jsonb_build_object(
+                   'rank', t.vector_rank, 'distance', t.distance, 'metric', 'cosine_distance',
+                   'contribution', t.vector_contribution, 'weight', p_vector_weight) END,
+               'rrf', jsonb_build_object('k', 60, 'rank_base', 1, 'score', t.rrf,
+                   'formula', 'sum over modalities of w/(60+rank), 1-based ranks, a missing modality contributes 0'),
+               'freshness', jsonb_build_object('factor', t.fresh, 'age_us', t.age_us, 'max_age_us', t.max_age_us),
+               'final_score', t.final,
+               'confidence', t.conf,
+               'tie_break', encode(t.content_digest, 'hex') || ':' || t.fragment_id::text,
+               'generations', jsonb_build_object('lexical', t.lexical_generation, 'vector', t.vector_generation),
+               'semantic', jsonb_build_object('status', v_status, 'reason', v_reason, 'evidence', v_evidence,
+                                              'lowers_confidence', v_status = 'degraded'),
+               'semantic_query_digest', encode(v_embedding_digest, 'hex'),
+               'decision_id', d.decision_id)
+      FROM top t
+     ORDER BY t.fused_rank;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.search(text, text, text, text, public.vector, text, integer, text, double precision, double precision, text) IS
+    'One fused, explained search: authorize, lexical candidates (BM25 by default, p_ranking ''ts_rank'' for comparison), vector candidates (when the mode and the grant''s semantic policy allow and an embedding and model are given), then weighted Reciprocal Rank Fusion (w / (60 + rank), 1-based ranks, k = 60, weights default 1.0, a missing modality contributes 0), a freshness factor within the grant''s max_age, a total order (final score, RRF score, content digest, fragment id), confidence and a jsonb explanation per result. Same order as the Python client. Raises PR001 on deny and PR030 when semantic retrieval is required but unavailable.';
+
+
+-- ---- writers (as in sql/schema/50_writers.sql) ----
+-- ---------------------------------------------------------------------------------------------
+-- Writers. SECURITY DEFINER, written reason: principals hold no privilege on any table, so
+-- these functions are their only door. Each runs as pyretrieve_api, binds the transaction's one
+-- write scope from the caller's own writer grants, and writes only inside it, up to the
+-- writer's ceiling; row-level security checks every row again. Postings, generations and the
+-- embeddings' mirror columns are written by triggers only.
+-- ---------------------------------------------------------------------------------------------
+SET LOCAL ROLE pyretrieve_api;
+
+-- Bind this transaction's write scope and return the writer's ceiling there; access denied
+-- (PR001) alike for an absent scope, a scope without a grant and a caller who is not a writer.
+CREATE FUNCTION pyretrieve.bind_write_scope(p_workspace text, p_project text)
+RETURNS pyretrieve.classification
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_ceiling pyretrieve.classification;
+    w pyretrieve.write_bindings;
+BEGIN
+    PERFORM pyretrieve.check_identifier(p_workspace, 'workspace');
+    PERFORM pyretrieve.check_identifier(p_project, 'project');
+    PERFORM pyretrieve.check_caller();
+    PERFORM pyretrieve.apply_request_timeouts();
+    SELECT * INTO w FROM pyretrieve.bound_write();
+    IF FOUND AND (w.workspace_id, w.project_id, w.principal) = (p_workspace, p_project, pyretrieve.caller()) THEN
+        RETURN w.ceiling;
+    END IF;
+    IF EXISTS (SELECT 1 FROM pyretrieve.bound_decision()) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR003', MESSAGE = 'transaction already bound to another scope';
+    END IF;
+    v_ceiling := pyretrieve.writer_ceiling(p_workspace, p_project);
+    IF v_ceiling IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR001', MESSAGE = 'access denied';
+    END IF;
+    INSERT INTO pyretrieve.write_bindings (workspace_id, principal, project_id, ceiling, position)
+    VALUES (p_workspace, pyretrieve.caller(), p_project, v_ceiling, coalesce(w.position, 0) + 1);
+    RETURN v_ceiling;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.bind_write_scope(text, text) IS
+    'Bind this transaction''s write scope to a workspace/project where the caller is a writer with a live grant, recording who wrote where (write_bindings); returns the writer''s classification ceiling there (the highest of its grants). The latest binding is in force. Raises PR001 otherwise, PR003 when the transaction holds a read decision, PR004 for a superuser or BYPASSRLS caller. The write functions call it themselves; it never widens access. SECURITY DEFINER (runs as pyretrieve_api).';
+
+CREATE FUNCTION pyretrieve.put_fragment(
+    p_workspace text,
+    p_project text,
+    p_body text,
+    p_classification pyretrieve.classification DEFAULT 'internal',
+    p_observed_at timestamptz DEFAULT NULL,
+    p_expires_at timestamptz DEFAULT NULL,
+    p_source_uri text DEFAULT NULL,
+    p_source_revision text DEFAULT NULL,
+    p_manifest_id text DEFAULT NULL,
+    p_ts_config regconfig DEFAULT NULL)
+RETURNS uuid
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_ceiling pyretrieve.classification := pyretrieve.bind_write_scope(p_workspace, p_project);
+    v_id uuid;
+    v_config regconfig;
+    v_observed timestamptz := coalesce(p_observed_at, now());
+BEGIN
+    IF p_classification IS NULL OR p_classification > v_ceiling THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR001', MESSAGE = 'access denied';
+    END IF;
+    IF p_body IS NULL OR length(p_body) NOT BETWEEN 1 AND 1000000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'body must be 1 to 1000000 characters';
+    END IF;
+    IF v_observed = 'infinity' OR v_observed = '-infinity' THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'observed_at must be finite';
+    END IF;
+    IF p_expires_at IS NOT NULL AND p_expires_at <= v_observed THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'expires_at must be after observed_at';
+    END IF;
+    IF length(p_source_uri) > 2048 OR length(p_source_revision) > 256 OR length(p_manifest_id) > 256 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'provenance field too long';
+    END IF;
+    SELECT coalesce(p_ts_config, p.ts_config) INTO v_config
+      FROM pyretrieve.projects p
+     WHERE p.workspace_id = p_workspace AND p.project_id = p_project;
+    PERFORM pyretrieve.check_ts_config(v_config);
+
+    BEGIN
+        INSERT INTO pyretrieve.fragments AS f (
+            workspace_id, project_id, body, classification, observed_at, expires_at,
+            source_uri, source_revision, manifest_id, ts_config)
+        VALUES (p_workspace, p_project, p_body, p_classification, v_observed, p_expires_at,
+                p_source_uri, p_source_revision, p_manifest_id, v_config)
+        ON CONFLICT (workspace_id, project_id, classification, content_digest) WHERE state = 'active'
+        DO NOTHING
+        RETURNING f.fragment_id INTO v_id;
+    EXCEPTION WHEN program_limit_exceeded THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR014',
+            MESSAGE = 'body has too many distinct words or positions for a text-search vector';
+    END;
+
+    IF v_id IS NULL THEN
+        -- Idempotent: the same body at the same classification is already active here.
+        SELECT f.fragment_id INTO STRICT v_id
+          FROM pyretrieve.fragments f
+         WHERE f.workspace_id = p_workspace AND f.project_id = p_project
+           AND f.classification = p_classification AND f.state = 'active'
+           AND f.content_digest = pyretrieve.content_digest(p_body);
+    END IF;
+    RETURN v_id;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.put_fragment(text, text, text, pyretrieve.classification, timestamptz, timestamptz, text, text, text, regconfig) IS
+    'Store a fragment in a workspace/project where the caller is a writer, at or below the writer''s ceiling; returns its id. Idempotent by content: the same body at the same classification returns the existing active fragment. The database computes content_digest (sha256 of the body), the tsvector and the lexical generation. observed_at defaults to now(). SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+
+CREATE FUNCTION pyretrieve.supersede_fragment(
+    p_workspace text,
+    p_project text,
+    p_fragment_id uuid,
+    p_body text,
+    p_classification pyretrieve.classification DEFAULT NULL,
+    p_observed_at timestamptz DEFAULT NULL,
+    p_expires_at timestamptz DEFAULT NULL,
+    p_source_uri text DEFAULT NULL,
+    p_source_revision text DEFAULT NULL,
+    p_manifest_id text DEFAULT NULL)
+RETURNS uuid
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    old pyretrieve.fragments;
+    v_new uuid;
+BEGIN
+    PERFORM pyretrieve.bind_write_scope(p_workspace, p_project);
+    SELECT f.* INTO old
+      FROM pyretrieve.fragments f
+     WHERE f.workspace_id = p_workspace AND f.project_id = p_project
+       AND f.fragment_id = p_fragment_id AND f.state = 'active'
+       FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR020', MESSAGE = 'fragment not found';
+    END IF;
+    v_new := pyretrieve.put_fragment(
+        p_workspace := p_workspace, p_project := p_project, p_body := p_body,
+        p_classification := coalesce(p_classification, old.classification),
+        p_observed_at := p_observed_at, p_expires_at := p_expires_at,
+        p_source_uri := coalesce(p_source_uri, old.source_uri),
+        p_source_revision := p_source_revision,
+        p_manifest_id := coalesce(p_manifest_id, old.manifest_id),
+        p_ts_config := old.ts_config);
+    IF v_new = old.fragment_id THEN
+        RETURN v_new;
+    END IF;
+    UPDATE pyretrieve.fragments f
+       SET state = 'superseded', superseded_by = v_new
+     WHERE f.workspace_id = p_workspace AND f.fragment_id = p_fragment_id;
+    RETURN v_new;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.supersede_fragment(text, text, uuid, text, pyretrieve.classification, timestamptz, timestamptz, text, text, text) IS
+    'Replace an active fragment with new content: stores the new fragment (as put_fragment) and marks the old one superseded by it; returns the new id (the old id when the content and classification are unchanged). Raises PR020 alike for an absent fragment and one the writer may not see. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+
+CREATE FUNCTION pyretrieve.retract_fragment(p_workspace text, p_project text, p_fragment_id uuid)
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pyretrieve.bind_write_scope(p_workspace, p_project);
+    UPDATE pyretrieve.fragments f
+       SET state = 'retracted'
+     WHERE f.workspace_id = p_workspace AND f.project_id = p_project
+       AND f.fragment_id = p_fragment_id AND f.state = 'active';
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR020', MESSAGE = 'fragment not found';
+    END IF;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.retract_fragment(text, text, uuid) IS
+    'Retract an active fragment: it disappears from every search at once. Raises PR020 alike for an absent fragment and one the writer may not see. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+
+CREATE FUNCTION pyretrieve.put_embedding(
+    p_workspace text,
+    p_project text,
+    p_fragment_id uuid,
+    p_model text,
+    p_embedding public.vector,
+    p_source_digest bytea)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_generation bigint;
+BEGIN
+    PERFORM pyretrieve.bind_write_scope(p_workspace, p_project);
+    PERFORM pyretrieve.check_embedding(p_model, p_embedding);
+    IF p_source_digest IS NULL OR length(p_source_digest) <> 32 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'source digest must be 32 bytes (sha256)';
+    END IF;
+    PERFORM 1 FROM pyretrieve.fragments f
+     WHERE f.workspace_id = p_workspace AND f.project_id = p_project AND f.fragment_id = p_fragment_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR020', MESSAGE = 'fragment not found';
+    END IF;
+    INSERT INTO pyretrieve.embeddings AS e (
+        workspace_id, project_id, fragment_id, model_id, embedding, source_digest)
+    VALUES (p_workspace, p_project, p_fragment_id, p_model, p_embedding, p_source_digest)
+    ON CONFLICT (workspace_id, fragment_id, model_id)
+    DO UPDATE SET embedding = EXCLUDED.embedding, source_digest = EXCLUDED.source_digest
+    RETURNING e.vector_generation INTO v_generation;
+    RETURN v_generation;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.put_embedding(text, text, uuid, text, public.vector, bytea) IS
+    'Store (or replace) the embedding of one fragment for one registered model, with the sha256 digest of the text it was computed from; returns its vector generation. An embedding whose source digest differs from the fragment''s content digest is stale. Raises PR011/PR012 for a bad vector or model and PR020 alike for an absent fragment and one the writer may not see. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+
+-- What ingestion needs to stay idempotent, read through the write scope (up to the writer's
+-- ceiling, every state where the state matters). One index probe per key: right after a bulk
+-- load the tables have no statistics, and a planner guessing from none would scan the whole
+-- scope once per batch.
+CREATE FUNCTION pyretrieve.active_sources(p_workspace text, p_project text, p_uris text[])
+RETURNS TABLE (source_uri text, fragment_id uuid, content_digest bytea,
+               classification pyretrieve.classification)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pyretrieve.bind_write_scope(p_workspace, p_project);
+    IF p_uris IS NULL OR cardinality(p_uris) > 100000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'between 0 and 100000 source uris';
+    END IF;
+    RETURN QUERY
+    SELECT f.source_uri, f.fragment_id, f.content_digest, f.classification
+      FROM unnest(p_uris) AS u(uri)
+     CROSS JOIN LATERAL (
+           SELECT f.source_uri, f.fragment_id, f.content_digest, f.classification
+             FROM pyretrieve.fragments f
+            WHERE f.workspace_id = p_workspace AND f.project_id = p_project AND f.state = 'active'
+              AND f.source_uri = u.uri
+           OFFSET 0) f;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.active_sources(text, text, text[]) IS
+    'The active fragments (source_uri, fragment_id, content_digest, classification) of the given source uris in the caller''s write scope, up to the writer''s ceiling: what ingestion compares against to stay idempotent. Binds the write scope (PR001 without a writer grant). SECURITY DEFINER (runs as pyretrieve_api).';
+
+CREATE FUNCTION pyretrieve.active_sources_like(p_workspace text, p_project text, p_patterns text[])
+RETURNS TABLE (source_uri text, fragment_id uuid)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pyretrieve.bind_write_scope(p_workspace, p_project);
+    IF p_patterns IS NULL OR cardinality(p_patterns) > 10000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'between 0 and 10000 patterns';
+    END IF;
+    RETURN QUERY
+    SELECT f.source_uri, f.fragment_id FROM pyretrieve.fragments f
+     WHERE f.workspace_id = p_workspace AND f.project_id = p_project AND f.state = 'active'
+       AND f.source_uri LIKE ANY (p_patterns);
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.active_sources_like(text, text, text[]) IS
+    'The active fragments of the caller''s write scope (up to the writer''s ceiling) whose source_uri matches one of the LIKE patterns: how ingestion finds what a shorter file, or a deleted one, no longer holds. SECURITY DEFINER (runs as pyretrieve_api).';
+
+CREATE FUNCTION pyretrieve.created_now(p_workspace text, p_project text, p_ids uuid[])
+RETURNS TABLE (fragment_id uuid)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pyretrieve.bind_write_scope(p_workspace, p_project);
+    IF p_ids IS NULL OR cardinality(p_ids) > 100000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'between 0 and 100000 ids';
+    END IF;
+    RETURN QUERY
+    SELECT f.fragment_id
+      FROM unnest(p_ids) AS u(id)
+     CROSS JOIN LATERAL (
+           SELECT f.fragment_id, f.project_id FROM pyretrieve.fragments f
+            WHERE f.workspace_id = p_workspace AND f.fragment_id = u.id AND f.ingested_at = now()
+           OFFSET 0) f
+     WHERE f.project_id = p_project;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.created_now(text, text, uuid[]) IS
+    'Which of the given fragments this transaction created (as opposed to found already active with the same content). SECURITY DEFINER (runs as pyretrieve_api).';
+
+CREATE FUNCTION pyretrieve.embeddings_needed(p_workspace text, p_project text, p_model text, p_ids uuid[])
+RETURNS TABLE (fragment_id uuid, content_digest bytea, missing boolean)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pyretrieve.bind_write_scope(p_workspace, p_project);
+    IF p_ids IS NULL OR cardinality(p_ids) > 100000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'between 0 and 100000 ids';
+    END IF;
+    -- The project is checked outside the probe: inside, (workspace, project) would make the
+    -- scope index look as selective as the primary key to a planner without statistics.
+    RETURN QUERY
+    SELECT f.fragment_id, f.content_digest, f.missing
+      FROM unnest(p_ids) AS u(id)
+     CROSS JOIN LATERAL (
+           SELECT f.fragment_id, f.project_id, f.content_digest, e.fragment_id IS NULL AS missing
+             FROM pyretrieve.fragments f
+             LEFT JOIN pyretrieve.embeddings e
+               ON e.workspace_id = f.workspace_id AND e.fragment_id = f.fragment_id
+              AND e.model_id = p_model
+            WHERE f.workspace_id = p_workspace AND f.fragment_id = u.id
+              AND (e.fragment_id IS NULL OR e.source_digest <> f.content_digest
+                   OR e.vector_generation < f.lexical_generation)
+           OFFSET 0) f
+     WHERE f.project_id = p_project;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.embeddings_needed(text, text, text, uuid[]) IS
+    'Of the given fragments in the caller''s write scope, those whose embedding for p_model is missing or stale (computed from other text, or older than the fragment), with missing true for the first kind. SECURITY DEFINER (runs as pyretrieve_api).';
+
+CREATE FUNCTION pyretrieve.stale_embeddings(
+    p_workspace text, p_project text, p_model text, p_after uuid DEFAULT NULL, p_limit integer DEFAULT NULL)
+RETURNS TABLE (fragment_id uuid, body text, content_digest bytea, missing boolean)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pyretrieve.bind_write_scope(p_workspace, p_project);
+    IF p_limit IS NOT NULL AND p_limit NOT BETWEEN 1 AND 100000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'limit must be between 1 and 100000';
+    END IF;
+    -- Keyset pagination by id: one pass over the scope, even if a write fails to fix a row.
+    RETURN QUERY
+    SELECT f.fragment_id, f.body, f.content_digest, e.fragment_id IS NULL
+      FROM pyretrieve.fragments f
+      LEFT JOIN pyretrieve.embeddings e
+        ON e.workspace_id = f.workspace_id AND e.fragment_id = f.fragment_id AND e.model_id = p_model
+     WHERE f.workspace_id = p_workspace AND f.project_id = p_project AND f.state = 'active'
+       AND (e.fragment_id IS NULL OR e.source_digest <> f.content_digest
+            OR e.vector_generation < f.lexical_generation)
+       AND f.fragment_id > coalesce(p_after, '00000000-0000-0000-0000-000000000000'::uuid)
+     ORDER BY f.fragment_id
+     LIMIT p_limit;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.stale_embeddings(text, text, text, uuid, integer) IS
+    'Active fragments of the caller''s write scope whose embedding for p_model is missing or stale, in fragment-id order after p_after (keyset pagination), at most p_limit (all when NULL), with their bodies so they can be embedded again. SECURITY DEFINER (runs as pyretrieve_api).';
+
+SET LOCAL ROLE pyretrieve_owner;
+
+-- ---- admin (as in sql/schema/60_admin.sql) ----
+-- ---------------------------------------------------------------------------------------------
+-- Admins. The DDL helpers run as the owner; the admin API runs as pyretrieve_api (SECURITY
+-- DEFINER, written reason: principals hold no table privilege; these functions are the admins'
+-- door to the configuration tables, and each checks that the caller is an admin).
+-- ---------------------------------------------------------------------------------------------
+CREATE FUNCTION pyretrieve.require_admin()
+RETURNS void
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NOT pyretrieve.caller_in('pyretrieve_admin') THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR001', MESSAGE = 'access denied';
+    END IF;
+END;
+$$;
+
+-- SECURITY DEFINER, written reason: a sequence is created by its owner, and neither admins nor
+-- pyretrieve_api may own schema objects. The name is derived from the scope (never spliced from
+-- the arguments' text), quoted, and only create_project (pyretrieve_api) may execute it.
+CREATE FUNCTION pyretrieve.create_scope_sequence(p_workspace text, p_project text)
+RETURNS regclass
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_name text;
+BEGIN
+    PERFORM pyretrieve.check_identifier(p_workspace, 'workspace');
+    PERFORM pyretrieve.check_identifier(p_project, 'project');
+    v_name := 'generation_' || substr(encode(sha256(convert_to(p_workspace || '/' || p_project, 'UTF8')), 'hex'), 1, 32);
+    EXECUTE format('CREATE SEQUENCE IF NOT EXISTS pyretrieve.%I AS bigint', v_name);
+    EXECUTE format('GRANT USAGE ON SEQUENCE pyretrieve.%I TO pyretrieve_api', v_name);
+    RETURN format('pyretrieve.%I', v_name)::regclass;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.create_scope_sequence(text, text) IS
+    'Create (idempotently) the generation sequence of one workspace/project and return it. SECURITY DEFINER because creating a sequence makes its caller the owner, and only pyretrieve_owner may own schema objects; executable by pyretrieve_api only (create_project).';
+
+-- SECURITY DEFINER, written reason: creating an index on pyretrieve.embeddings requires owning
+-- the table, and neither admins nor pyretrieve_api may own it. The function reads the model from the registry
+-- (never from its arguments' text), quotes every identifier, and only admins may execute it.
+CREATE FUNCTION pyretrieve.create_model_index(p_model text)
+RETURNS text
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    m pyretrieve.embedding_models;
+    v_name text;
+BEGIN
+    SELECT * INTO m FROM pyretrieve.embedding_models em WHERE em.model_id = p_model;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR012', MESSAGE = 'unknown embedding model';
+    END IF;
+    v_name := format('embeddings_hnsw_m%s', m.model_serial);
+    EXECUTE format(
+        'CREATE INDEX IF NOT EXISTS %I ON pyretrieve.embeddings USING hnsw ((embedding::public.vector(%s)) public.vector_cosine_ops) WHERE model_id = %L',
+        v_name, m.dimension, m.model_id);
+    RETURN v_name;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.create_model_index(text) IS
+    'Create the per-model HNSW index (cosine, on the embedding cast to the model''s dimension, partial on the model). SECURITY DEFINER because index creation needs the table owner; executable by admins and by register_model (pyretrieve_api) only.';
+
+SET LOCAL ROLE pyretrieve_api;
+
+CREATE FUNCTION pyretrieve.create_workspace(p_workspace text, p_display_name text DEFAULT '')
+RETURNS text
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    PERFORM pyretrieve.check_identifier(p_workspace, 'workspace');
+    INSERT INTO pyretrieve.workspaces (workspace_id, display_name)
+    VALUES (p_workspace, coalesce(p_display_name, ''))
+    ON CONFLICT (workspace_id) DO NOTHING;
+    RETURN p_workspace;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.create_workspace(text, text) IS
+    'Create a workspace (idempotent); returns its id. Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+
+CREATE FUNCTION pyretrieve.create_project(
+    p_workspace text, p_project text, p_ts_config regconfig DEFAULT 'pg_catalog.english')
+RETURNS text
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    PERFORM pyretrieve.check_identifier(p_workspace, 'workspace');
+    PERFORM pyretrieve.check_identifier(p_project, 'project');
+    PERFORM 1 FROM pyretrieve.workspaces w WHERE w.workspace_id = p_workspace;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR020', MESSAGE = 'workspace not found';
+    END IF;
+    PERFORM pyretrieve.check_ts_config(coalesce(p_ts_config, 'pg_catalog.english'));
+    INSERT INTO pyretrieve.projects (workspace_id, project_id, ts_config, generation_seq)
+    VALUES (p_workspace, p_project, coalesce(p_ts_config, 'pg_catalog.english'),
+            pyretrieve.create_scope_sequence(p_workspace, p_project))
+    ON CONFLICT (workspace_id, project_id) DO NOTHING;
+    INSERT INTO pyretrieve.scope_configs (workspace_id, project_id, ts_config)
+    VALUES (p_workspace, p_project, coalesce(p_ts_config, 'pg_catalog.english'))
+    ON CONFLICT DO NOTHING;
+    RETURN p_project;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.create_project(text, text, regconfig) IS
+    'Create a project in a workspace (idempotent) with its default text-search configuration; returns its id. Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+
+-- Per-project BM25 parameters (admins).
+CREATE FUNCTION pyretrieve.set_bm25(p_workspace text, p_project text, p_k1 double precision, p_b double precision)
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    IF p_k1 IS NULL OR NOT (p_k1 > 0 AND p_k1 <= 10) OR p_b IS NULL OR NOT (p_b >= 0 AND p_b <= 1) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'k1 must be in (0, 10] and b in [0, 1]';
+    END IF;
+    UPDATE pyretrieve.projects p SET bm25_k1 = p_k1, bm25_b = p_b
+     WHERE p.workspace_id = p_workspace AND p.project_id = p_project;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR020', MESSAGE = 'project not found';
+    END IF;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.set_bm25(text, text, double precision, double precision) IS
+    'Set a project''s BM25 parameters k1 (term-frequency saturation, default 0.9) and b (length normalisation, default 0.4). Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+
+CREATE FUNCTION pyretrieve.grant_access(
+    p_principal regrole,
+    p_workspace text,
+    p_project text,
+    p_purpose text,
+    p_ceiling pyretrieve.classification,
+    p_max_age interval DEFAULT NULL,
+    p_semantic_policy pyretrieve.semantic_policy DEFAULT 'optional',
+    p_expires_at timestamptz DEFAULT NULL)
+RETURNS uuid
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_id uuid;
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    PERFORM pyretrieve.check_identifier(p_workspace, 'workspace');
+    PERFORM pyretrieve.check_identifier(p_project, 'project');
+    PERFORM pyretrieve.check_identifier(p_purpose, 'purpose');
+    IF p_principal IS NULL OR p_ceiling IS NULL OR p_semantic_policy IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'principal, ceiling and semantic policy are required';
+    END IF;
+    IF p_max_age IS NOT NULL AND (p_max_age <= interval '0'
+        OR date_part('month', p_max_age) <> 0 OR date_part('year', p_max_age) <> 0) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'max_age must be positive days/hours (no months or years)';
+    END IF;
+    -- Days become 24-hour spans (see the CHECK on grants.max_age).
+    p_max_age := make_interval(secs => extract(epoch FROM p_max_age));
+    PERFORM 1 FROM pyretrieve.projects p WHERE p.workspace_id = p_workspace AND p.project_id = p_project;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR020', MESSAGE = 'project not found';
+    END IF;
+    INSERT INTO pyretrieve.grants AS g (
+        workspace_id, project_id, principal, purpose, ceiling, max_age, semantic_policy, expires_at,
+        granted_by)
+    VALUES (p_workspace, p_project, p_principal, p_purpose, p_ceiling, p_max_age, p_semantic_policy, p_expires_at,
+            pyretrieve.caller())
+    ON CONFLICT (workspace_id, project_id, principal, purpose) DO UPDATE
+       SET ceiling = EXCLUDED.ceiling, max_age = EXCLUDED.max_age,
+           semantic_policy = EXCLUDED.semantic_policy, expires_at = EXCLUDED.expires_at,
+           granted_by = EXCLUDED.granted_by, granted_at = now()
+    RETURNING g.grant_id INTO v_id;
+    RETURN v_id;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.grant_access(regrole, text, text, text, pyretrieve.classification, interval, pyretrieve.semantic_policy, timestamptz) IS
+    'Grant a principal (a role; members that inherit it are covered too) read access to a workspace/project for a purpose, with a classification ceiling, an optional max_age (freshness window), a semantic policy (disabled | optional | required) and an optional expiry. Writers write where they hold a grant, up to its ceiling. Replaces an existing grant for the same principal, scope and purpose; returns the grant id. Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+
+CREATE FUNCTION pyretrieve.revoke_access(p_principal regrole, p_workspace text, p_project text, p_purpose text)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    DELETE FROM pyretrieve.grants g
+     WHERE g.workspace_id = p_workspace AND g.project_id = p_project
+       AND g.principal = p_principal AND g.purpose = p_purpose;
+    RETURN FOUND;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.revoke_access(regrole, text, text, text) IS
+    'Remove a principal''s grant for a workspace/project and purpose; returns whether one existed. Decisions already made keep their record; new requests are denied. Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+
+CREATE FUNCTION pyretrieve.register_model(p_model text, p_dimension integer)
+RETURNS text
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_dimension integer;
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    IF p_model IS NULL OR p_model !~ '^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$' THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'invalid model id';
+    END IF;
+    IF p_dimension IS NULL OR p_dimension NOT BETWEEN 1 AND 2000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'dimension must be between 1 and 2000';
+    END IF;
+    INSERT INTO pyretrieve.embedding_models (model_id, dimension) VALUES (p_model, p_dimension)
+    ON CONFLICT (model_id) DO NOTHING;
+    SELECT m.dimension INTO v_dimension FROM pyretrieve.embedding_models m WHERE m.model_id = p_model;
+    IF v_dimension <> p_dimension THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR013', MESSAGE = 'model already registered with another dimension';
+    END IF;
+    PERFORM pyretrieve.create_model_index(p_model);
+    RETURN p_model;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.register_model(text, integer) IS
+    'Register an embedding model and its dimension (idempotent) and create its HNSW index; returns the model id. Raises PR013 if the model exists with another dimension. Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+
+-- Listings for admins and the CLI.
+CREATE FUNCTION pyretrieve.list_projects()
+RETURNS TABLE (workspace_id text, project_id text, ts_config regconfig, bm25_k1 double precision,
+               bm25_b double precision, created_at timestamptz)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    RETURN QUERY
+    SELECT w.workspace_id::text, p.project_id::text, p.ts_config, p.bm25_k1, p.bm25_b, w.created_at
+      FROM pyretrieve.workspaces w LEFT JOIN pyretrieve.projects p USING (workspace_id)
+     ORDER BY 1, 2;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.list_projects() IS
+    'Every workspace with its projects (a workspace without projects appears once, with NULL project): text-search configuration and BM25 parameters. Admins only. SECURITY DEFINER (runs as pyretrieve_api).';
+
+CREATE FUNCTION pyretrieve.list_grants()
+RETURNS TABLE (principal text, workspace_id text, project_id text, purpose text,
+               ceiling pyretrieve.classification, max_age interval,
+               semantic_policy pyretrieve.semantic_policy, expires_at timestamptz,
+               granted_by name, granted_at timestamptz, grant_id uuid)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    RETURN QUERY
+    SELECT g.principal::text, g.workspace_id::text, g.project_id::text, g.purpose::text, g.ceiling,
+           g.max_age, g.semantic_policy, g.expires_at, g.granted_by, g.granted_at, g.grant_id
+      FROM pyretrieve.grants g
+     ORDER BY 1, 2, 3, 4;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.list_grants() IS
+    'Every grant: principal, scope, purpose, ceiling, max_age, semantic policy, expiry, who granted it and when. Admins only. SECURITY DEFINER (runs as pyretrieve_api).';
+
+CREATE FUNCTION pyretrieve.list_models()
+RETURNS TABLE (model_id text, dimension integer, registered_at timestamptz)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    IF NOT (pyretrieve.caller_in('pyretrieve_reader') OR pyretrieve.caller_in('pyretrieve_admin')) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR001', MESSAGE = 'access denied';
+    END IF;
+    RETURN QUERY
+    SELECT m.model_id, m.dimension, m.registered_at FROM pyretrieve.embedding_models m ORDER BY 1;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.list_models() IS
+    'The registered embedding models and their dimensions (configuration, not tenant data). Readers, writers and admins. SECURITY DEFINER (runs as pyretrieve_api).';
+
+CREATE FUNCTION pyretrieve.schema_version()
+RETURNS text
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT i.schema_version FROM pyretrieve.installation i;
+END;
+COMMENT ON FUNCTION pyretrieve.schema_version() IS
+    'The installed schema version. SECURITY DEFINER (runs as pyretrieve_api) so that principals, who hold no table privilege, can read it.';
+
+SET LOCAL ROLE pyretrieve_owner;
+
+-- ---- privileges (as in sql/schema/70_privileges.sql) ----
+-- ---------------------------------------------------------------------------------------------
+-- Privileges. Nothing for PUBLIC. The principal groups hold no privilege on any table, view or
+-- sequence: they may only execute the SQL API. pyretrieve_api, which the API functions run as,
+-- holds exactly the table privileges those functions need, and RLS decides its rows.
+-- ---------------------------------------------------------------------------------------------
+REVOKE ALL ON ALL TABLES IN SCHEMA pyretrieve FROM PUBLIC;
+REVOKE ALL ON ALL SEQUENCES IN SCHEMA pyretrieve FROM PUBLIC;
+DO $revoke$
+DECLARE
+    f regprocedure;
+BEGIN
+    -- Each role revokes PUBLIC's default EXECUTE on the functions it owns.
+    FOR f IN SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+              WHERE p.pronamespace = 'pyretrieve'::regnamespace
+                AND p.proowner = (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = CURRENT_USER)
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f);
+    END LOOP;
+END
+$revoke$;
+REVOKE ALL ON TYPE pyretrieve.classification, pyretrieve.fragment_state, pyretrieve.semantic_policy,
+    pyretrieve.identifier FROM PUBLIC;
+
+GRANT USAGE ON SCHEMA pyretrieve TO pyretrieve_reader, pyretrieve_writer, pyretrieve_admin, pyretrieve_api;
+GRANT USAGE ON TYPE pyretrieve.classification, pyretrieve.fragment_state, pyretrieve.semantic_policy,
+    pyretrieve.identifier TO pyretrieve_reader, pyretrieve_writer, pyretrieve_admin, pyretrieve_api;
+
+-- What the API functions (and the triggers they fire) read and write, as pyretrieve_api.
+GRANT SELECT ON pyretrieve.installation, pyretrieve.workspaces, pyretrieve.projects,
+    pyretrieve.fragments, pyretrieve.embedding_models, pyretrieve.embeddings, pyretrieve.grants,
+    pyretrieve.decisions, pyretrieve.write_bindings, pyretrieve.postings,
+    pyretrieve.generation_log, pyretrieve.scope_configs
+    TO pyretrieve_api;
+GRANT INSERT (workspace_id, principal, project_id, purpose, grant_id, ceiling, max_age, semantic_policy,
+              requested_limit, candidate_limit, query_digest, semantic_intent, embedding_digest)
+    ON pyretrieve.decisions TO pyretrieve_api;
+GRANT INSERT (workspace_id, principal, project_id, ceiling, position) ON pyretrieve.write_bindings TO pyretrieve_api;
+GRANT INSERT (workspace_id, project_id, body, classification, observed_at, expires_at,
+              source_uri, source_revision, manifest_id, ts_config)
+    ON pyretrieve.fragments TO pyretrieve_api;
+GRANT UPDATE (state, superseded_by) ON pyretrieve.fragments TO pyretrieve_api;
+GRANT INSERT (workspace_id, project_id, fragment_id, model_id, embedding, source_digest),
+      UPDATE (embedding, source_digest, fragment_state)
+    ON pyretrieve.embeddings TO pyretrieve_api;
+GRANT INSERT, DELETE ON pyretrieve.postings TO pyretrieve_api;
+GRANT INSERT ON pyretrieve.generation_log, pyretrieve.scope_configs TO pyretrieve_api;
+GRANT INSERT (workspace_id, display_name) ON pyretrieve.workspaces TO pyretrieve_api;
+GRANT INSERT (workspace_id, project_id, ts_config, generation_seq),
+      UPDATE (bm25_k1, bm25_b) ON pyretrieve.projects TO pyretrieve_api;
+GRANT INSERT (workspace_id, project_id, principal, purpose, ceiling, max_age, semantic_policy,
+              expires_at, granted_by),
+      UPDATE (ceiling, max_age, semantic_policy, expires_at, granted_by, granted_at),
+      DELETE ON pyretrieve.grants TO pyretrieve_api;
+GRANT INSERT (model_id, dimension) ON pyretrieve.embedding_models TO pyretrieve_api;
+
+-- Helpers the API functions, the policies and the triggers call (as pyretrieve_api).
+GRANT EXECUTE ON FUNCTION pyretrieve.caller(), pyretrieve.caller_in(name),
+    pyretrieve.bound_decision(), pyretrieve.bound_write(),
+    pyretrieve.writer_ceiling(text, text), pyretrieve.visible_successor(text, text, uuid),
+    pyretrieve.effective_grant(text, text, text), pyretrieve.check_caller(),
+    pyretrieve.apply_request_timeouts(), pyretrieve.check_ts_config(regconfig),
+    pyretrieve.check_identifier(text, text), pyretrieve.require_decision(uuid),
+    pyretrieve.check_embedding(text, public.vector), pyretrieve.require_admin(),
+    pyretrieve.scope_sequence(text, text), pyretrieve.tsvector_length(tsvector),
+    pyretrieve.create_scope_sequence(text, text), pyretrieve.create_model_index(text)
+    TO pyretrieve_api;
+
+-- Pure helpers for everyone in a group (digests, the OR query, the caller's identity).
+GRANT EXECUTE ON FUNCTION pyretrieve.content_digest(text), pyretrieve.or_tsquery(regconfig, text),
+    pyretrieve.embedding_digest(public.vector), pyretrieve.caller()
+    TO pyretrieve_reader, pyretrieve_writer, pyretrieve_admin, pyretrieve_api;
+-- search() runs as its caller and calls the API functions in order.
+GRANT EXECUTE ON FUNCTION
+    pyretrieve.search(text, text, text, text, public.vector, text, integer, text, double precision, double precision, text)
+    TO pyretrieve_reader;
+-- create_model_index is an owner function that admins may call directly too.
+GRANT EXECUTE ON FUNCTION pyretrieve.create_model_index(text) TO pyretrieve_admin;
+
+-- The SQL API, granted by its owner pyretrieve_api.
+SET LOCAL ROLE pyretrieve_api;
+DO $revoke$
+DECLARE
+    f regprocedure;
+BEGIN
+    -- Each role revokes PUBLIC's default EXECUTE on the functions it owns.
+    FOR f IN SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+              WHERE p.pronamespace = 'pyretrieve'::regnamespace
+                AND p.proowner = (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = CURRENT_USER)
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f);
+    END LOOP;
+END
+$revoke$;
+GRANT EXECUTE ON FUNCTION pyretrieve.schema_version(), pyretrieve.list_models()
+    TO pyretrieve_reader, pyretrieve_writer, pyretrieve_admin;
+GRANT EXECUTE ON FUNCTION
+    pyretrieve.authorize(text, text, text, bytea, text, bytea, integer),
+    pyretrieve.lexical_candidates(uuid, text, integer, text),
+    pyretrieve.vector_candidates(uuid, text, public.vector, integer),
+    pyretrieve.fragments(uuid, uuid[])
+    TO pyretrieve_reader;
+GRANT EXECUTE ON FUNCTION
+    pyretrieve.bind_write_scope(text, text),
+    pyretrieve.put_fragment(text, text, text, pyretrieve.classification, timestamptz, timestamptz, text, text, text, regconfig),
+    pyretrieve.supersede_fragment(text, text, uuid, text, pyretrieve.classification, timestamptz, timestamptz, text, text, text),
+    pyretrieve.retract_fragment(text, text, uuid),
+    pyretrieve.put_embedding(text, text, uuid, text, public.vector, bytea),
+    pyretrieve.active_sources(text, text, text[]),
+    pyretrieve.active_sources_like(text, text, text[]),
+    pyretrieve.created_now(text, text, uuid[]),
+    pyretrieve.embeddings_needed(text, text, text, uuid[]),
+    pyretrieve.stale_embeddings(text, text, text, uuid, integer)
+    TO pyretrieve_writer;
+GRANT EXECUTE ON FUNCTION
+    pyretrieve.create_workspace(text, text),
+    pyretrieve.create_project(text, text, regconfig),
+    pyretrieve.grant_access(regrole, text, text, text, pyretrieve.classification, interval, pyretrieve.semantic_policy, timestamptz),
+    pyretrieve.revoke_access(regrole, text, text, text),
+    pyretrieve.register_model(text, integer),
+    pyretrieve.set_bm25(text, text, double precision, double precision),
+    pyretrieve.list_projects(),
+    pyretrieve.list_grants()
+    TO pyretrieve_admin;
+SET LOCAL ROLE pyretrieve_owner;
+
+-- ---- audit (as in sql/schema/80_audit.sql) ----
+-- ---------------------------------------------------------------------------------------------
+-- Audit (0002). Views a DBA queries (and `pyretrieve audit` reads) to see every table's RLS
+-- state, every policy, privilege, function, view and key, the roles that reach SUPERUSER or
+-- BYPASSRLS, who may read or write what, and every finding that weakens isolation with a fix.
+-- They run as the caller (security_invoker) and read pg_catalog, which RLS does not govern,
+-- plus pyretrieve.grants, where only admins (and superusers) see every grant: query them as a
+-- member of pyretrieve_admin or as a superuser. The owner keeps only what ownership implies and,
+-- having no policy on pyretrieve.grants, would see an empty access matrix.
+-- ---------------------------------------------------------------------------------------------
+
+-- The function calls in a stored expression (a policy's USING or WITH CHECK), read from its
+-- node tree: for each call, whether it sits inside a sub-select and whether its arguments read
+-- a column (a Var anywhere below it, counted conservatively). A call outside any sub-select
+-- that reads no column returns the same value for every row and is evaluated once per row;
+-- written as (SELECT f(...)) it becomes an InitPlan evaluated once per query.
+CREATE FUNCTION pyretrieve.audit_expression_calls(p_expression pg_node_tree)
+RETURNS TABLE (function_oid oid, in_subquery boolean, reads_row boolean)
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_token text;
+    v_kinds text[] := '{}';
+    v_funcs oid[] := '{}';
+    v_reads boolean[] := '{}';
+    v_depth integer := 0;
+    v_sublinks integer := 0;
+BEGIN
+    -- Tokens: an escaped character (node output backslash-escapes braces inside names, so it
+    -- is skipped whole), a node opening "{NAME", a node closing "}", and a call's ":funcid N".
+    FOR v_token IN
+        SELECT m[1]
+          FROM pg_catalog.regexp_matches(p_expression::text, '(\\.|\{[A-Z_]+|\}|:funcid [0-9]+)', 'g') AS m
+    LOOP
+        IF v_token LIKE '{%' THEN
+            v_depth := v_depth + 1;
+            v_kinds[v_depth] := substr(v_token, 2);
+            v_funcs[v_depth] := NULL;
+            v_reads[v_depth] := v_kinds[v_depth] = 'VAR';
+            IF v_kinds[v_depth] = 'SUBLINK' THEN
+                v_sublinks := v_sublinks + 1;
+            END IF;
+        ELSIF v_token = '}' THEN
+            CONTINUE WHEN v_depth = 0;
+            IF v_kinds[v_depth] = 'SUBLINK' THEN
+                v_sublinks := v_sublinks - 1;
+            END IF;
+            IF v_kinds[v_depth] = 'FUNCEXPR' AND v_funcs[v_depth] IS NOT NULL THEN
+                function_oid := v_funcs[v_depth];
+                in_subquery := v_sublinks > 0;
+                reads_row := v_reads[v_depth];
+                RETURN NEXT;
+            END IF;
+            IF v_depth > 1 AND v_reads[v_depth] THEN
+                v_reads[v_depth - 1] := true;
+            END IF;
+            v_depth := v_depth - 1;
+        ELSIF v_token LIKE ':funcid %' AND v_depth > 0 AND v_kinds[v_depth] = 'FUNCEXPR' THEN
+            v_funcs[v_depth] := substr(v_token, 9)::oid;
+        END IF;
+    END LOOP;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.audit_expression_calls(pg_node_tree) IS
+    'The function calls in a stored expression (a policy''s USING or WITH CHECK node tree): function oid, whether the call sits inside a sub-select, and whether its arguments read a column. pyretrieve.audit_policies uses it to find per-row calls that (SELECT ...) would evaluate once per query.';
+
+CREATE VIEW pyretrieve.audit_server WITH (security_invoker = true) AS
+SELECT v.server_version,
+       v.server_version_num,
+       v.server_version_num / 10000 AS major,
+       m.minimum_version,
+       CASE WHEN v.server_version_num >= 180000 THEN true
+            WHEN m.minimum_num IS NULL THEN false
+            ELSE v.server_version_num >= m.minimum_num END AS meets_minimum,
+       'CVE-2023-2455, CVE-2024-10976, CVE-2025-8713'::text AS fixes
+  FROM (SELECT pg_catalog.current_setting('server_version'),
+               pg_catalog.current_setting('server_version_num')::integer) AS v(server_version, server_version_num)
+  LEFT JOIN (VALUES (17, '17.6', 170006), (16, '16.10', 160010), (15, '15.14', 150014),
+                    (14, '14.19', 140019), (13, '13.22', 130022)) AS m(major, minimum_version, minimum_num)
+    ON m.major = v.server_version_num / 10000;
+COMMENT ON VIEW pyretrieve.audit_server IS
+    'The server version against the first minor release of its major version that carries the fixes for the recent row-level security CVEs (CVE-2023-2455, CVE-2024-10976, CVE-2025-8713): 17.6, 16.10, 15.14, 14.19, 13.22; every 18.x does.';
+
+CREATE VIEW pyretrieve.audit_objects WITH (security_invoker = true) AS
+WITH objects (classid, objid, owner) AS (
+    SELECT 'pg_catalog.pg_namespace'::regclass, n.oid, n.nspowner
+      FROM pg_catalog.pg_namespace n WHERE n.nspname = 'pyretrieve'
+    UNION ALL
+    SELECT 'pg_catalog.pg_class'::regclass, c.oid, c.relowner
+      FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+     WHERE n.nspname = 'pyretrieve'
+    UNION ALL
+    SELECT 'pg_catalog.pg_proc'::regclass, p.oid, p.proowner
+      FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+     WHERE n.nspname = 'pyretrieve'
+    UNION ALL
+    SELECT 'pg_catalog.pg_type'::regclass, t.oid, t.typowner
+      FROM pg_catalog.pg_type t JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace
+     WHERE n.nspname = 'pyretrieve' AND t.typrelid = 0 AND t.typcategory <> 'A'
+)
+SELECT o.type AS object_type,
+       o.identity AS object,
+       pg_catalog.pg_get_userbyid(x.owner)::text AS owner,
+       coalesce(r.rolcanlogin, false) AS owner_can_login,
+       coalesce(r.rolsuper, false) AS owner_is_superuser
+  FROM objects x
+  LEFT JOIN pg_catalog.pg_roles r ON r.oid = x.owner,
+       LATERAL pg_catalog.pg_identify_object(x.classid, x.objid, 0) o;
+COMMENT ON VIEW pyretrieve.audit_objects IS
+    'Every object of the pyretrieve schema (the schema, relations, indexes, sequences, functions, types) with its owner and whether the owner can log in or is a superuser. Everything should be owned by the NOLOGIN pyretrieve_owner.';
+
+CREATE VIEW pyretrieve.audit_tables WITH (security_invoker = true) AS
+SELECT pg_catalog.format('%I.%I', n.nspname, c.relname) AS table_name,
+       pg_catalog.pg_get_userbyid(c.relowner)::text AS owner,
+       c.relrowsecurity AS rls_enabled,
+       c.relforcerowsecurity AS rls_forced,
+       (SELECT pg_catalog.count(*) FROM pg_catalog.pg_policy p WHERE p.polrelid = c.oid)::integer AS policies,
+       (SELECT pg_catalog.count(*) FROM pg_catalog.pg_policy p
+         WHERE p.polrelid = c.oid AND p.polpermissive)::integer AS permissive_policies,
+       (SELECT pg_catalog.count(*) FROM pg_catalog.pg_policy p
+         WHERE p.polrelid = c.oid AND NOT p.polpermissive)::integer AS restrictive_policies,
+       EXISTS (SELECT FROM pg_catalog.pg_attribute a
+                WHERE a.attrelid = c.oid AND a.attname = 'workspace_id' AND NOT a.attisdropped) AS has_workspace_id
+  FROM pg_catalog.pg_class c
+  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+ WHERE n.nspname = 'pyretrieve' AND c.relkind IN ('r', 'p');
+COMMENT ON VIEW pyretrieve.audit_tables IS
+    'Each table of the pyretrieve schema: owner, row-level security enabled and forced (so the owner is bound too), its policies (permissive and restrictive) and whether it has a workspace_id column.';
+
+-- The top-level OR branches of a deparsed expression (one element when it has none): each
+-- branch admits rows on its own, so each must carry its own identity check.
+CREATE FUNCTION pyretrieve.audit_disjuncts(p_expression text)
+RETURNS SETOF text
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v text := btrim(p_expression);
+    v_depth integer;
+    v_quote boolean;
+    v_start integer;
+    v_outer boolean;
+    i integer;
+    c text;
+BEGIN
+    -- Strip parentheses that enclose the whole expression.
+    LOOP
+        EXIT WHEN left(v, 1) <> '(' OR right(v, 1) <> ')';
+        v_depth := 0; v_quote := false; v_outer := true;
+        FOR i IN 1 .. length(v) LOOP
+            c := substr(v, i, 1);
+            IF c = '''' THEN v_quote := NOT v_quote;
+            ELSIF NOT v_quote AND c = '(' THEN v_depth := v_depth + 1;
+            ELSIF NOT v_quote AND c = ')' THEN
+                v_depth := v_depth - 1;
+                IF v_depth = 0 AND i < length(v) THEN v_outer := false; EXIT; END IF;
+            END IF;
+        END LOOP;
+        EXIT WHEN NOT v_outer;
+        v := btrim(substr(v, 2, length(v) - 2));
+    END LOOP;
+    v_depth := 0; v_quote := false; v_start := 1;
+    FOR i IN 1 .. length(v) LOOP
+        c := substr(v, i, 1);
+        IF c = '''' THEN v_quote := NOT v_quote;
+        ELSIF NOT v_quote AND c = '(' THEN v_depth := v_depth + 1;
+        ELSIF NOT v_quote AND c = ')' THEN v_depth := v_depth - 1;
+        ELSIF NOT v_quote AND v_depth = 0 AND substr(v, i, 4) = ' OR ' THEN
+            RETURN NEXT btrim(substr(v, v_start, i - v_start));
+            v_start := i + 4;
+        END IF;
+    END LOOP;
+    RETURN NEXT btrim(substr(v, v_start));
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.audit_disjuncts(text) IS
+    'The top-level OR branches of a deparsed expression (one element when it has none). pyretrieve.audit_policies checks each branch of a policy for its own identity check.';
+
+-- Every function a function reaches through the calls it makes (pg_depend for SQL-standard
+-- bodies, the pyretrieve.name( calls in any other body), up to six calls deep, with what each
+-- reached body does: reads a custom setting (current_setting of anything but role, which
+-- only names roles the login role may become), or checks an identity the caller cannot set.
+CREATE VIEW pyretrieve.audit_function_reach WITH (security_invoker = true) AS
+WITH RECURSIVE fn AS (
+    SELECT p.oid, p.proname, p.pronamespace,
+           CASE WHEN p.prosqlbody IS NOT NULL THEN pg_catalog.pg_get_functiondef(p.oid)
+                ELSE coalesce(p.prosrc, '') END AS src
+      FROM pg_catalog.pg_proc p
+     WHERE p.pronamespace <> 'pg_catalog'::regnamespace
+       AND p.pronamespace <> 'information_schema'::regnamespace
+       AND p.prokind IN ('f', 'p')
+), edge AS (
+    SELECT d.objid AS caller, d.refobjid AS callee
+      FROM pg_catalog.pg_depend d
+     WHERE d.classid = 'pg_catalog.pg_proc'::regclass AND d.refclassid = 'pg_catalog.pg_proc'::regclass
+       AND d.objid <> d.refobjid
+    UNION
+    SELECT f.oid, g.oid
+      FROM fn f
+     CROSS JOIN LATERAL pg_catalog.regexp_matches(f.src, 'pyretrieve\.([a-z_][a-z0-9_]*)\s*\(', 'gi') AS m
+      JOIN fn g ON g.pronamespace = 'pyretrieve'::regnamespace AND g.proname = pg_catalog.lower(m[1])
+     WHERE g.oid <> f.oid
+), reach (root, reached, depth, path) AS (
+    SELECT f.oid, f.oid, 0, ARRAY[f.oid] FROM fn f
+    UNION ALL
+    SELECT r.root, e.callee, r.depth + 1, r.path || e.callee
+      FROM reach r JOIN edge e ON e.caller = r.reached
+     WHERE r.depth < 6 AND e.callee <> ALL (r.path)
+)
+SELECT r.root AS function_oid, r.reached AS reached_oid, min(r.depth) AS depth,
+       bool_or(f.src ~* 'current_setting\s*\(\s*(?!''role''(::text)?\s*[,)])') AS reads_setting,
+       bool_or(f.src ~* '\m(current_user|session_user|current_role|pg_has_role)\M|pyretrieve\.caller\s*\(') AS checks_identity
+  FROM reach r JOIN fn f ON f.oid = r.reached
+ GROUP BY r.root, r.reached;
+COMMENT ON VIEW pyretrieve.audit_function_reach IS
+    'For each function outside pg_catalog, every function it reaches through its calls (itself at depth 0, up to six calls deep), and whether each reached body reads a custom setting (current_setting of anything but role) or checks an identity the caller cannot set (current_user, session_user, current_role, pg_has_role, pyretrieve.caller()).';
+
+CREATE VIEW pyretrieve.audit_policies WITH (security_invoker = true) AS
+WITH pol AS (
+    SELECT p.oid, p.polname, p.polcmd, p.polpermissive, p.polroles, p.polqual, p.polwithcheck,
+           pg_catalog.format('%I.%I', n.nspname, c.relname) AS table_name,
+           pg_catalog.pg_get_expr(p.polqual, p.polrelid) AS using_expr,
+           pg_catalog.pg_get_expr(p.polwithcheck, p.polrelid) AS with_check_expr
+      FROM pg_catalog.pg_policy p
+      JOIN pg_catalog.pg_class c ON c.oid = p.polrelid
+      JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+     WHERE n.nspname = 'pyretrieve'
+)
+SELECT pol.table_name,
+       pol.polname::text AS policy_name,
+       CASE pol.polcmd WHEN '*' THEN 'ALL' WHEN 'r' THEN 'SELECT' WHEN 'a' THEN 'INSERT'
+                       WHEN 'w' THEN 'UPDATE' WHEN 'd' THEN 'DELETE' END AS command,
+       pol.polpermissive AS permissive,
+       ARRAY(SELECT CASE WHEN r.oid = 0 THEN 'PUBLIC' ELSE pg_catalog.pg_get_userbyid(r.oid)::text END
+               FROM pg_catalog.unnest(pol.polroles) AS r(oid) ORDER BY 1) AS roles,
+       pol.using_expr,
+       pol.with_check_expr,
+       -- Calls evaluated once per row that (SELECT ...) would evaluate once per query: outside
+       -- every sub-select, reading no column, not IMMUTABLE (those are folded at planning), and
+       -- either a function of another schema (a SQL or PL function runs per row) or one of the
+       -- look-ups pg_catalog does not cache per statement.
+       ARRAY(SELECT DISTINCT pg_catalog.format('%I.%I(%s)', fn.nspname, f.proname,
+                                                pg_catalog.oidvectortypes(f.proargtypes))
+               FROM (SELECT * FROM pyretrieve.audit_expression_calls(pol.polqual)
+                     UNION ALL
+                     SELECT * FROM pyretrieve.audit_expression_calls(pol.polwithcheck)) x
+               JOIN pg_catalog.pg_proc f ON f.oid = x.function_oid
+               JOIN pg_catalog.pg_namespace fn ON fn.oid = f.pronamespace
+              WHERE NOT x.in_subquery AND NOT x.reads_row AND f.provolatile <> 'i'
+                AND (f.pronamespace <> 'pg_catalog'::regnamespace
+                     OR f.proname = ANY (ARRAY['current_setting', 'pg_has_role', 'has_table_privilege',
+                                               'has_column_privilege', 'has_any_column_privilege',
+                                               'has_schema_privilege', 'has_function_privilege',
+                                               'has_database_privilege', 'row_security_active']::name[]))
+              ORDER BY 1) AS per_row_calls,
+       -- The branches of the policy that read a custom setting (directly or through the
+       -- functions they call, however deep) while neither the branch nor those functions
+       -- check an identity the caller cannot set: each branch admits rows on its own, so a
+       -- sound branch beside it (OR current_user IS NULL, say) cannot make up for it. Empty
+       -- when every branch is sound.
+       ARRAY(SELECT DISTINCT pg_catalog.format('%s branch %s', b.kind, b.n)
+               FROM (SELECT 'USING' AS kind, d.n, d.branch
+                       FROM pg_catalog.unnest(ARRAY(SELECT pyretrieve.audit_disjuncts(pol.using_expr)))
+                            WITH ORDINALITY AS d(branch, n)
+                     UNION ALL
+                     SELECT 'WITH CHECK', d.n, d.branch
+                       FROM pg_catalog.unnest(ARRAY(SELECT pyretrieve.audit_disjuncts(pol.with_check_expr)))
+                            WITH ORDINALITY AS d(branch, n)) b
+              CROSS JOIN LATERAL (
+                    SELECT (b.branch ~* 'current_setting\s*\(\s*(?!''role''(::text)?\s*[,)])'
+                            OR coalesce(bool_or(r.reads_setting), false)) AS reads,
+                           (b.branch ~* '\m(current_user|session_user|current_role|pg_has_role)\M'
+                            OR coalesce(bool_or(r.checks_identity), false)) AS checks
+                      FROM pg_catalog.pg_proc f
+                      JOIN pyretrieve.audit_function_reach r ON r.function_oid = f.oid
+                     WHERE f.pronamespace = 'pyretrieve'::regnamespace
+                       AND b.branch ~* ('(^|[^a-z0-9_.])(pyretrieve\.)?' || f.proname || '\s*\(')) x
+              WHERE x.reads AND NOT x.checks
+              ORDER BY 1) AS trusts_settings_in,
+       -- Functions whose result depends on a custom setting (through any call) and that the
+       -- policy reads in more than one sub-select: PostgreSQL evaluates each sub-select (an
+       -- InitPlan) lazily, when a qual first needs it, so a caller that changes the setting
+       -- part-way through a scan mixes two answers in one row's check.
+       ARRAY(SELECT pg_catalog.format('%I.%I(%s)', fn.nspname, f.proname, pg_catalog.oidvectortypes(f.proargtypes))
+               FROM (SELECT x.function_oid
+                       FROM (SELECT * FROM pyretrieve.audit_expression_calls(pol.polqual)
+                             UNION ALL
+                             SELECT * FROM pyretrieve.audit_expression_calls(pol.polwithcheck)) x
+                      WHERE x.in_subquery
+                      GROUP BY x.function_oid
+                     HAVING pg_catalog.count(*) > 1) twice
+               JOIN pg_catalog.pg_proc f ON f.oid = twice.function_oid
+               JOIN pg_catalog.pg_namespace fn ON fn.oid = f.pronamespace
+              WHERE f.pronamespace <> 'pg_catalog'::regnamespace
+                AND EXISTS (SELECT FROM pyretrieve.audit_function_reach r
+                             WHERE r.function_oid = f.oid AND r.reads_setting)
+              ORDER BY 1) AS reads_binding_twice
+  FROM pol;
+COMMENT ON VIEW pyretrieve.audit_policies IS
+    'Each row-level security policy of the pyretrieve schema: command, roles, permissive or restrictive, USING and WITH CHECK text, the calls it evaluates once per row where (SELECT ...) would evaluate them once per query (per_row_calls), where a branch trusts a custom setting without an identity check the caller cannot set (trusts_settings_in: each top-level OR branch and every function it reaches are searched for current_setting and for current_user, session_user, current_role, pg_has_role or pyretrieve.caller()), and the setting-dependent functions it reads in more than one sub-select (reads_binding_twice).';
+
+CREATE VIEW pyretrieve.audit_privileges WITH (security_invoker = true) AS
+SELECT 'schema'::text AS object_type,
+       pg_catalog.quote_ident(n.nspname) AS object,
+       NULL::text AS column_name,
+       CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_catalog.pg_get_userbyid(a.grantee)::text END AS grantee,
+       a.privilege_type AS privilege,
+       a.is_grantable AS grantable,
+       pg_catalog.pg_get_userbyid(a.grantor)::text AS grantor,
+       a.grantee = n.nspowner AS grantee_is_owner
+  FROM pg_catalog.pg_namespace n,
+       LATERAL pg_catalog.aclexplode(coalesce(n.nspacl, pg_catalog.acldefault('n', n.nspowner))) a
+ WHERE n.nspname = 'pyretrieve'
+UNION ALL
+SELECT CASE c.relkind WHEN 'r' THEN 'table' WHEN 'p' THEN 'table' WHEN 'v' THEN 'view'
+                      WHEN 'm' THEN 'materialized view' WHEN 'S' THEN 'sequence'
+                      ELSE 'foreign table' END,
+       pg_catalog.format('%I.%I', n.nspname, c.relname),
+       NULL::text,
+       CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_catalog.pg_get_userbyid(a.grantee)::text END,
+       a.privilege_type,
+       a.is_grantable,
+       pg_catalog.pg_get_userbyid(a.grantor)::text,
+       a.grantee = c.relowner
+  FROM pg_catalog.pg_class c
+  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace,
+       LATERAL pg_catalog.aclexplode(coalesce(c.relacl, pg_catalog.acldefault(
+           CASE WHEN c.relkind = 'S' THEN 's' ELSE 'r' END::"char", c.relowner))) a
+ WHERE n.nspname = 'pyretrieve' AND c.relkind IN ('r', 'p', 'v', 'm', 'S', 'f')
+UNION ALL
+SELECT 'column',
+       pg_catalog.format('%I.%I', n.nspname, c.relname),
+       t.attname::text,
+       CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_catalog.pg_get_userbyid(a.grantee)::text END,
+       a.privilege_type,
+       a.is_grantable,
+       pg_catalog.pg_get_userbyid(a.grantor)::text,
+       a.grantee = c.relowner
+  FROM pg_catalog.pg_attribute t
+  JOIN pg_catalog.pg_class c ON c.oid = t.attrelid
+  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace,
+       LATERAL pg_catalog.aclexplode(t.attacl) a
+ WHERE n.nspname = 'pyretrieve' AND t.attacl IS NOT NULL AND NOT t.attisdropped;
+COMMENT ON VIEW pyretrieve.audit_privileges IS
+    'Privileges on the pyretrieve schema, its relations and their columns, one row per grantee and privilege (PUBLIC for every role), the owner''s implicit ones included (grantee_is_owner). TRUNCATE and REFERENCES matter most: row-level security governs neither.';
+
+CREATE VIEW pyretrieve.audit_functions WITH (security_invoker = true) AS
+SELECT pg_catalog.format('%I.%I(%s)', n.nspname, p.proname,
+                         pg_catalog.oidvectortypes(p.proargtypes)) AS function_name,
+       CASE p.prokind WHEN 'f' THEN 'function' WHEN 'p' THEN 'procedure' WHEN 'a' THEN 'aggregate'
+                      ELSE 'window' END AS kind,
+       pg_catalog.pg_get_userbyid(p.proowner)::text AS owner,
+       l.lanname::text AS language,
+       CASE p.provolatile WHEN 'i' THEN 'IMMUTABLE' WHEN 's' THEN 'STABLE' ELSE 'VOLATILE' END AS volatility,
+       p.prosecdef AS security_definer,
+       (SELECT pg_catalog.substr(s, 13) FROM pg_catalog.unnest(p.proconfig) AS s
+         WHERE s LIKE 'search_path=%' LIMIT 1) AS search_path,
+       p.proleakproof AS leakproof,
+       ARRAY(SELECT DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC'
+                                  ELSE pg_catalog.pg_get_userbyid(a.grantee)::text END
+               FROM pg_catalog.aclexplode(coalesce(p.proacl, pg_catalog.acldefault('f', p.proowner))) a
+              WHERE a.privilege_type = 'EXECUTE'
+              ORDER BY 1) AS executable_by,
+       EXISTS (SELECT FROM pg_catalog.aclexplode(coalesce(p.proacl, pg_catalog.acldefault('f', p.proowner))) a
+                WHERE a.privilege_type = 'EXECUTE' AND a.grantee = 0) AS public_execute,
+       pg_catalog.obj_description(p.oid, 'pg_proc') AS description
+  FROM pg_catalog.pg_proc p
+  JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+  JOIN pg_catalog.pg_language l ON l.oid = p.prolang
+ WHERE n.nspname = 'pyretrieve';
+COMMENT ON VIEW pyretrieve.audit_functions IS
+    'Each function of the pyretrieve schema: owner, SECURITY DEFINER, the search_path pinned in its configuration (NULL when none), LEAKPROOF, volatility, who may execute it (PUBLIC for every role) and its description, which states the reason for a SECURITY DEFINER.';
+
+CREATE VIEW pyretrieve.audit_views WITH (security_invoker = true) AS
+SELECT pg_catalog.format('%I.%I', n.nspname, c.relname) AS view_name,
+       pg_catalog.pg_get_userbyid(c.relowner)::text AS owner,
+       EXISTS (SELECT FROM pg_catalog.unnest(c.reloptions) AS o
+                WHERE pg_catalog.lower(o) ~ '^security_invoker=(t|tr|tru|true|y|ye|yes|on|1)$') AS security_invoker,
+       EXISTS (SELECT FROM pg_catalog.unnest(c.reloptions) AS o
+                WHERE pg_catalog.lower(o) ~ '^security_barrier=(t|tr|tru|true|y|ye|yes|on|1)$') AS security_barrier
+  FROM pg_catalog.pg_class c
+  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+ WHERE n.nspname = 'pyretrieve' AND c.relkind = 'v';
+COMMENT ON VIEW pyretrieve.audit_views IS
+    'Each view of the pyretrieve schema with its owner and security_invoker (without it a view reads its tables with the owner''s rights and policies) and security_barrier options.';
+
+CREATE VIEW pyretrieve.audit_keys WITH (security_invoker = true) AS
+WITH k AS (
+    SELECT i.indexrelid, t.oid AS relid, t.relowner, t.relacl, i.indisprimary,
+           pg_catalog.format('%I.%I', n.nspname, t.relname) AS table_name,
+           pg_catalog.format('%I.%I', n.nspname, ic.relname) AS index_name,
+           EXISTS (SELECT FROM pg_catalog.pg_constraint co WHERE co.conindid = i.indexrelid
+                      AND co.contype IN ('p', 'u')) AS is_constraint,
+           ARRAY(SELECT i.indkey[g.pos] FROM pg_catalog.generate_series(0, i.indnkeyatts - 1) AS g(pos)
+                  ORDER BY g.pos) AS attnums
+      FROM pg_catalog.pg_index i
+      JOIN pg_catalog.pg_class t ON t.oid = i.indrelid
+      JOIN pg_catalog.pg_class ic ON ic.oid = i.indexrelid
+      JOIN pg_catalog.pg_namespace n ON n.oid = t.relnamespace
+     WHERE n.nspname = 'pyretrieve' AND i.indisunique AND t.relkind IN ('r', 'p')
+)
+SELECT k.table_name,
+       k.index_name,
+       CASE WHEN k.indisprimary THEN 'PRIMARY KEY' WHEN k.is_constraint THEN 'UNIQUE'
+            ELSE 'UNIQUE INDEX' END AS kind,
+       ARRAY(SELECT coalesce(a.attname::text, '(expression)')
+               FROM pg_catalog.unnest(k.attnums) WITH ORDINALITY AS u(attnum, ord)
+               LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = k.relid AND a.attnum = u.attnum
+              ORDER BY u.ord) AS key_columns,
+       EXISTS (SELECT FROM pg_catalog.pg_attribute a
+                WHERE a.attrelid = k.relid AND a.attname = 'workspace_id' AND NOT a.attisdropped) AS table_has_workspace_id,
+       coalesce((SELECT a.attname = 'workspace_id' FROM pg_catalog.pg_attribute a
+                  WHERE a.attrelid = k.relid AND a.attnum = k.attnums[1]), false) AS leads_with_workspace_id,
+       -- Roles other than the owner that may choose a value of the key (other than
+       -- workspace_id): INSERT or UPDATE on the table, or on one of those columns.
+       ARRAY(SELECT DISTINCT CASE WHEN x.grantee = 0 THEN 'PUBLIC'
+                                  ELSE pg_catalog.pg_get_userbyid(x.grantee)::text END
+               FROM (SELECT a.grantee, a.privilege_type
+                       FROM pg_catalog.aclexplode(coalesce(k.relacl, pg_catalog.acldefault('r', k.relowner))) a
+                     UNION ALL
+                     SELECT a.grantee, a.privilege_type
+                       FROM pg_catalog.pg_attribute t,
+                            LATERAL pg_catalog.aclexplode(t.attacl) a
+                      WHERE t.attrelid = k.relid AND t.attacl IS NOT NULL
+                        AND t.attnum = ANY (k.attnums) AND t.attname <> 'workspace_id') x
+              WHERE x.privilege_type IN ('INSERT', 'UPDATE') AND x.grantee <> k.relowner
+              ORDER BY 1) AS writable_by
+  FROM k;
+COMMENT ON VIEW pyretrieve.audit_keys IS
+    'Each primary key and unique index on a pyretrieve table: its key columns, whether it leads with workspace_id (so a unique violation cannot reveal another workspace''s key), and which roles other than the owner can choose a value of its other columns (writable_by).';
+
+CREATE VIEW pyretrieve.audit_roles WITH (security_invoker = true) AS
+WITH RECURSIVE edge AS (
+    SELECT DISTINCT m.member, m.roleid FROM pg_catalog.pg_auth_members m
+), reach (member, target, path) AS (
+    SELECT e.member, e.roleid, ARRAY[e.member, e.roleid] FROM edge e
+    UNION ALL
+    SELECT r.member, e.roleid, r.path || e.roleid
+      FROM reach r JOIN edge e ON e.member = r.target
+     WHERE e.roleid <> ALL (r.path)
+), named AS (
+    SELECT r.member, r.target, t.rolname AS target_name, t.rolsuper, t.rolbypassrls,
+           pg_catalog.cardinality(r.path) AS hops,
+           pg_catalog.array_to_string(ARRAY(SELECT pg_catalog.pg_get_userbyid(u.oid)::text
+                                              FROM pg_catalog.unnest(r.path) WITH ORDINALITY AS u(oid, ord)
+                                             ORDER BY u.ord), ' -> ') AS path_text
+      FROM reach r JOIN pg_catalog.pg_roles t ON t.oid = r.target
+), per_role AS (
+    SELECT r.oid, r.rolname::text AS role_name, r.rolcanlogin, r.rolsuper, r.rolbypassrls,
+           ARRAY(SELECT g.g FROM pg_catalog.unnest(ARRAY['pyretrieve_admin', 'pyretrieve_reader',
+                                                         'pyretrieve_writer']) AS g(g)
+                  WHERE g.g = r.rolname
+                     OR EXISTS (SELECT FROM named x WHERE x.member = r.oid AND x.target_name = g.g)
+                  ORDER BY 1) AS app_groups,
+           (SELECT x.path_text FROM named x WHERE x.member = r.oid AND x.rolsuper
+             ORDER BY x.hops, x.path_text LIMIT 1) AS superuser_via,
+           (SELECT x.path_text FROM named x WHERE x.member = r.oid AND x.rolbypassrls
+             ORDER BY x.hops, x.path_text LIMIT 1) AS bypassrls_via,
+           (SELECT x.path_text FROM named x
+             WHERE x.member = r.oid AND x.target_name IN ('pyretrieve_owner', 'pyretrieve_api')
+             ORDER BY x.hops, x.path_text LIMIT 1) AS owner_via
+      FROM pg_catalog.pg_roles r
+     WHERE r.rolname !~ '^pg_'
+)
+SELECT p.role_name,
+       p.rolcanlogin AS can_login,
+       p.rolsuper AS superuser,
+       p.rolbypassrls AS bypassrls,
+       p.rolsuper OR p.superuser_via IS NOT NULL AS reaches_superuser,
+       p.superuser_via,
+       p.rolbypassrls OR p.bypassrls_via IS NOT NULL AS reaches_bypassrls,
+       p.bypassrls_via,
+       p.app_groups,
+       p.role_name = 'pyretrieve_owner' OR pg_catalog.cardinality(p.app_groups) > 0 AS bound_by_rls,
+       p.role_name <> 'pyretrieve_owner'
+           AND (p.rolsuper OR p.superuser_via IS NOT NULL OR p.owner_via IS NOT NULL) AS can_become_owner,
+       p.owner_via,
+       (SELECT pg_catalog.count(*) FROM pyretrieve.audit_objects o WHERE o.owner = p.role_name)::integer AS owned_objects
+  FROM per_role p
+ WHERE p.role_name IN ('pyretrieve_owner', 'pyretrieve_reader', 'pyretrieve_writer', 'pyretrieve_admin')
+    OR pg_catalog.cardinality(p.app_groups) > 0
+    OR p.rolsuper OR p.superuser_via IS NOT NULL
+    OR p.rolbypassrls OR p.bypassrls_via IS NOT NULL
+    OR p.owner_via IS NOT NULL
+    OR EXISTS (SELECT FROM pyretrieve.audit_objects o WHERE o.owner = p.role_name);
+COMMENT ON VIEW pyretrieve.audit_roles IS
+    'The roles that matter to pyretrieve: the owner and group roles, every member of a group (app_groups, through any chain of memberships), every role that reaches SUPERUSER or BYPASSRLS directly or through memberships (the shortest chain in superuser_via / bypassrls_via), the roles that can SET ROLE to pyretrieve_owner or pyretrieve_api (owner_via), and the owners of schema objects. Memberships are followed over pg_auth_members whatever their INHERIT and SET options, so a reach may be overstated, never missed.';
+
+CREATE VIEW pyretrieve.audit_access WITH (security_invoker = true) AS
+SELECT p.rolname::text AS principal,
+       h.rolname::text AS granted_to,
+       p.oid <> h.oid AS through_membership,
+       g.workspace_id::text AS workspace_id,
+       g.project_id::text AS project_id,
+       g.purpose::text AS purpose,
+       pg_catalog.pg_has_role(p.oid, 'pyretrieve_reader', 'USAGE') AS can_read,
+       pg_catalog.pg_has_role(p.oid, 'pyretrieve_writer', 'USAGE') AS can_write,
+       g.ceiling,
+       g.max_age,
+       g.semantic_policy,
+       g.expires_at,
+       g.expires_at IS NULL OR g.expires_at > pg_catalog.now() AS live,
+       g.grant_id
+  FROM pyretrieve.grants g
+  JOIN pg_catalog.pg_roles h ON h.oid = g.principal
+  JOIN pg_catalog.pg_roles p
+    ON p.rolname !~ '^pg_' AND NOT p.rolsuper AND pg_catalog.pg_has_role(p.oid, h.oid, 'USAGE');
+COMMENT ON VIEW pyretrieve.audit_access IS
+    'The access matrix: for each principal (a role that holds a grant or inherits one, resolved with pg_has_role(..., ''USAGE'') exactly as the policies resolve it), each workspace/project and purpose it is granted, whether it may read (member of pyretrieve_reader) and write (member of pyretrieve_writer), the ceiling, max_age, semantic policy, expiry and whether the grant is live now. Superusers are left out: they bypass every policy (see audit_roles). Complete only for admins and superusers, who see every grant.';
+
+CREATE VIEW pyretrieve.audit_findings WITH (security_invoker = true) AS
+WITH f (severity, code, object_type, object, evidence, fix) AS (
+    -- Row-level security on every table, forced, with policies.
+    SELECT 'error', 'rls_disabled', 'table', t.table_name,
+           'row-level security is disabled: every role with a table privilege reads and writes all rows',
+           pg_catalog.format('ALTER TABLE %s ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;', t.table_name)
+      FROM pyretrieve.audit_tables t WHERE NOT t.rls_enabled
+    UNION ALL
+    SELECT 'error', 'rls_not_forced', 'table', t.table_name,
+           pg_catalog.format('row-level security is not forced: the owner %s, and every SECURITY DEFINER function it owns, bypasses the policies', t.owner),
+           pg_catalog.format('ALTER TABLE %s FORCE ROW LEVEL SECURITY;', t.table_name)
+      FROM pyretrieve.audit_tables t WHERE t.rls_enabled AND NOT t.rls_forced
+    UNION ALL
+    SELECT 'warning', 'table_without_policy', 'table', t.table_name,
+           CASE WHEN t.rls_enabled THEN 'no policy: every query by a role other than the owner returns no rows'
+                ELSE 'no policy, and row-level security is disabled' END,
+           pg_catalog.format('CREATE POLICY ... ON %s TO <the group roles that use it> USING (...); or drop the table', t.table_name)
+      FROM pyretrieve.audit_tables t WHERE t.policies = 0
+    UNION ALL
+    -- Policies.
+    SELECT 'warning', 'overlapping_permissive_policies', 'table', a.table_name,
+           pg_catalog.format('policies %s (%s) and %s (%s) are both permissive for %s: a row either one allows is allowed',
+                             a.policy_name, a.command, b.policy_name, b.command,
+                             pg_catalog.array_to_string(
+                                 CASE WHEN 'PUBLIC' = ANY (a.roles) THEN b.roles
+                                      WHEN 'PUBLIC' = ANY (b.roles) THEN a.roles
+                                      ELSE ARRAY(SELECT r FROM pg_catalog.unnest(a.roles) AS r
+                                                  WHERE r = ANY (b.roles) ORDER BY 1) END, ', ')),
+           pg_catalog.format('merge %s and %s into one policy, or recreate the narrower condition AS RESTRICTIVE so that both must pass', a.policy_name, b.policy_name)
+      FROM pyretrieve.audit_policies a
+      JOIN pyretrieve.audit_policies b
+        ON b.table_name = a.table_name AND a.policy_name < b.policy_name
+     WHERE a.permissive AND b.permissive
+       AND (a.command = b.command OR a.command = 'ALL' OR b.command = 'ALL')
+       AND (a.roles && b.roles OR 'PUBLIC' = ANY (a.roles) OR 'PUBLIC' = ANY (b.roles))
+    UNION ALL
+    SELECT 'error', 'policy_trusts_setting', 'policy',
+           pg_catalog.format('%s on %s', p.policy_name, p.table_name),
+           pg_catalog.format('reads current_setting() (in %s) and checks no identity the caller cannot set (current_user, session_user, pg_has_role): any role can change a custom setting with set_config()',
+                             pg_catalog.array_to_string(p.trusts_settings_in, ', ')),
+           'take the identity from current_user (SET ROLE from an authenticator) and let the setting only select among what that identity was granted, e.g. add AND pg_has_role(<the role granted this row>, ''USAGE'')'
+      FROM pyretrieve.audit_policies p WHERE pg_catalog.cardinality(p.trusts_settings_in) > 0
+    UNION ALL
+    SELECT 'warning', 'policy_per_row_call', 'policy',
+           pg_catalog.format('%s on %s', p.policy_name, p.table_name),
+           pg_catalog.format('calls %s once per row: outside a sub-select and independent of the row',
+                             pg_catalog.array_to_string(p.per_row_calls, ', ')),
+           'write each such call as a sub-select, (SELECT f(...)), so the planner evaluates it once per query (an InitPlan)'
+      FROM pyretrieve.audit_policies p WHERE pg_catalog.cardinality(p.per_row_calls) > 0
+    UNION ALL
+    SELECT 'error', 'policy_reads_binding_twice', 'policy',
+           pg_catalog.format('%s on %s', p.policy_name, p.table_name),
+           pg_catalog.format('reads %s, whose result depends on a custom setting, in more than one sub-select: each sub-select is an InitPlan that PostgreSQL evaluates when a qual first needs it, so a caller that changes the setting part-way through a scan (set_config in a LATERAL, or between FETCHes of a cursor) checks one row against two bindings',
+                             pg_catalog.array_to_string(p.reads_binding_twice, ', ')),
+           'bind one decision per transaction in a table keyed by the transaction (never by a setting) and read it there; or read every field of the binding in one sub-select'
+      FROM pyretrieve.audit_policies p WHERE pg_catalog.cardinality(p.reads_binding_twice) > 0
+    UNION ALL
+    SELECT 'error', 'policy_true_for_principals', 'policy',
+           pg_catalog.format('%s on %s', p.policy_name, p.table_name),
+           pg_catalog.format('%s is %s for %s: every row of every workspace',
+                             CASE WHEN p.using_expr = 'true' THEN 'USING' ELSE 'WITH CHECK' END,
+                             'true', pg_catalog.array_to_string(p.roles, ', ')),
+           pg_catalog.format('DROP POLICY %I ON %s; principals reach the tables only through the SQL API (pyretrieve_api)', p.policy_name, p.table_name)
+      FROM pyretrieve.audit_policies p
+     WHERE (p.using_expr = 'true' OR p.with_check_expr = 'true')
+       AND EXISTS (SELECT FROM pg_catalog.unnest(p.roles) AS x(r)
+                    WHERE x.r = 'PUBLIC'
+                       OR x.r IN (SELECT ar.role_name FROM pyretrieve.audit_roles ar
+                                   WHERE pg_catalog.cardinality(ar.app_groups) > 0))
+    UNION ALL
+    -- The function-only door: principals hold no privilege on any table, view or sequence.
+    SELECT 'error', 'principal_table_privilege', pr.object_type,
+           pr.object || coalesce('.' || pg_catalog.quote_ident(pr.column_name), ''),
+           pg_catalog.format('%s holds %s: principals must reach the data only through the SQL API, with row-level security as the second wall', pr.grantee, pr.privilege),
+           pg_catalog.format('REVOKE %s%s ON %s FROM %s;', pr.privilege,
+                             coalesce(' (' || pg_catalog.quote_ident(pr.column_name) || ')', ''), pr.object,
+                             CASE WHEN pr.grantee = 'PUBLIC' THEN 'PUBLIC' ELSE pg_catalog.quote_ident(pr.grantee) END)
+      FROM pyretrieve.audit_privileges pr
+     WHERE pr.object_type IN ('table', 'view', 'materialized view', 'sequence', 'foreign table', 'column')
+       AND NOT pr.grantee_is_owner
+       AND (pr.grantee = 'PUBLIC'
+            OR pr.grantee IN (SELECT ar.role_name FROM pyretrieve.audit_roles ar
+                               WHERE pg_catalog.cardinality(ar.app_groups) > 0))
+    UNION ALL
+    SELECT 'error', 'decisions_mutable', pr.object_type, pr.object,
+           pg_catalog.format('%s holds %s on an audit log that must be append-only', pr.grantee, pr.privilege),
+           pg_catalog.format('REVOKE %s ON %s FROM %s;', pr.privilege, pr.object,
+                             CASE WHEN pr.grantee = 'PUBLIC' THEN 'PUBLIC' ELSE pg_catalog.quote_ident(pr.grantee) END)
+      FROM pyretrieve.audit_privileges pr
+     WHERE pr.object IN ('pyretrieve.decisions', 'pyretrieve.write_bindings')
+       AND pr.privilege IN ('UPDATE', 'DELETE', 'TRUNCATE') AND NOT pr.grantee_is_owner
+    UNION ALL
+    SELECT 'error', 'decisions_mutable', 'policy',
+           pg_catalog.format('%s on %s', p.policy_name, p.table_name),
+           pg_catalog.format('a %s policy on an audit log that must be append-only', p.command),
+           pg_catalog.format('DROP POLICY %I ON %s;', p.policy_name, p.table_name)
+      FROM pyretrieve.audit_policies p
+     WHERE p.table_name IN ('pyretrieve.decisions', 'pyretrieve.write_bindings')
+       AND p.command IN ('UPDATE', 'DELETE', 'ALL')
+    UNION ALL
+    SELECT 'error', 'content_updatable', pr.object_type,
+           pr.object || coalesce('.' || pg_catalog.quote_ident(pr.column_name), ''),
+           pg_catalog.format('%s may UPDATE %s: a fragment''s body and classification are fixed once written (new content supersedes), and its digest, postings and embeddings are derived from them',
+                             pr.grantee, coalesce(pr.column_name, 'every column')),
+           pg_catalog.format('REVOKE UPDATE%s ON %s FROM %s;',
+                             coalesce(' (' || pg_catalog.quote_ident(pr.column_name) || ')', ''), pr.object,
+                             CASE WHEN pr.grantee = 'PUBLIC' THEN 'PUBLIC' ELSE pg_catalog.quote_ident(pr.grantee) END)
+      FROM pyretrieve.audit_privileges pr
+     WHERE pr.object = 'pyretrieve.fragments' AND pr.privilege = 'UPDATE' AND NOT pr.grantee_is_owner
+       AND (pr.column_name IS NULL OR pr.column_name IN ('body', 'classification', 'workspace_id', 'project_id'))
+    UNION ALL
+    SELECT 'error', 'principal_can_become_owner', 'role', r.role_name,
+           pg_catalog.format('%s (%s) can SET ROLE to %s: as that role it reaches the tables past the SQL API',
+                             r.role_name, pg_catalog.array_to_string(r.app_groups, ', '), r.owner_via),
+           pg_catalog.format('REVOKE %I FROM %I; (the first membership of %s)',
+                             pg_catalog.split_part(r.owner_via, ' -> ', 2), r.role_name, r.owner_via)
+      FROM pyretrieve.audit_roles r
+     WHERE pg_catalog.cardinality(r.app_groups) > 0 AND NOT r.can_login AND r.owner_via IS NOT NULL
+       AND r.role_name NOT IN ('pyretrieve_owner', 'pyretrieve_api')
+    UNION ALL
+    -- Doors outside the schema: a definer function or an owner-rights view elsewhere that
+    -- reads pyretrieve's tables and that principals may use.
+    SELECT 'error', 'definer_outside_schema', 'function',
+           pg_catalog.format('%I.%I(%s)', n.nspname, f.proname, pg_catalog.oidvectortypes(f.proargtypes)),
+           pg_catalog.format('SECURITY DEFINER (runs as %s) outside the pyretrieve schema, reads pyretrieve objects and is executable by %s',
+                             pg_catalog.pg_get_userbyid(f.proowner),
+                             CASE WHEN pg_catalog.has_function_privilege('public', f.oid, 'EXECUTE') THEN 'PUBLIC'
+                                  ELSE 'a principal group' END),
+           pg_catalog.format('DROP FUNCTION %I.%I(%s); or REVOKE EXECUTE ON it FROM PUBLIC and the principals: the SQL API is the only door',
+                             n.nspname, f.proname, pg_catalog.oidvectortypes(f.proargtypes))
+      FROM pg_catalog.pg_proc f
+      JOIN pg_catalog.pg_namespace n ON n.oid = f.pronamespace
+     WHERE f.prosecdef AND n.nspname NOT IN ('pyretrieve', 'pg_catalog', 'information_schema')
+       AND (coalesce(f.prosrc, '') ~* '\mpyretrieve\.'
+            OR EXISTS (SELECT FROM pg_catalog.pg_depend d
+                        JOIN pg_catalog.pg_class c ON c.oid = d.refobjid
+                       WHERE d.classid = 'pg_catalog.pg_proc'::regclass AND d.objid = f.oid
+                         AND d.refclassid = 'pg_catalog.pg_class'::regclass
+                         AND c.relnamespace = 'pyretrieve'::regnamespace))
+       AND (pg_catalog.has_function_privilege('public', f.oid, 'EXECUTE')
+            OR pg_catalog.has_function_privilege('pyretrieve_reader', f.oid, 'EXECUTE')
+            OR pg_catalog.has_function_privilege('pyretrieve_writer', f.oid, 'EXECUTE')
+            OR pg_catalog.has_function_privilege('pyretrieve_admin', f.oid, 'EXECUTE'))
+    UNION ALL
+    SELECT 'error', 'view_outside_schema', 'view',
+           pg_catalog.format('%I.%I', n.nspname, v.relname),
+           pg_catalog.format('a view outside the pyretrieve schema reads pyretrieve tables with its owner''s (%s) rights and policies, not the caller''s, and principals may read it',
+                             pg_catalog.pg_get_userbyid(v.relowner)),
+           pg_catalog.format('ALTER VIEW %I.%I SET (security_invoker = true); or DROP VIEW it',
+                             n.nspname, v.relname)
+      FROM pg_catalog.pg_class v
+      JOIN pg_catalog.pg_namespace n ON n.oid = v.relnamespace
+     WHERE v.relkind = 'v' AND n.nspname NOT IN ('pyretrieve', 'pg_catalog', 'information_schema')
+       AND NOT coalesce('security_invoker=true' = ANY (v.reloptions)
+                        OR 'security_invoker=on' = ANY (v.reloptions), false)
+       AND EXISTS (SELECT FROM pg_catalog.pg_rewrite w
+                     JOIN pg_catalog.pg_depend d
+                       ON d.classid = 'pg_catalog.pg_rewrite'::regclass AND d.objid = w.oid
+                      AND d.refclassid = 'pg_catalog.pg_class'::regclass
+                     JOIN pg_catalog.pg_class c ON c.oid = d.refobjid
+                    WHERE w.ev_class = v.oid AND c.relnamespace = 'pyretrieve'::regnamespace)
+       AND (pg_catalog.has_table_privilege('public', v.oid, 'SELECT')
+            OR pg_catalog.has_table_privilege('pyretrieve_reader', v.oid, 'SELECT')
+            OR pg_catalog.has_table_privilege('pyretrieve_writer', v.oid, 'SELECT')
+            OR pg_catalog.has_table_privilege('pyretrieve_admin', v.oid, 'SELECT'))
+    UNION ALL
+    -- Keys.
+    SELECT CASE WHEN pg_catalog.cardinality(k.writable_by) > 0 THEN 'warning' ELSE 'info' END,
+           'unique_key_not_workspace_first', 'index', k.index_name,
+           CASE WHEN pg_catalog.cardinality(k.writable_by) > 0
+                THEN pg_catalog.format('%s (%s) on %s does not start with workspace_id and %s may write its columns: a unique violation reveals that another workspace holds the key',
+                                       k.kind, pg_catalog.array_to_string(k.key_columns, ', '), k.table_name,
+                                       pg_catalog.array_to_string(k.writable_by, ', '))
+                ELSE pg_catalog.format('%s (%s) on %s does not start with workspace_id, but no role other than the owner can write its columns (their values come from defaults), so no caller can provoke a violation',
+                                       k.kind, pg_catalog.array_to_string(k.key_columns, ', '), k.table_name) END,
+           CASE WHEN pg_catalog.cardinality(k.writable_by) > 0
+                THEN pg_catalog.format('recreate the key as (workspace_id, %s)',
+                                       pg_catalog.array_to_string(pg_catalog.array_remove(k.key_columns, 'workspace_id'), ', '))
+                ELSE 'none while its columns stay unwritable; lead it with workspace_id if they ever become writable' END
+      FROM pyretrieve.audit_keys k
+     WHERE k.table_has_workspace_id AND NOT k.leads_with_workspace_id
+    UNION ALL
+    -- Functions.
+    SELECT 'error', 'definer_without_search_path', 'function', fn.function_name,
+           pg_catalog.format('SECURITY DEFINER (runs as %s) without a pinned search_path: the caller''s search_path resolves its names', fn.owner),
+           pg_catalog.format('ALTER FUNCTION %s SET search_path = pg_catalog, pg_temp;', fn.function_name)
+      FROM pyretrieve.audit_functions fn WHERE fn.security_definer AND fn.search_path IS NULL
+    UNION ALL
+    SELECT 'warning', 'definer_search_path_unsafe', 'function', fn.function_name,
+           pg_catalog.format('SECURITY DEFINER with search_path = %s, which does not end with pg_temp: temporary objects are searched first', fn.search_path),
+           pg_catalog.format('ALTER FUNCTION %s SET search_path = <trusted schemas>, pg_temp;', fn.function_name)
+      FROM pyretrieve.audit_functions fn
+     WHERE fn.security_definer AND fn.search_path IS NOT NULL
+       AND fn.search_path !~ '(^|,)\s*"?pg_temp"?\s*$'
+    UNION ALL
+    SELECT 'error', 'definer_public_execute', 'function', fn.function_name,
+           pg_catalog.format('SECURITY DEFINER (runs as %s) and executable by PUBLIC, that is by every role', fn.owner),
+           pg_catalog.format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC; then GRANT EXECUTE to the roles that need it', fn.function_name)
+      FROM pyretrieve.audit_functions fn WHERE fn.security_definer AND fn.public_execute
+    UNION ALL
+    SELECT 'info', 'security_definer', 'function', fn.function_name,
+           pg_catalog.format('SECURITY DEFINER: runs as %s, search_path = %s, executable by %s. Reason: %s',
+                             fn.owner, coalesce(fn.search_path, '(none)'),
+                             pg_catalog.array_to_string(fn.executable_by, ', '),
+                             coalesce(fn.description, '(no COMMENT ON FUNCTION states one)')),
+           'none while the reason holds; keep EXECUTE limited to the roles listed'
+      FROM pyretrieve.audit_functions fn WHERE fn.security_definer
+    UNION ALL
+    SELECT 'warning', 'leakproof_function', 'function', fn.function_name,
+           'LEAKPROOF: the planner may run it on rows before the policies filter them',
+           pg_catalog.format('ALTER FUNCTION %s NOT LEAKPROOF; unless it provably cannot raise an error or reveal its arguments', fn.function_name)
+      FROM pyretrieve.audit_functions fn WHERE fn.leakproof
+    UNION ALL
+    -- Views.
+    SELECT 'error', 'view_without_security_invoker', 'view', v.view_name,
+           pg_catalog.format('the view reads its tables as its owner %s, with the owner''s privileges and policies, not the caller''s', v.owner),
+           pg_catalog.format('ALTER VIEW %s SET (security_invoker = true);', v.view_name)
+      FROM pyretrieve.audit_views v WHERE NOT v.security_invoker
+    UNION ALL
+    -- Privileges RLS does not govern, and PUBLIC.
+    SELECT 'error', 'truncate_granted', pr.object_type, pr.object,
+           pg_catalog.format('%s holds TRUNCATE, which ignores row-level security: it can empty every workspace at once', pr.grantee),
+           pg_catalog.format('REVOKE TRUNCATE ON %s FROM %s;', pr.object, pr.grantee)
+      FROM pyretrieve.audit_privileges pr
+     WHERE pr.privilege = 'TRUNCATE' AND NOT pr.grantee_is_owner
+    UNION ALL
+    SELECT 'warning', 'references_granted', pr.object_type,
+           pr.object || coalesce('.' || pg_catalog.quote_ident(pr.column_name), ''),
+           pg_catalog.format('%s holds REFERENCES: a foreign key it creates can probe which keys exist in every workspace (foreign-key checks ignore row-level security)', pr.grantee),
+           pg_catalog.format('REVOKE REFERENCES%s ON %s FROM %s;',
+                             coalesce(' (' || pg_catalog.quote_ident(pr.column_name) || ')', ''), pr.object, pr.grantee)
+      FROM pyretrieve.audit_privileges pr
+     WHERE pr.privilege = 'REFERENCES' AND NOT pr.grantee_is_owner
+    UNION ALL
+    SELECT 'warning', 'public_privilege', pr.object_type,
+           pr.object || coalesce('.' || pg_catalog.quote_ident(pr.column_name), ''),
+           pg_catalog.format('PUBLIC (every role) holds %s', pr.privilege),
+           pg_catalog.format('REVOKE %s%s ON %s%s FROM PUBLIC;', pr.privilege,
+                             coalesce(' (' || pg_catalog.quote_ident(pr.column_name) || ')', ''),
+                             CASE WHEN pr.object_type = 'schema' THEN 'SCHEMA ' ELSE '' END, pr.object)
+      FROM pyretrieve.audit_privileges pr
+     WHERE pr.grantee = 'PUBLIC'
+    UNION ALL
+    SELECT 'warning', 'schema_create_granted', 'schema', pr.object,
+           pg_catalog.format('%s may create objects in the schema', pr.grantee),
+           pg_catalog.format('REVOKE CREATE ON SCHEMA %s FROM %s;', pr.object, pr.grantee)
+      FROM pyretrieve.audit_privileges pr
+     WHERE pr.object_type = 'schema' AND pr.privilege = 'CREATE' AND NOT pr.grantee_is_owner
+       AND pr.grantee <> 'PUBLIC'
+    UNION ALL
+    -- Roles.
+    SELECT 'error', 'app_role_superuser', 'role', r.role_name,
+           CASE WHEN r.superuser
+                THEN pg_catalog.format('%s (%s) is SUPERUSER and bypasses every policy', r.role_name,
+                                       coalesce(pg_catalog.array_to_string(r.app_groups, ', '), ''))
+                ELSE pg_catalog.format('%s reaches SUPERUSER through %s and can SET ROLE past every policy', r.role_name, r.superuser_via) END,
+           CASE WHEN r.superuser THEN pg_catalog.format('ALTER ROLE %I NOSUPERUSER;', r.role_name)
+                ELSE pg_catalog.format('REVOKE %I FROM %I; (the first membership of %s)',
+                                       pg_catalog.split_part(r.superuser_via, ' -> ', 2), r.role_name, r.superuser_via) END
+      FROM pyretrieve.audit_roles r WHERE r.bound_by_rls AND r.reaches_superuser
+    UNION ALL
+    SELECT 'error', 'app_role_bypassrls', 'role', r.role_name,
+           CASE WHEN r.bypassrls
+                THEN pg_catalog.format('%s has BYPASSRLS and ignores every policy', r.role_name)
+                ELSE pg_catalog.format('%s reaches BYPASSRLS through %s and can SET ROLE past every policy', r.role_name, r.bypassrls_via) END,
+           CASE WHEN r.bypassrls THEN pg_catalog.format('ALTER ROLE %I NOBYPASSRLS;', r.role_name)
+                ELSE pg_catalog.format('REVOKE %I FROM %I; (the first membership of %s)',
+                                       pg_catalog.split_part(r.bypassrls_via, ' -> ', 2), r.role_name, r.bypassrls_via) END
+      FROM pyretrieve.audit_roles r WHERE r.bound_by_rls AND r.reaches_bypassrls
+    UNION ALL
+    SELECT 'info', 'login_can_become_owner', 'role', r.role_name,
+           pg_catalog.format('%s can log in and SET ROLE pyretrieve_owner (%s): as the owner it can alter or drop every table, policy and function',
+                             r.role_name, coalesce(r.owner_via, 'superuser')),
+           'keep this to the deployment (migration) role; otherwise REVOKE pyretrieve_owner FROM it'
+      FROM pyretrieve.audit_roles r WHERE r.can_login AND r.can_become_owner AND NOT r.superuser
+    -- Ownership.
+    UNION ALL
+    SELECT 'error', 'app_role_owns_objects', o.object_type, o.object,
+           pg_catalog.format('owned by %s, a member of %s: as owner it can alter its policies and grants', o.owner,
+                             pg_catalog.array_to_string(r.app_groups, ', ')),
+           pg_catalog.format('ALTER %s %s OWNER TO pyretrieve_owner;', pg_catalog.upper(o.object_type), o.object)
+      FROM pyretrieve.audit_objects o
+      JOIN pyretrieve.audit_roles r ON r.role_name = o.owner
+     WHERE pg_catalog.cardinality(r.app_groups) > 0 AND o.object_type <> 'index'
+    UNION ALL
+    SELECT 'error', 'owned_by_login_role', o.object_type, o.object,
+           pg_catalog.format('owned by %s, a role that can log in: its sessions are the owner, which may alter or drop the object and its policies', o.owner),
+           pg_catalog.format('ALTER %s %s OWNER TO pyretrieve_owner;', pg_catalog.upper(o.object_type), o.object)
+      FROM pyretrieve.audit_objects o WHERE o.owner_can_login AND o.object_type <> 'index'
+    UNION ALL
+    SELECT 'warning', 'unexpected_owner', o.object_type, o.object,
+           pg_catalog.format('owned by %s, not by pyretrieve_owner', o.owner),
+           pg_catalog.format('ALTER %s %s OWNER TO pyretrieve_owner;', pg_catalog.upper(o.object_type), o.object)
+      FROM pyretrieve.audit_objects o
+     WHERE o.owner <> 'pyretrieve_owner' AND NOT o.owner_can_login AND o.object_type <> 'index'
+       -- The SQL API's SECURITY DEFINER functions are owned by pyretrieve_api by design.
+       AND NOT (o.owner = 'pyretrieve_api' AND o.object_type = 'function')
+       AND NOT EXISTS (SELECT FROM pyretrieve.audit_roles r
+                        WHERE r.role_name = o.owner AND pg_catalog.cardinality(r.app_groups) > 0)
+    UNION ALL
+    -- Grants naming a role that no longer exists.
+    SELECT 'warning', 'grant_to_dropped_role', 'grant',
+           pg_catalog.format('%s/%s purpose %s', g.workspace_id, g.project_id, g.purpose),
+           pg_catalog.format('grant %s names role OID %s, which no longer exists: a role created later with the same OID would hold it',
+                             g.grant_id, g.principal::oid),
+           pg_catalog.format('DELETE FROM pyretrieve.grants WHERE workspace_id = %L AND grant_id = %L;', g.workspace_id, g.grant_id)
+      FROM pyretrieve.grants g
+     WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_roles r WHERE r.oid = g.principal::oid)
+    UNION ALL
+    -- The server.
+    SELECT 'warning', 'server_version_below_minimum', 'server', s.server_version,
+           pg_catalog.format('PostgreSQL %s is below %s, the first %s.x release with the fixes for %s',
+                             s.server_version, coalesce(s.minimum_version, '(a supported major version)'), s.major, s.fixes),
+           pg_catalog.format('upgrade to %s or later (a minor upgrade: replace the binaries and restart)',
+                             coalesce(s.minimum_version, '18'))
+      FROM pyretrieve.audit_server s WHERE NOT s.meets_minimum
+)
+SELECT f.severity::text, f.code::text, f.object_type::text, f.object::text, f.evidence::text, f.fix::text
+  FROM f
+ ORDER BY CASE f.severity WHEN 'error' THEN 1 WHEN 'warning' THEN 2 ELSE 3 END, f.code, f.object, f.evidence;
+COMMENT ON VIEW pyretrieve.audit_findings IS
+    'Every finding that weakens isolation, derived from the other audit views: severity (error | warning | info), a stable code, the object, the evidence and a fix. The shipped schema has no error or warning. `pyretrieve audit --fail-on error|warning` exits 1 when one exists.';
+
+REVOKE ALL ON pyretrieve.audit_server, pyretrieve.audit_objects, pyretrieve.audit_tables,
+    pyretrieve.audit_policies, pyretrieve.audit_privileges, pyretrieve.audit_functions,
+    pyretrieve.audit_views, pyretrieve.audit_keys, pyretrieve.audit_roles, pyretrieve.audit_access,
+    pyretrieve.audit_findings FROM PUBLIC;
+REVOKE ALL ON FUNCTION pyretrieve.audit_expression_calls(pg_node_tree), pyretrieve.audit_disjuncts(text) FROM PUBLIC;
+REVOKE ALL ON pyretrieve.audit_function_reach FROM PUBLIC;
+GRANT SELECT ON pyretrieve.audit_function_reach TO pyretrieve_api;
+GRANT EXECUTE ON FUNCTION pyretrieve.audit_disjuncts(text) TO pyretrieve_api;
+-- The views run as their caller; admins reach them through the functions below (principals hold
+-- no privilege on any view), which run as pyretrieve_api.
+GRANT SELECT ON pyretrieve.audit_server, pyretrieve.audit_objects, pyretrieve.audit_tables,
+    pyretrieve.audit_policies, pyretrieve.audit_privileges, pyretrieve.audit_functions,
+    pyretrieve.audit_views, pyretrieve.audit_keys, pyretrieve.audit_roles, pyretrieve.audit_access,
+    pyretrieve.audit_findings TO pyretrieve_api;
+GRANT EXECUTE ON FUNCTION pyretrieve.audit_expression_calls(pg_node_tree) TO pyretrieve_api;
+
+-- SECURITY DEFINER, written reason: principals hold no privilege on any view, and the access
+-- matrix reads pyretrieve.grants; each function checks that the caller is an admin and returns
+-- its view's rows, computed as pyretrieve_api (whose grants policy shows admins every grant).
+SET LOCAL ROLE pyretrieve_api;
+CREATE FUNCTION pyretrieve.audit_server()
+RETURNS SETOF pyretrieve.audit_server
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    RETURN QUERY SELECT * FROM pyretrieve.audit_server;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.audit_server() IS
+    'The rows of the view pyretrieve.audit_server, for admins. SECURITY DEFINER (runs as pyretrieve_api): principals hold no privilege on any view.';
+CREATE FUNCTION pyretrieve.audit_objects()
+RETURNS SETOF pyretrieve.audit_objects
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    RETURN QUERY SELECT * FROM pyretrieve.audit_objects;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.audit_objects() IS
+    'The rows of the view pyretrieve.audit_objects, for admins. SECURITY DEFINER (runs as pyretrieve_api): principals hold no privilege on any view.';
+CREATE FUNCTION pyretrieve.audit_tables()
+RETURNS SETOF pyretrieve.audit_tables
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    RETURN QUERY SELECT * FROM pyretrieve.audit_tables;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.audit_tables() IS
+    'The rows of the view pyretrieve.audit_tables, for admins. SECURITY DEFINER (runs as pyretrieve_api): principals hold no privilege on any view.';
+CREATE FUNCTION pyretrieve.audit_policies()
+RETURNS SETOF pyretrieve.audit_policies
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    RETURN QUERY SELECT * FROM pyretrieve.audit_policies;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.audit_policies() IS
+    'The rows of the view pyretrieve.audit_policies, for admins. SECURITY DEFINER (runs as pyretrieve_api): principals hold no privilege on any view.';
+CREATE FUNCTION pyretrieve.audit_privileges()
+RETURNS SETOF pyretrieve.audit_privileges
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    RETURN QUERY SELECT * FROM pyretrieve.audit_privileges;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.audit_privileges() IS
+    'The rows of the view pyretrieve.audit_privileges, for admins. SECURITY DEFINER (runs as pyretrieve_api): principals hold no privilege on any view.';
+CREATE FUNCTION pyretrieve.audit_functions()
+RETURNS SETOF pyretrieve.audit_functions
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    RETURN QUERY SELECT * FROM pyretrieve.audit_functions;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.audit_functions() IS
+    'The rows of the view pyretrieve.audit_functions, for admins. SECURITY DEFINER (runs as pyretrieve_api): principals hold no privilege on any view.';
+CREATE FUNCTION pyretrieve.audit_views()
+RETURNS SETOF pyretrieve.audit_views
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    RETURN QUERY SELECT * FROM pyretrieve.audit_views;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.audit_views() IS
+    'The rows of the view pyretrieve.audit_views, for admins. SECURITY DEFINER (runs as pyretrieve_api): principals hold no privilege on any view.';
+CREATE FUNCTION pyretrieve.audit_keys()
+RETURNS SETOF pyretrieve.audit_keys
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    RETURN QUERY SELECT * FROM pyretrieve.audit_keys;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.audit_keys() IS
+    'The rows of the view pyretrieve.audit_keys, for admins. SECURITY DEFINER (runs as pyretrieve_api): principals hold no privilege on any view.';
+CREATE FUNCTION pyretrieve.audit_roles()
+RETURNS SETOF pyretrieve.audit_roles
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    RETURN QUERY SELECT * FROM pyretrieve.audit_roles;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.audit_roles() IS
+    'The rows of the view pyretrieve.audit_roles, for admins. SECURITY DEFINER (runs as pyretrieve_api): principals hold no privilege on any view.';
+CREATE FUNCTION pyretrieve.audit_access()
+RETURNS SETOF pyretrieve.audit_access
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    RETURN QUERY SELECT * FROM pyretrieve.audit_access;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.audit_access() IS
+    'The rows of the view pyretrieve.audit_access, for admins. SECURITY DEFINER (runs as pyretrieve_api): principals hold no privilege on any view.';
+CREATE FUNCTION pyretrieve.audit_findings()
+RETURNS SETOF pyretrieve.audit_findings
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    RETURN QUERY SELECT * FROM pyretrieve.audit_findings;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.audit_findings() IS
+    'The rows of the view pyretrieve.audit_findings, for admins. SECURITY DEFINER (runs as pyretrieve_api): principals hold no privilege on any view.';
+REVOKE ALL ON FUNCTION pyretrieve.audit_server(), pyretrieve.audit_objects(), pyretrieve.audit_tables(), pyretrieve.audit_policies(), pyretrieve.audit_privileges(), pyretrieve.audit_functions(), pyretrieve.audit_views(), pyretrieve.audit_keys(), pyretrieve.audit_roles(), pyretrieve.audit_access(), pyretrieve.audit_findings()
+    FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pyretrieve.audit_server(), pyretrieve.audit_objects(), pyretrieve.audit_tables(), pyretrieve.audit_policies(), pyretrieve.audit_privileges(), pyretrieve.audit_functions(), pyretrieve.audit_views(), pyretrieve.audit_keys(), pyretrieve.audit_roles(), pyretrieve.audit_access(), pyretrieve.audit_findings()
+    TO pyretrieve_admin;
+SET LOCAL ROLE pyretrieve_owner;
+
+UPDATE pyretrieve.installation SET schema_version = '0004';
+
+RESET ROLE;
+REVOKE CREATE ON SCHEMA pyretrieve FROM pyretrieve_api;

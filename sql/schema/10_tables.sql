@@ -1,0 +1,261 @@
+
+-- ---------------------------------------------------------------------------------------------
+-- Types
+-- ---------------------------------------------------------------------------------------------
+CREATE TYPE pyretrieve.classification AS ENUM ('public', 'internal', 'confidential', 'restricted');
+CREATE TYPE pyretrieve.fragment_state AS ENUM ('active', 'superseded', 'retracted');
+CREATE TYPE pyretrieve.semantic_policy AS ENUM ('disabled', 'optional', 'required');
+
+CREATE DOMAIN pyretrieve.identifier AS text
+    CHECK (VALUE ~ '^[a-z0-9][a-z0-9_.-]{0,62}$');
+GRANT USAGE ON TYPE pyretrieve.classification, pyretrieve.fragment_state, pyretrieve.semantic_policy,
+    pyretrieve.identifier TO pyretrieve_api;
+COMMENT ON DOMAIN pyretrieve.identifier IS
+    'Workspace, project and purpose names: lower-case ASCII, digits, _ . -, at most 63 characters.';
+
+-- sha256 of the UTF-8 bytes of a text. convert_to() is only STABLE because conversions can be
+-- redefined; in a UTF8 database the conversion to UTF8 is the identity, which the installer
+-- checks above, so the digest is truly immutable and may back a generated column.
+CREATE FUNCTION pyretrieve.content_digest(p_body text)
+RETURNS bytea
+LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+RETURN pg_catalog.sha256(pg_catalog.convert_to(p_body, 'UTF8'));
+COMMENT ON FUNCTION pyretrieve.content_digest(text) IS
+    'sha256 of the UTF-8 bytes of a text: the content digest of a fragment body.';
+
+-- The number of token positions in a tsvector: BM25's document length. A lexeme stored without
+-- positions counts once.
+CREATE FUNCTION pyretrieve.tsvector_length(p_tsv tsvector)
+RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT coalesce(sum(greatest(cardinality(u.positions), 1)), 0)::integer
+      FROM unnest(p_tsv) AS u;
+END;
+COMMENT ON FUNCTION pyretrieve.tsvector_length(tsvector) IS
+    'BM25 document length: the number of token positions in a tsvector (a lexeme without positions counts once).';
+
+-- ---------------------------------------------------------------------------------------------
+-- Tables. Every primary and unique key starts with workspace_id: no key can act as an existence
+-- oracle across workspaces, and the tables are ready to shard by workspace.
+-- ---------------------------------------------------------------------------------------------
+CREATE TABLE pyretrieve.installation (
+    singleton       boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+    schema_version  text NOT NULL,
+    created_vector  boolean NOT NULL,
+    installed_at    timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+COMMENT ON TABLE pyretrieve.installation IS
+    'One row: the installed schema version and whether the installer created the vector extension (so an uninstall removes only what it created).';
+
+CREATE TABLE pyretrieve.workspaces (
+    workspace_id  pyretrieve.identifier NOT NULL,
+    display_name  text NOT NULL DEFAULT '',
+    created_at    timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    PRIMARY KEY (workspace_id)
+);
+
+CREATE TABLE pyretrieve.projects (
+    workspace_id  pyretrieve.identifier NOT NULL REFERENCES pyretrieve.workspaces,
+    project_id    pyretrieve.identifier NOT NULL,
+    ts_config     regconfig NOT NULL DEFAULT 'pg_catalog.english',
+    created_at    timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    bm25_k1       double precision NOT NULL DEFAULT 0.9 CHECK (bm25_k1 > 0 AND bm25_k1 <= 10),
+    bm25_b        double precision NOT NULL DEFAULT 0.4 CHECK (bm25_b >= 0 AND bm25_b <= 1),
+    -- The scope's own generation sequence (see pyretrieve.scope_sequence): generations are
+    -- counted per scope, so no number a caller sees moves with another scope's writes.
+    generation_seq regclass NOT NULL,
+    PRIMARY KEY (workspace_id, project_id)
+);
+
+-- Per-scope index generations and text-search configurations, append-only: one log row per
+-- writing statement and scope, and one row per configuration, so concurrent writers in a scope
+-- never wait on a shared row. The view scope_generations (below) reads them.
+CREATE TABLE pyretrieve.generation_log (
+    workspace_id  pyretrieve.identifier NOT NULL,
+    project_id    pyretrieve.identifier NOT NULL,
+    kind          text NOT NULL CHECK (kind IN ('lexical', 'vector')),
+    generation    bigint NOT NULL,
+    logged_at     timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    PRIMARY KEY (workspace_id, project_id, kind, generation)
+);
+COMMENT ON TABLE pyretrieve.generation_log IS
+    'One row per writing statement and scope: the highest generation it stamped. A scope''s index generation is the highest logged one; appending never waits on another writer.';
+
+CREATE TABLE pyretrieve.scope_configs (
+    workspace_id  pyretrieve.identifier NOT NULL,
+    project_id    pyretrieve.identifier NOT NULL,
+    ts_config     regconfig NOT NULL,
+    PRIMARY KEY (workspace_id, project_id, ts_config),
+    FOREIGN KEY (workspace_id, project_id) REFERENCES pyretrieve.projects
+);
+COMMENT ON TABLE pyretrieve.scope_configs IS
+    'The text-search configurations used in a scope, so a query is parsed once per configuration.';
+
+CREATE TABLE pyretrieve.fragments (
+    workspace_id        pyretrieve.identifier NOT NULL,
+    project_id          pyretrieve.identifier NOT NULL,
+    fragment_id         uuid NOT NULL DEFAULT gen_random_uuid(),
+    body                text NOT NULL CHECK (pg_catalog.length(body) <= 1000000),
+    content_digest      bytea GENERATED ALWAYS AS (pyretrieve.content_digest(body)) STORED,
+    classification      pyretrieve.classification NOT NULL DEFAULT 'internal',
+    state               pyretrieve.fragment_state NOT NULL DEFAULT 'active',
+    superseded_by       uuid,
+    observed_at         timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    expires_at          timestamptz,
+    ingested_at         timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    source_uri          text CHECK (pg_catalog.length(source_uri) <= 2048),
+    source_revision     text CHECK (pg_catalog.length(source_revision) <= 256),
+    manifest_id         text CHECK (pg_catalog.length(manifest_id) <= 256),
+    ts_config           regconfig NOT NULL DEFAULT 'pg_catalog.english',
+    tsv                 tsvector GENERATED ALWAYS AS (pg_catalog.to_tsvector(ts_config, body)) STORED,
+    lexical_generation  bigint NOT NULL DEFAULT 0,
+    -- BM25's document length. A generated column cannot read another one, so the tsvector is
+    -- computed again here.
+    doc_length          integer GENERATED ALWAYS AS (pyretrieve.tsvector_length(pg_catalog.to_tsvector(ts_config, body))) STORED,
+    PRIMARY KEY (workspace_id, fragment_id),
+    FOREIGN KEY (workspace_id, project_id) REFERENCES pyretrieve.projects,
+    FOREIGN KEY (workspace_id, superseded_by) REFERENCES pyretrieve.fragments (workspace_id, fragment_id),
+    CHECK ((state = 'superseded') = (superseded_by IS NOT NULL)),
+    CHECK (expires_at IS NULL OR expires_at > observed_at)
+);
+-- Idempotency by content: one active fragment per scope, classification and body. The
+-- classification is part of the key so that a writer whose ceiling is below an identical
+-- fragment's classification gets its own row instead of a unique violation that would reveal
+-- the hidden one.
+CREATE UNIQUE INDEX fragments_active_content_key
+    ON pyretrieve.fragments (workspace_id, project_id, classification, content_digest)
+    WHERE state = 'active';
+-- The scope index every candidate query starts from.
+CREATE INDEX fragments_scope_idx
+    ON pyretrieve.fragments (workspace_id, project_id, state, classification)
+    INCLUDE (observed_at, expires_at, doc_length);
+-- Used by callers that bypass RLS legitimately (none today) and by a later lexical design; kept
+-- so the GIN cost is paid now rather than in a rebuild.
+CREATE INDEX fragments_tsv_idx ON pyretrieve.fragments USING gin (tsv);
+-- Re-ingestion finds the active fragment of a source (file, record id) to supersede it.
+CREATE INDEX fragments_source_idx
+    ON pyretrieve.fragments (workspace_id, project_id, source_uri)
+    WHERE state = 'active' AND source_uri IS NOT NULL;
+
+-- -- Postings: one row per (active fragment, lexeme), carrying the columns the read policy needs,
+-- so term statistics and scoring read this table alone through its primary key.
+-- ---------------------------------------------------------------------------------------------
+CREATE TABLE pyretrieve.postings (
+    workspace_id    pyretrieve.identifier NOT NULL,
+    project_id      pyretrieve.identifier NOT NULL,
+    lexeme          text NOT NULL,
+    fragment_id     uuid NOT NULL,
+    tf              integer NOT NULL CHECK (tf BETWEEN 1 AND 256),
+    doc_length      integer NOT NULL,
+    classification  pyretrieve.classification NOT NULL,
+    observed_at     timestamptz NOT NULL,
+    expires_at      timestamptz,
+    PRIMARY KEY (workspace_id, project_id, lexeme, fragment_id)
+);
+COMMENT ON TABLE pyretrieve.postings IS
+    'Postings of active fragments (lexeme, term frequency, document length) with the fragment''s classification and times, maintained by triggers; its read policy admits exactly the postings of fragments the decision admits.';
+
+CREATE TABLE pyretrieve.embedding_models (
+    model_id      text NOT NULL CHECK (model_id ~ '^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$'),
+    dimension     integer NOT NULL CHECK (dimension BETWEEN 1 AND 2000),
+    model_serial  integer GENERATED ALWAYS AS IDENTITY,
+    registered_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    PRIMARY KEY (model_id),
+    UNIQUE (model_serial)
+);
+COMMENT ON TABLE pyretrieve.embedding_models IS
+    'Registered embedding models. Global, not per workspace: a model id and dimension are configuration, not tenant data.';
+
+CREATE TABLE pyretrieve.embeddings (
+    workspace_id       pyretrieve.identifier NOT NULL,
+    project_id         pyretrieve.identifier NOT NULL,
+    fragment_id        uuid NOT NULL,
+    model_id           text NOT NULL REFERENCES pyretrieve.embedding_models,
+    embedding          public.vector NOT NULL,
+    source_digest      bytea NOT NULL CHECK (pg_catalog.length(source_digest) = 32),
+    vector_generation  bigint NOT NULL DEFAULT 0,
+    embedded_at        timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    -- The fragment's visibility columns, copied by a trigger on every write (never by the
+    -- caller), so the vector leg and the read policy filter embeddings on their own columns.
+    classification     pyretrieve.classification NOT NULL,
+    fragment_state     pyretrieve.fragment_state NOT NULL,
+    observed_at        timestamptz NOT NULL,
+    expires_at         timestamptz,
+    PRIMARY KEY (workspace_id, fragment_id, model_id),
+    FOREIGN KEY (workspace_id, fragment_id) REFERENCES pyretrieve.fragments
+);
+-- Exact scans of a scope read this index and then the compact embedding rows; the vector is
+-- kept in line (MAIN) so a scan does not chase TOAST pointers for common dimensions.
+CREATE INDEX embeddings_scope_idx ON pyretrieve.embeddings (workspace_id, project_id, model_id);
+ALTER TABLE pyretrieve.embeddings ALTER COLUMN embedding SET STORAGE MAIN;
+
+CREATE TABLE pyretrieve.grants (
+    workspace_id     pyretrieve.identifier NOT NULL,
+    grant_id         uuid NOT NULL DEFAULT gen_random_uuid(),
+    principal        regrole NOT NULL,
+    project_id       pyretrieve.identifier NOT NULL,
+    purpose          pyretrieve.identifier NOT NULL,
+    ceiling          pyretrieve.classification NOT NULL,
+    max_age          interval,
+    semantic_policy  pyretrieve.semantic_policy NOT NULL DEFAULT 'optional',
+    expires_at       timestamptz,
+    granted_by       name NOT NULL,
+    granted_at       timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    PRIMARY KEY (workspace_id, grant_id),
+    UNIQUE (workspace_id, project_id, principal, purpose),
+    FOREIGN KEY (workspace_id, project_id) REFERENCES pyretrieve.projects,
+    -- Stored as clock time only: months and years have no fixed length, and a day is 23 or 25
+    -- hours across a daylight-saving change, so only hours/seconds make the window the same
+    -- number in SQL and in the Python ranker (grant_access converts days to hours).
+    CHECK (max_age IS NULL OR (max_age > interval '0'
+           AND pg_catalog.date_part('month', max_age) = 0 AND pg_catalog.date_part('year', max_age) = 0
+           AND pg_catalog.date_part('day', max_age) = 0))
+);
+
+CREATE TABLE pyretrieve.decisions (
+    workspace_id      pyretrieve.identifier NOT NULL,
+    decision_id       uuid NOT NULL DEFAULT gen_random_uuid(),
+    principal         name NOT NULL,
+    project_id        pyretrieve.identifier NOT NULL,
+    purpose           pyretrieve.identifier NOT NULL,
+    grant_id          uuid NOT NULL,
+    evaluated_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    ceiling           pyretrieve.classification NOT NULL,
+    max_age           interval,
+    semantic_policy   pyretrieve.semantic_policy NOT NULL,
+    requested_limit   integer NOT NULL,
+    candidate_limit   integer NOT NULL,
+    query_digest      bytea NOT NULL CHECK (pg_catalog.length(query_digest) = 32),
+    semantic_intent   text NOT NULL CHECK (semantic_intent IN ('disabled', 'optional', 'required')),
+    embedding_digest  bytea CHECK (pg_catalog.length(embedding_digest) = 32),
+    xact_id           xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id(),
+    PRIMARY KEY (workspace_id, decision_id)
+);
+CREATE UNIQUE INDEX decisions_id_key ON pyretrieve.decisions (decision_id, workspace_id);
+-- A transaction holds at most one binding (a read decision or a write scope); the binding is
+-- found by the transaction, never by a setting.
+CREATE INDEX decisions_xact_idx ON pyretrieve.decisions (xact_id);
+COMMENT ON TABLE pyretrieve.decisions IS
+    'Audit log of authorisation decisions: digests and intent only, never query text, embedding values or content. At most one per transaction: the read binding of that transaction.';
+
+CREATE TABLE pyretrieve.write_bindings (
+    workspace_id  pyretrieve.identifier NOT NULL,
+    binding_id    uuid NOT NULL DEFAULT gen_random_uuid(),
+    principal     name NOT NULL,
+    project_id    pyretrieve.identifier NOT NULL,
+    ceiling       pyretrieve.classification NOT NULL,
+    bound_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    xact_id       xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id(),
+    -- 1, 2, ... within the transaction: a writer may move on to another of its scopes, and
+    -- the latest binding is the one in force.
+    position      integer NOT NULL CHECK (position >= 1),
+    PRIMARY KEY (workspace_id, binding_id),
+    FOREIGN KEY (workspace_id, project_id) REFERENCES pyretrieve.projects
+);
+CREATE INDEX write_bindings_xact_idx ON pyretrieve.write_bindings (xact_id);
+COMMENT ON TABLE pyretrieve.write_bindings IS
+    'Audit log of write scopes: which principal wrote into which workspace/project, when, with which ceiling. The latest binding of a transaction is in force; a transaction that holds a read decision never binds one.';
+

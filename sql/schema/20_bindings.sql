@@ -1,0 +1,174 @@
+-- ---------------------------------------------------------------------------------------------
+-- Identity and bindings. STABLE and SECURITY INVOKER: called inside the API functions (which
+-- run as pyretrieve_api) and by the policies as (select ...), so once per query.
+--
+-- A transaction reads under one decision (authorize) or writes under write scopes
+-- (bind_write_scope), never both. A binding is found by the transaction id, not by any
+-- setting. The decision cannot change while the transaction lives, so every sub-select of a
+-- policy that reads it reads the same row, however lazily PostgreSQL evaluates them. A write
+-- scope changes only when a write function binds another one before its own statements run,
+-- never during a statement.
+-- ---------------------------------------------------------------------------------------------
+
+-- The principal a request runs as. Inside a SECURITY DEFINER function current_user is the
+-- function's owner, so the caller is read from the role the session switched to with SET ROLE
+-- (the `role` parameter, which PostgreSQL lets a session set only to roles its login role may
+-- become) or, without SET ROLE, the login role itself. Neither is a custom setting.
+CREATE FUNCTION pyretrieve.caller()
+RETURNS name
+LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT CASE WHEN pg_catalog.current_setting('role') = 'none' THEN SESSION_USER
+                ELSE pg_catalog.current_setting('role')::name END;
+END;
+COMMENT ON FUNCTION pyretrieve.caller() IS
+    'The principal the request runs as: the role set with SET ROLE, else the login role. Inside the SQL API this is the caller''s identity; no custom setting can change it.';
+
+-- Whether the caller reaches a group role (pyretrieve_reader, _writer, _admin).
+CREATE FUNCTION pyretrieve.caller_in(p_group name)
+RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT pg_catalog.pg_has_role(pyretrieve.caller(), p_group, 'USAGE');
+END;
+
+-- The read decision of this transaction, if one was made.
+CREATE FUNCTION pyretrieve.bound_decision()
+RETURNS SETOF pyretrieve.decisions
+LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT d.*
+      FROM pyretrieve.decisions d
+     WHERE d.xact_id = pg_catalog.pg_current_xact_id_if_assigned()
+       AND d.evaluated_at = pg_catalog.now()
+     LIMIT 1;
+END;
+COMMENT ON FUNCTION pyretrieve.bound_decision() IS
+    'The one read decision of this transaction (found by transaction id, never by a setting), or no row.';
+
+-- The write scope of this transaction, if one was bound.
+CREATE FUNCTION pyretrieve.bound_write()
+RETURNS SETOF pyretrieve.write_bindings
+LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT w.*
+      FROM pyretrieve.write_bindings w
+     WHERE w.xact_id = pg_catalog.pg_current_xact_id_if_assigned()
+       AND w.bound_at = pg_catalog.now()
+     ORDER BY w.position DESC
+     LIMIT 1;
+END;
+COMMENT ON FUNCTION pyretrieve.bound_write() IS
+    'The write scope in force in this transaction (its latest binding, found by transaction id, never by a setting), or no row.';
+
+-- The caller's writer ceiling in a scope: the highest ceiling among its live grants there,
+-- NULL when it holds none or is not a writer.
+CREATE FUNCTION pyretrieve.writer_ceiling(p_workspace text, p_project text)
+RETURNS pyretrieve.classification
+LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT max(g.ceiling)
+      FROM pyretrieve.grants g
+     WHERE g.workspace_id = p_workspace
+       AND g.project_id = p_project
+       AND pg_catalog.pg_has_role(pyretrieve.caller(), g.principal, 'USAGE')
+       AND pyretrieve.caller_in('pyretrieve_writer')
+       AND (g.expires_at IS NULL OR g.expires_at > pg_catalog.now());
+END;
+
+-- Whether an active fragment with this id is visible in this scope to the bound write scope.
+-- A policy may not query its own table directly (PostgreSQL refuses the recursion); a function
+-- may, and its query still runs under RLS.
+CREATE FUNCTION pyretrieve.visible_successor(p_workspace text, p_project text, p_fragment_id uuid)
+RETURNS boolean
+LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN EXISTS (SELECT 1 FROM pyretrieve.fragments s
+                    WHERE s.workspace_id = p_workspace AND s.project_id = p_project
+                      AND s.fragment_id = p_fragment_id AND s.state = 'active');
+END;
+$$;
+
+-- The grant a decision for this scope and purpose must copy: among the live grants that apply
+-- to the caller, the caller's own before a group's, then the widest.
+CREATE FUNCTION pyretrieve.effective_grant(p_workspace text, p_project text, p_purpose text)
+RETURNS uuid
+LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT gr.grant_id
+      FROM pyretrieve.grants gr
+     WHERE gr.workspace_id = p_workspace
+       AND gr.project_id = p_project
+       AND gr.purpose = p_purpose
+       AND pg_catalog.pg_has_role(pyretrieve.caller(), gr.principal, 'USAGE')
+       AND (gr.expires_at IS NULL OR gr.expires_at > pg_catalog.now())
+     ORDER BY (gr.principal::oid = (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = pyretrieve.caller())) DESC,
+              gr.ceiling DESC, gr.max_age DESC NULLS FIRST, gr.grant_id
+     LIMIT 1;
+END;
+
+-- Superusers and BYPASSRLS roles pass every policy; a caller that is one (or reaches one
+-- through membership) is refused, so no request runs with the widest grant of every role.
+CREATE FUNCTION pyretrieve.check_caller()
+RETURNS void
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles r
+                WHERE (r.rolsuper OR r.rolbypassrls)
+                  AND pg_catalog.pg_has_role(pyretrieve.caller(), r.oid, 'MEMBER')) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR004',
+            MESSAGE = 'the principal is a superuser or bypasses row-level security; act as an ordinary principal role';
+    END IF;
+END;
+$$;
+
+-- A request that set no timeouts of its own gets bounded ones for the rest of its transaction:
+-- a lock held by another writer, a runaway statement or a client that stops half-way can then
+-- hold a scope only for a while, and fails with a typed error (57014, 55P03, 25P03).
+-- SET ROLE does not apply role-level settings, so the groups cannot carry these.
+CREATE FUNCTION pyretrieve.apply_request_timeouts()
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF pg_catalog.current_setting('lock_timeout') = '0' THEN
+        PERFORM pg_catalog.set_config('lock_timeout', '10s', true);
+    END IF;
+    IF pg_catalog.current_setting('statement_timeout') = '0' THEN
+        PERFORM pg_catalog.set_config('statement_timeout', '60s', true);
+    END IF;
+    IF pg_catalog.current_setting('idle_in_transaction_session_timeout') = '0' THEN
+        PERFORM pg_catalog.set_config('idle_in_transaction_session_timeout', '60s', true);
+    END IF;
+END;
+$$;
+
+-- Text-search configurations come from pg_catalog or this schema only: a configuration in a
+-- session's pg_temp would vanish with the session and leave every later search of the scope
+-- failing on a dangling reference.
+CREATE FUNCTION pyretrieve.check_ts_config(p_config regconfig)
+RETURNS void
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_config IS NULL OR NOT EXISTS (
+        SELECT 1 FROM pg_catalog.pg_ts_config c
+         WHERE c.oid = p_config
+           AND c.cfgnamespace IN ('pg_catalog'::regnamespace, 'pyretrieve'::regnamespace)) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR015',
+            MESSAGE = 'text-search configuration must be one of pg_catalog or pyretrieve';
+    END IF;
+END;
+$$;

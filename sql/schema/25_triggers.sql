@@ -1,0 +1,172 @@
+-- ---------------------------------------------------------------------------------------------
+-- Generations. Every fragment and embedding row is stamped by a trigger from its scope's own
+-- sequence (callers cannot choose the number, and no number moves with another scope's
+-- writes); the generation log follows with one row per statement and scope, not per row.
+-- ---------------------------------------------------------------------------------------------
+
+-- The generation sequence of a scope (created with the project).
+CREATE FUNCTION pyretrieve.scope_sequence(p_workspace text, p_project text)
+RETURNS regclass
+LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT p.generation_seq FROM pyretrieve.projects p
+     WHERE p.workspace_id = p_workspace AND p.project_id = p_project;
+END;
+
+CREATE FUNCTION pyretrieve.stamp_lexical_generation()
+RETURNS trigger
+LANGUAGE plpgsql SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    NEW.lexical_generation := nextval(pyretrieve.scope_sequence(NEW.workspace_id, NEW.project_id));
+    RETURN NEW;
+END;
+$$;
+
+CREATE FUNCTION pyretrieve.stamp_vector_generation()
+RETURNS trigger
+LANGUAGE plpgsql SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    NEW.vector_generation := nextval(pyretrieve.scope_sequence(NEW.workspace_id, NEW.project_id));
+    NEW.embedded_at := now();
+    RETURN NEW;
+END;
+$$;
+
+CREATE FUNCTION pyretrieve.bump_scope_lexical()
+RETURNS trigger
+LANGUAGE plpgsql SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    INSERT INTO pyretrieve.generation_log (workspace_id, project_id, kind, generation)
+    SELECT r.workspace_id, r.project_id, 'lexical', max(r.lexical_generation)
+      FROM changed r
+     GROUP BY r.workspace_id, r.project_id
+    ON CONFLICT DO NOTHING;
+    -- A configuration seen before conflicts and is skipped without taking a lock.
+    INSERT INTO pyretrieve.scope_configs (workspace_id, project_id, ts_config)
+    SELECT DISTINCT r.workspace_id, r.project_id, r.ts_config
+      FROM changed r
+    ON CONFLICT DO NOTHING;
+    RETURN NULL;
+END;
+$$;
+
+CREATE FUNCTION pyretrieve.bump_scope_vector()
+RETURNS trigger
+LANGUAGE plpgsql SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- A refresh of the mirrored fragment columns keeps the generation, which is then
+    -- already logged.
+    INSERT INTO pyretrieve.generation_log (workspace_id, project_id, kind, generation)
+    SELECT r.workspace_id, r.project_id, 'vector', max(r.vector_generation)
+      FROM changed r
+     GROUP BY r.workspace_id, r.project_id
+    ON CONFLICT DO NOTHING;
+    RETURN NULL;
+END;
+$$;
+
+CREATE FUNCTION pyretrieve.postings_insert()
+RETURNS trigger
+LANGUAGE plpgsql SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    INSERT INTO pyretrieve.postings (workspace_id, project_id, lexeme, fragment_id, tf, doc_length,
+                                     classification, observed_at, expires_at)
+    SELECT r.workspace_id, r.project_id, u.lexeme, r.fragment_id,
+           least(greatest(cardinality(u.positions), 1), 256), r.doc_length,
+           r.classification, r.observed_at, r.expires_at
+      FROM changed r CROSS JOIN LATERAL unnest(r.tsv) AS u
+     WHERE r.state = 'active';
+    RETURN NULL;
+END;
+$$;
+
+-- A fragment leaves the index when it stops being active (superseded, retracted). Its lexemes
+-- come from its own tsvector, so the delete walks the primary key, not the table.
+CREATE FUNCTION pyretrieve.postings_update()
+RETURNS trigger
+LANGUAGE plpgsql SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    DELETE FROM pyretrieve.postings p
+     USING (SELECT o.workspace_id, o.project_id, o.fragment_id, u.lexeme
+              FROM before_rows o
+              JOIN changed n ON n.workspace_id = o.workspace_id AND n.fragment_id = o.fragment_id
+             CROSS JOIN LATERAL unnest(o.tsv) AS u
+             WHERE o.state = 'active' AND n.state <> 'active') gone
+     WHERE p.workspace_id = gone.workspace_id AND p.project_id = gone.project_id
+       AND p.lexeme = gone.lexeme AND p.fragment_id = gone.fragment_id;
+    -- Embeddings re-read their fragment's state (the mirror trigger sets the value).
+    UPDATE pyretrieve.embeddings e
+       SET fragment_state = n.state
+      FROM before_rows o
+      JOIN changed n ON n.workspace_id = o.workspace_id AND n.fragment_id = o.fragment_id
+     WHERE o.state IS DISTINCT FROM n.state
+       AND e.workspace_id = n.workspace_id AND e.fragment_id = n.fragment_id;
+    RETURN NULL;
+END;
+$$;
+
+CREATE TRIGGER fragments_postings_insert AFTER INSERT ON pyretrieve.fragments
+    REFERENCING NEW TABLE AS changed
+    FOR EACH STATEMENT EXECUTE FUNCTION pyretrieve.postings_insert();
+CREATE TRIGGER fragments_postings_update AFTER UPDATE ON pyretrieve.fragments
+    REFERENCING OLD TABLE AS before_rows NEW TABLE AS changed
+    FOR EACH STATEMENT EXECUTE FUNCTION pyretrieve.postings_update();
+
+CREATE TRIGGER fragments_stamp BEFORE INSERT OR UPDATE ON pyretrieve.fragments
+    FOR EACH ROW EXECUTE FUNCTION pyretrieve.stamp_lexical_generation();
+CREATE TRIGGER fragments_bump_insert AFTER INSERT ON pyretrieve.fragments
+    REFERENCING NEW TABLE AS changed
+    FOR EACH STATEMENT EXECUTE FUNCTION pyretrieve.bump_scope_lexical();
+CREATE TRIGGER fragments_bump_update AFTER UPDATE ON pyretrieve.fragments
+    REFERENCING NEW TABLE AS changed
+    FOR EACH STATEMENT EXECUTE FUNCTION pyretrieve.bump_scope_lexical();
+-- An embedding takes its fragment's classification, state and times from the fragment row on
+-- every write (the caller cannot set them), and the fragments' update trigger refreshes them
+-- when a fragment changes state.
+CREATE FUNCTION pyretrieve.mirror_fragment()
+RETURNS trigger
+LANGUAGE plpgsql SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    f record;
+BEGIN
+    SELECT fr.project_id, fr.classification, fr.state, fr.observed_at, fr.expires_at INTO f
+      FROM pyretrieve.fragments fr
+     WHERE fr.workspace_id = NEW.workspace_id AND fr.fragment_id = NEW.fragment_id;
+    IF NOT FOUND OR f.project_id <> NEW.project_id THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR020', MESSAGE = 'fragment not found';
+    END IF;
+    NEW.classification := f.classification;
+    NEW.fragment_state := f.state;
+    NEW.observed_at := f.observed_at;
+    NEW.expires_at := f.expires_at;
+    RETURN NEW;
+END;
+$$;
+CREATE TRIGGER embeddings_mirror BEFORE INSERT OR UPDATE ON pyretrieve.embeddings
+    FOR EACH ROW EXECUTE FUNCTION pyretrieve.mirror_fragment();
+-- A state refresh is not a new vector: the generation moves only when the vector or its
+-- source digest is written.
+CREATE TRIGGER embeddings_stamp BEFORE INSERT OR UPDATE OF embedding, source_digest ON pyretrieve.embeddings
+    FOR EACH ROW EXECUTE FUNCTION pyretrieve.stamp_vector_generation();
+CREATE TRIGGER embeddings_bump_insert AFTER INSERT ON pyretrieve.embeddings
+    REFERENCING NEW TABLE AS changed
+    FOR EACH STATEMENT EXECUTE FUNCTION pyretrieve.bump_scope_vector();
+CREATE TRIGGER embeddings_bump_update AFTER UPDATE ON pyretrieve.embeddings
+    REFERENCING NEW TABLE AS changed
+    FOR EACH STATEMENT EXECUTE FUNCTION pyretrieve.bump_scope_vector();
+

@@ -1,0 +1,212 @@
+-- ---------------------------------------------------------------------------------------------
+-- Row-level security: the second wall. Principals hold no table privilege at all (the functions
+-- are the only door); the functions run as pyretrieve_api, and these policies admit to that
+-- role only what the transaction's one binding admits: the read decision's whole filter, or
+-- the write scope up to the writer's ceiling, or, for admins, the configuration tables. RLS is
+-- forced on every table, so the owner is bound too. Look-ups are written as (select ...) so
+-- they are evaluated once per query (InitPlans); the binding they read is found by transaction
+-- id and cannot change while the transaction lives, so every InitPlan reads the same row.
+-- ---------------------------------------------------------------------------------------------
+ALTER TABLE pyretrieve.installation      ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+ALTER TABLE pyretrieve.workspaces        ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+ALTER TABLE pyretrieve.projects          ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+ALTER TABLE pyretrieve.scope_configs     ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+ALTER TABLE pyretrieve.generation_log    ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+ALTER TABLE pyretrieve.postings          ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+ALTER TABLE pyretrieve.fragments         ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+ALTER TABLE pyretrieve.embedding_models  ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+ALTER TABLE pyretrieve.embeddings        ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+ALTER TABLE pyretrieve.grants            ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+ALTER TABLE pyretrieve.decisions         ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+ALTER TABLE pyretrieve.write_bindings    ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+
+-- installation: a version; written only by the installer, which runs as the owner.
+CREATE POLICY installation_read ON pyretrieve.installation FOR SELECT TO pyretrieve_api USING (true);
+CREATE POLICY installation_install ON pyretrieve.installation FOR ALL
+    TO pyretrieve_owner USING (true) WITH CHECK (true);
+
+-- Configuration tables: the bound scope, or everything for an admin caller.
+CREATE POLICY workspaces_read ON pyretrieve.workspaces FOR SELECT TO pyretrieve_api
+    USING (workspace_id = (SELECT d.workspace_id FROM pyretrieve.bound_decision() d)
+        OR workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+        OR (SELECT pyretrieve.caller_in('pyretrieve_admin')));
+CREATE POLICY workspaces_admin ON pyretrieve.workspaces FOR INSERT TO pyretrieve_api
+    WITH CHECK ((SELECT pyretrieve.caller_in('pyretrieve_admin')));
+
+CREATE POLICY projects_read ON pyretrieve.projects FOR SELECT TO pyretrieve_api
+    USING ((workspace_id = (SELECT d.workspace_id FROM pyretrieve.bound_decision() d)
+            AND project_id = (SELECT d.project_id FROM pyretrieve.bound_decision() d))
+        OR (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+            AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w))
+        OR (SELECT pyretrieve.caller_in('pyretrieve_admin')));
+CREATE POLICY projects_admin_insert ON pyretrieve.projects FOR INSERT TO pyretrieve_api
+    WITH CHECK ((SELECT pyretrieve.caller_in('pyretrieve_admin')));
+CREATE POLICY projects_admin_update ON pyretrieve.projects FOR UPDATE TO pyretrieve_api
+    USING ((SELECT pyretrieve.caller_in('pyretrieve_admin'))) WITH CHECK ((SELECT pyretrieve.caller_in('pyretrieve_admin')));
+
+CREATE POLICY generation_log_read ON pyretrieve.generation_log FOR SELECT TO pyretrieve_api
+    USING ((workspace_id = (SELECT d.workspace_id FROM pyretrieve.bound_decision() d)
+            AND project_id = (SELECT d.project_id FROM pyretrieve.bound_decision() d))
+        OR (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+            AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w))
+        OR (SELECT pyretrieve.caller_in('pyretrieve_admin')));
+CREATE POLICY generation_log_insert ON pyretrieve.generation_log FOR INSERT TO pyretrieve_api
+    WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w));
+
+CREATE POLICY scope_configs_read ON pyretrieve.scope_configs FOR SELECT TO pyretrieve_api
+    USING ((workspace_id = (SELECT d.workspace_id FROM pyretrieve.bound_decision() d)
+            AND project_id = (SELECT d.project_id FROM pyretrieve.bound_decision() d))
+        OR (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+            AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w))
+        OR (SELECT pyretrieve.caller_in('pyretrieve_admin')));
+CREATE POLICY scope_configs_insert ON pyretrieve.scope_configs FOR INSERT TO pyretrieve_api
+    WITH CHECK ((workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w))
+        OR (SELECT pyretrieve.caller_in('pyretrieve_admin')));
+
+-- Fragments: the decision's whole filter (scope, ceiling, state, evaluation time, max_age,
+-- expiry), or, under a write scope, every state up to the writer's ceiling (writes need the
+-- superseded and retracted rows to stay idempotent). A transaction holds one or the other.
+CREATE POLICY fragments_read ON pyretrieve.fragments FOR SELECT TO pyretrieve_api
+    USING ((workspace_id = (SELECT d.workspace_id FROM pyretrieve.bound_decision() d)
+       AND project_id = (SELECT d.project_id FROM pyretrieve.bound_decision() d)
+       AND state = 'active'
+       AND classification <= (SELECT d.ceiling FROM pyretrieve.bound_decision() d)
+       AND observed_at <= (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)
+       AND observed_at >= coalesce((SELECT d.evaluated_at - d.max_age FROM pyretrieve.bound_decision() d),
+                                   '-infinity'::timestamptz)
+       AND (expires_at IS NULL OR expires_at > (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)))
+        OR (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w)));
+CREATE POLICY fragments_insert ON pyretrieve.fragments FOR INSERT TO pyretrieve_api
+    WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w)
+       AND state = 'active' AND superseded_by IS NULL);
+CREATE POLICY fragments_update ON pyretrieve.fragments FOR UPDATE TO pyretrieve_api
+    USING (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w))
+    -- A successor must itself be visible in the same scope; checked before the foreign key so
+    -- a guessed id cannot probe for rows the writer may not see.
+    WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w)
+       AND (superseded_by IS NULL
+            OR pyretrieve.visible_successor(workspace_id, project_id, superseded_by)));
+
+-- Postings: the fragments' filters on the columns they carry (only active fragments have
+-- postings), so a decision admits exactly the postings of the fragments it admits.
+CREATE POLICY postings_read ON pyretrieve.postings FOR SELECT TO pyretrieve_api
+    USING ((workspace_id = (SELECT d.workspace_id FROM pyretrieve.bound_decision() d)
+       AND project_id = (SELECT d.project_id FROM pyretrieve.bound_decision() d)
+       AND classification <= (SELECT d.ceiling FROM pyretrieve.bound_decision() d)
+       AND observed_at <= (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)
+       AND observed_at >= coalesce((SELECT d.evaluated_at - d.max_age FROM pyretrieve.bound_decision() d),
+                                   '-infinity'::timestamptz)
+       AND (expires_at IS NULL OR expires_at > (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)))
+        OR (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w)));
+CREATE POLICY postings_insert ON pyretrieve.postings FOR INSERT TO pyretrieve_api
+    WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w));
+CREATE POLICY postings_delete ON pyretrieve.postings FOR DELETE TO pyretrieve_api
+    USING (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w));
+
+-- Embeddings: the fragments' filters on the columns each embedding carries.
+CREATE POLICY embeddings_read ON pyretrieve.embeddings FOR SELECT TO pyretrieve_api
+    USING ((workspace_id = (SELECT d.workspace_id FROM pyretrieve.bound_decision() d)
+       AND project_id = (SELECT d.project_id FROM pyretrieve.bound_decision() d)
+       AND fragment_state = 'active'
+       AND classification <= (SELECT d.ceiling FROM pyretrieve.bound_decision() d)
+       AND observed_at <= (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)
+       AND observed_at >= coalesce((SELECT d.evaluated_at - d.max_age FROM pyretrieve.bound_decision() d),
+                                   '-infinity'::timestamptz)
+       AND (expires_at IS NULL OR expires_at > (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)))
+        OR (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w)));
+CREATE POLICY embeddings_insert ON pyretrieve.embeddings FOR INSERT TO pyretrieve_api
+    WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w));
+CREATE POLICY embeddings_update ON pyretrieve.embeddings FOR UPDATE TO pyretrieve_api
+    USING (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w))
+    WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w));
+
+-- Models are configuration, not tenant data.
+CREATE POLICY embedding_models_read ON pyretrieve.embedding_models FOR SELECT
+    TO pyretrieve_api, pyretrieve_owner USING (true);
+CREATE POLICY embedding_models_admin ON pyretrieve.embedding_models FOR INSERT TO pyretrieve_api
+    WITH CHECK ((SELECT pyretrieve.caller_in('pyretrieve_admin')));
+
+-- Grants: the caller sees the grants that apply to it (its own authority, never another
+-- principal's); admins manage all of them.
+CREATE POLICY grants_own ON pyretrieve.grants FOR SELECT TO pyretrieve_api
+    USING (pg_catalog.pg_has_role((SELECT pyretrieve.caller()), principal, 'USAGE')
+        OR (SELECT pyretrieve.caller_in('pyretrieve_admin')));
+CREATE POLICY grants_admin_insert ON pyretrieve.grants FOR INSERT TO pyretrieve_api
+    WITH CHECK ((SELECT pyretrieve.caller_in('pyretrieve_admin')));
+CREATE POLICY grants_admin_update ON pyretrieve.grants FOR UPDATE TO pyretrieve_api
+    USING ((SELECT pyretrieve.caller_in('pyretrieve_admin')))
+    WITH CHECK ((SELECT pyretrieve.caller_in('pyretrieve_admin')));
+CREATE POLICY grants_admin_delete ON pyretrieve.grants FOR DELETE TO pyretrieve_api
+    USING ((SELECT pyretrieve.caller_in('pyretrieve_admin')));
+
+-- Decisions: this transaction's own (the binding), or all for an admin; a new one only as an
+-- exact copy of one of the caller's live grants, in this transaction, at this transaction's
+-- time. Nobody may update or delete one: the log is append-only.
+CREATE POLICY decisions_read ON pyretrieve.decisions FOR SELECT TO pyretrieve_api
+    USING (xact_id = pg_catalog.pg_current_xact_id_if_assigned()
+        OR (SELECT pyretrieve.caller_in('pyretrieve_admin')));
+CREATE POLICY decisions_insert ON pyretrieve.decisions FOR INSERT TO pyretrieve_api
+    WITH CHECK (principal = (SELECT pyretrieve.caller())
+        AND xact_id = pg_catalog.pg_current_xact_id()
+        AND evaluated_at = pg_catalog.now()
+        AND candidate_limit BETWEEN 1 AND 1000
+        AND grant_id = pyretrieve.effective_grant(workspace_id, project_id, purpose)
+        AND EXISTS (SELECT 1 FROM pyretrieve.grants g
+                     WHERE g.workspace_id = decisions.workspace_id
+                       AND g.grant_id = decisions.grant_id
+                       AND g.project_id = decisions.project_id
+                       AND g.purpose = decisions.purpose
+                       AND g.ceiling = decisions.ceiling
+                       AND g.max_age IS NOT DISTINCT FROM decisions.max_age
+                       AND g.semantic_policy = decisions.semantic_policy));
+
+CREATE POLICY write_bindings_read ON pyretrieve.write_bindings FOR SELECT TO pyretrieve_api
+    USING (xact_id = pg_catalog.pg_current_xact_id_if_assigned()
+        OR (SELECT pyretrieve.caller_in('pyretrieve_admin')));
+CREATE POLICY write_bindings_insert ON pyretrieve.write_bindings FOR INSERT TO pyretrieve_api
+    WITH CHECK (principal = (SELECT pyretrieve.caller())
+        AND xact_id = pg_catalog.pg_current_xact_id()
+        AND bound_at = pg_catalog.now()
+        AND ceiling = pyretrieve.writer_ceiling(workspace_id, project_id));
+
+-- Per-scope index generations (a view for DBAs and the scope_generation() function; it runs
+-- under the RLS of the tables it reads).
+CREATE VIEW pyretrieve.scope_generations WITH (security_invoker = true) AS
+SELECT p.workspace_id, p.project_id,
+       coalesce((SELECT max(l.generation) FROM pyretrieve.generation_log l
+                  WHERE l.workspace_id = p.workspace_id AND l.project_id = p.project_id
+                    AND l.kind = 'lexical'), 0) AS lexical_generation,
+       coalesce((SELECT max(l.generation) FROM pyretrieve.generation_log l
+                  WHERE l.workspace_id = p.workspace_id AND l.project_id = p.project_id
+                    AND l.kind = 'vector'), 0) AS vector_generation,
+       ARRAY(SELECT c.ts_config FROM pyretrieve.scope_configs c
+              WHERE c.workspace_id = p.workspace_id AND c.project_id = p.project_id
+              ORDER BY c.ts_config) AS ts_configs
+  FROM pyretrieve.projects p;
+COMMENT ON VIEW pyretrieve.scope_generations IS
+    'Per-scope index generations (the highest lexical and vector generation written) and text-search configurations, as the caller may see them.';
+

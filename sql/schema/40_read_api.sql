@@ -1,0 +1,417 @@
+-- ---------------------------------------------------------------------------------------------
+-- Errors. Every error raised here has its own SQLSTATE in class PR, a fixed message that names
+-- no row, id or content, and is mapped to a typed Python error in one place.
+--   PR001 access denied (no grant, scope absent, not a reader/writer/admin)   same for all
+--   PR002 decision not valid for this request (not the caller's, not this transaction,
+--         not the bound one)
+--   PR003 transaction already bound (one binding, a read decision or a write scope, per
+--         transaction)
+--   PR004 the caller is a superuser or bypasses row-level security
+--   PR010 invalid input (limits, lengths, identifiers, digests)
+--   PR011 invalid embedding (dimension, NaN/Inf, zero norm)
+--   PR012 unknown embedding model
+--   PR013 conflict (a model registered with another dimension)
+--   PR014 a value exceeds a limit of the database (a text with too many distinct words for a
+--         tsvector)
+--   PR015 unsupported text-search configuration (only pg_catalog's or pyretrieve's)
+--   PR020 not found (a fragment absent or not visible to the caller: the same error)
+--   PR030 semantic retrieval required but not available
+-- ---------------------------------------------------------------------------------------------
+
+CREATE FUNCTION pyretrieve.check_identifier(p_value text, p_what text)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_value IS NULL OR p_value !~ '^[a-z0-9][a-z0-9_.-]{0,62}$' THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'invalid ' || p_what;
+    END IF;
+END;
+$$;
+
+-- The decision of this request: the transaction's decision, only if it is the one named and
+-- belongs to the caller.
+CREATE FUNCTION pyretrieve.require_decision(p_decision uuid)
+RETURNS pyretrieve.decisions
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    d pyretrieve.decisions;
+BEGIN
+    SELECT * INTO d FROM pyretrieve.bound_decision();
+    IF NOT FOUND OR p_decision IS NULL OR d.decision_id <> p_decision
+       OR d.principal <> pyretrieve.caller() THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR002', MESSAGE = 'decision not valid for this request';
+    END IF;
+    RETURN d;
+END;
+$$;
+
+CREATE FUNCTION pyretrieve.or_tsquery(p_config regconfig, p_query text)
+RETURNS tsquery
+LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+SET client_min_messages = warning
+BEGIN ATOMIC
+    SELECT replace(plainto_tsquery(p_config, p_query)::text, ' & ', ' | ')::tsquery;
+END;
+COMMENT ON FUNCTION pyretrieve.or_tsquery(regconfig, text) IS
+    'The OR of the query''s lexemes in one text-search configuration (phrases from compound words stay phrases).';
+
+CREATE FUNCTION pyretrieve.check_embedding(p_model text, p_embedding public.vector)
+RETURNS void
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_dimension integer;
+    v_norm double precision;
+BEGIN
+    SELECT m.dimension INTO v_dimension FROM pyretrieve.embedding_models m WHERE m.model_id = p_model;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR012', MESSAGE = 'unknown embedding model';
+    END IF;
+    IF p_embedding IS NULL OR public.vector_dims(p_embedding) <> v_dimension THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR011', MESSAGE = 'embedding dimension does not match the model';
+    END IF;
+    v_norm := public.vector_norm(p_embedding);
+    IF NOT (v_norm > 0 AND v_norm < 'Infinity'::double precision) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR011', MESSAGE = 'embedding must be finite and non-zero';
+    END IF;
+    -- Subnormal float4 values (below 2^-126 in magnitude) lose precision and can make cosine
+    -- distances NaN; the client refuses them too.
+    IF EXISTS (SELECT 1 FROM unnest(p_embedding::real[]) AS x(v)
+                WHERE x.v <> 0 AND abs(x.v) < 1.17549435e-38::real) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR011', MESSAGE = 'embedding must not hold subnormal values';
+    END IF;
+END;
+$$;
+
+-- ---------------------------------------------------------------------------------------------
+-- The read API. SECURITY DEFINER, written reason: principals hold no privilege on any table,
+-- so these functions are their only door to the data. Each runs as pyretrieve_api (never the
+-- table owner), takes the caller's identity from pyretrieve.caller(), works only under the
+-- transaction's one decision, states the decision's filters explicitly, and is bound by the
+-- row-level security policies of pyretrieve_api as a second wall.
+-- ---------------------------------------------------------------------------------------------
+SET LOCAL ROLE pyretrieve_api;
+
+CREATE FUNCTION pyretrieve.authorize(
+    p_workspace text,
+    p_project text,
+    p_purpose text,
+    p_query_digest bytea,
+    p_semantic_intent text,
+    p_embedding_digest bytea,
+    p_requested_limit integer)
+RETURNS TABLE (
+    decision_id uuid, principal name, workspace_id text, project_id text, purpose text,
+    evaluated_at timestamptz, ceiling pyretrieve.classification, max_age interval,
+    semantic_policy pyretrieve.semantic_policy, candidate_limit integer, grant_id uuid)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    g pyretrieve.grants;
+    d pyretrieve.decisions;
+BEGIN
+    PERFORM pyretrieve.check_caller();
+    PERFORM pyretrieve.apply_request_timeouts();
+    PERFORM pyretrieve.check_identifier(p_workspace, 'workspace');
+    PERFORM pyretrieve.check_identifier(p_project, 'project');
+    PERFORM pyretrieve.check_identifier(p_purpose, 'purpose');
+    IF p_query_digest IS NULL OR length(p_query_digest) <> 32 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'query digest must be 32 bytes (sha256)';
+    END IF;
+    IF p_embedding_digest IS NOT NULL AND length(p_embedding_digest) <> 32 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'embedding digest must be 32 bytes (sha256)';
+    END IF;
+    IF p_semantic_intent IS NULL OR p_semantic_intent NOT IN ('disabled', 'optional', 'required') THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'semantic intent must be disabled, optional or required';
+    END IF;
+    IF p_requested_limit IS NULL OR p_requested_limit NOT BETWEEN 1 AND 1000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'requested limit must be between 1 and 1000';
+    END IF;
+
+    -- One binding per transaction, whatever any setting says: a second decision (for any scope,
+    -- any principal) or a decision after a write scope is refused.
+    IF EXISTS (SELECT 1 FROM pyretrieve.bound_decision()) OR EXISTS (SELECT 1 FROM pyretrieve.bound_write()) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR003', MESSAGE = 'transaction already bound to another scope';
+    END IF;
+
+    -- The grants policy shows only grants that apply to the caller, so an absent scope and
+    -- a scope without a grant look the same here: both are denied with the same error. The most
+    -- specific grant wins (the caller's own before a group's), then the widest.
+    SELECT gr.* INTO g
+      FROM pyretrieve.grants gr
+     WHERE gr.workspace_id = p_workspace
+       AND gr.grant_id = pyretrieve.effective_grant(p_workspace, p_project, p_purpose);
+    IF NOT FOUND OR NOT pyretrieve.caller_in('pyretrieve_reader') THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR001', MESSAGE = 'access denied';
+    END IF;
+
+    INSERT INTO pyretrieve.decisions AS dn (
+        workspace_id, principal, project_id, purpose, grant_id, ceiling, max_age, semantic_policy,
+        requested_limit, candidate_limit, query_digest, semantic_intent, embedding_digest)
+    VALUES (
+        g.workspace_id, pyretrieve.caller(), g.project_id, g.purpose, g.grant_id, g.ceiling,
+        g.max_age, g.semantic_policy,
+        p_requested_limit, least(greatest(p_requested_limit, 100), 1000),
+        p_query_digest, p_semantic_intent, p_embedding_digest)
+    RETURNING dn.* INTO d;
+
+    RETURN QUERY SELECT d.decision_id, d.principal, d.workspace_id::text, d.project_id::text,
+                        d.purpose::text, d.evaluated_at, d.ceiling, d.max_age, d.semantic_policy,
+                        d.candidate_limit, d.grant_id;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.authorize(text, text, text, bytea, text, bytea, integer) IS
+    'Authorise the caller (pyretrieve.caller(): the role the request runs as) for one workspace/project and purpose. Checks the caller''s live grants, records the decision (digests and intent only: never query text, embedding values or content), binds this transaction to that scope (one decision per transaction: a second authorize, or one after a write, raises PR003) and returns the decision with its evaluation time, ceiling, max_age, semantic policy and bounded candidate limit. Raises SQLSTATE PR001 (access denied) alike for an absent scope and a scope without a grant, and PR004 for a superuser or BYPASSRLS caller. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+
+CREATE FUNCTION pyretrieve.lexical_candidates(
+    p_decision uuid, p_query text, p_limit integer, p_ranking text DEFAULT 'bm25')
+RETURNS TABLE (rank integer, fragment_id uuid, content_digest bytea, score double precision,
+               lexical_generation bigint, terms jsonb)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET client_min_messages = warning
+AS $$
+#variable_conflict use_column
+DECLARE
+    d pyretrieve.decisions := pyretrieve.require_decision(p_decision);
+    v_k1 double precision;
+    v_b double precision;
+BEGIN
+    IF p_query IS NULL OR length(p_query) NOT BETWEEN 1 AND 4096 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'query must be 1 to 4096 characters';
+    END IF;
+    IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND d.candidate_limit THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'candidate limit out of range for this decision';
+    END IF;
+    IF p_ranking IS NULL OR p_ranking NOT IN ('bm25', 'ts_rank') THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'ranking must be bm25 or ts_rank';
+    END IF;
+
+    IF p_ranking = 'ts_rank' THEN
+        -- The earlier scoring, kept for comparison: OR over the lexemes, ts_rank normalisation 1.
+        RETURN QUERY
+        WITH q AS MATERIALIZED (
+            SELECT c.ts_config AS cfg, pyretrieve.or_tsquery(c.ts_config, p_query) AS tsq
+              FROM pyretrieve.scope_configs c
+             WHERE c.workspace_id = d.workspace_id AND c.project_id = d.project_id
+        ), top AS (
+            SELECT f.fragment_id, f.content_digest,
+                   ts_rank(f.tsv, q.tsq, 1)::double precision AS score, f.lexical_generation
+              FROM pyretrieve.fragments f
+              JOIN q ON f.ts_config = q.cfg
+             WHERE f.workspace_id = d.workspace_id
+               AND f.project_id = d.project_id
+               AND f.state = 'active'
+               AND f.classification <= d.ceiling
+               AND f.observed_at <= d.evaluated_at
+               AND (d.max_age IS NULL OR f.observed_at >= d.evaluated_at - d.max_age)
+               AND (f.expires_at IS NULL OR f.expires_at > d.evaluated_at)
+               AND numnode(q.tsq) > 0
+               AND f.tsv @@ q.tsq
+             ORDER BY score DESC, f.content_digest, f.fragment_id
+             LIMIT p_limit
+        )
+        SELECT (row_number() OVER (ORDER BY t.score DESC, t.content_digest, t.fragment_id))::integer,
+               t.fragment_id, t.content_digest, t.score, t.lexical_generation, '[]'::jsonb
+          FROM top t
+         ORDER BY 1;
+        RETURN;
+    END IF;
+
+    SELECT p.bm25_k1, p.bm25_b INTO v_k1, v_b
+      FROM pyretrieve.projects p
+     WHERE p.workspace_id = d.workspace_id AND p.project_id = d.project_id;
+
+    -- BM25 with statistics of the rows this decision admits, and nothing else:
+    --   idf(t)   = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))
+    --   norm(d)  = k1 * (1 - b + b * |d| / avgdl)
+    --   score(d) = sum over query terms t in d of qtf(t) * idf(t) * tf(t,d) * (k1 + 1) / (tf(t,d) + norm(d))
+    -- Every predicate is stated explicitly (the scope as parameters for the primary key) and
+    -- RLS applies it again. Sums run in lexeme order (bytewise) so the float result never depends
+    -- on the plan.
+    RETURN QUERY
+    WITH ql AS MATERIALIZED (
+        SELECT u.lexeme, max(greatest(cardinality(u.positions), 1))::double precision AS qtf
+          FROM pyretrieve.scope_configs c
+         CROSS JOIN LATERAL unnest(to_tsvector(c.ts_config, p_query)) AS u
+         WHERE c.workspace_id = d.workspace_id AND c.project_id = d.project_id
+         GROUP BY u.lexeme
+    ), st AS MATERIALIZED (
+        SELECT count(*)::double precision AS n, coalesce(avg(f.doc_length), 0)::double precision AS avgdl
+          FROM pyretrieve.fragments f
+         WHERE f.workspace_id = d.workspace_id
+           AND f.project_id = d.project_id
+           AND f.state = 'active'
+           AND f.classification <= d.ceiling
+           AND f.observed_at <= d.evaluated_at
+           AND (d.max_age IS NULL OR f.observed_at >= d.evaluated_at - d.max_age)
+           AND (f.expires_at IS NULL OR f.expires_at > d.evaluated_at)
+    ), hits AS MATERIALIZED (
+        SELECT p.fragment_id, p.lexeme, p.tf::double precision AS tf,
+               p.doc_length::double precision AS doc_length, ql.qtf,
+               (count(*) OVER (PARTITION BY p.lexeme))::double precision AS df
+          FROM ql
+          JOIN pyretrieve.postings p
+            ON p.workspace_id = d.workspace_id AND p.project_id = d.project_id AND p.lexeme = ql.lexeme
+         WHERE p.classification <= d.ceiling
+           AND p.observed_at <= d.evaluated_at
+           AND (d.max_age IS NULL OR p.observed_at >= d.evaluated_at - d.max_age)
+           AND (p.expires_at IS NULL OR p.expires_at > d.evaluated_at)
+    ), parts AS (
+        SELECT h.fragment_id, h.lexeme, h.tf, h.qtf, b.idf, b.norm,
+               h.qtf * b.idf * (h.tf * (v_k1 + 1.0)) / (h.tf + b.norm) AS contribution
+          FROM hits h
+         CROSS JOIN st
+         CROSS JOIN LATERAL (
+               SELECT ln(1.0 + (st.n - h.df + 0.5) / (h.df + 0.5)) AS idf,
+                      v_k1 * (1.0 - v_b + v_b * h.doc_length / st.avgdl) AS norm) b
+    ), scored AS MATERIALIZED (
+        -- One pass per fragment: its score and the parts of it, summed and listed in the same
+        -- (bytewise lexeme) order, so the contributions add up to the score exactly. The
+        -- explanation is built from the arrays for the returned rows only.
+        SELECT pt.fragment_id,
+               sum(pt.contribution ORDER BY pt.lexeme COLLATE "C") AS score,
+               array_agg(pt.lexeme ORDER BY pt.lexeme COLLATE "C") AS t_term,
+               array_agg(pt.idf ORDER BY pt.lexeme COLLATE "C") AS t_idf,
+               array_agg(pt.tf ORDER BY pt.lexeme COLLATE "C") AS t_tf,
+               array_agg(pt.qtf ORDER BY pt.lexeme COLLATE "C") AS t_qtf,
+               array_agg(pt.norm ORDER BY pt.lexeme COLLATE "C") AS t_norm,
+               array_agg(pt.contribution ORDER BY pt.lexeme COLLATE "C") AS t_contribution
+          FROM parts pt
+         GROUP BY pt.fragment_id
+    ), top AS (
+        -- Every fragment scoring at least the p_limit-th best score competes for the last
+        -- places on the content-bound tie-break, so the cut is exact and plan-independent;
+        -- the threshold is a sub-select, computed once.
+        SELECT s.*, f.content_digest, f.lexical_generation
+          FROM scored s
+          JOIN pyretrieve.fragments f
+            ON f.workspace_id = d.workspace_id AND f.fragment_id = s.fragment_id
+         WHERE s.score >= (SELECT min(x.score)
+                             FROM (SELECT sc.score FROM scored sc ORDER BY sc.score DESC LIMIT p_limit) x)
+         ORDER BY s.score DESC, f.content_digest, f.fragment_id
+         LIMIT p_limit
+    )
+    SELECT (row_number() OVER (ORDER BY t.score DESC, t.content_digest, t.fragment_id))::integer,
+           t.fragment_id, t.content_digest, t.score, t.lexical_generation,
+           (SELECT jsonb_agg(jsonb_build_object(
+                       'term', u.term, 'idf', u.idf, 'tf', u.tf::integer,
+                       'query_tf', u.qtf::integer, 'length_norm', u.norm,
+                       'contribution', u.contribution) ORDER BY u.n)
+              FROM unnest(t.t_term, t.t_idf, t.t_tf, t.t_qtf, t.t_norm, t.t_contribution)
+                   WITH ORDINALITY AS u(term, idf, tf, qtf, norm, contribution, n))
+      FROM top t
+     ORDER BY 1;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.lexical_candidates(uuid, text, integer, text) IS
+    'Lexical candidates for the bound decision. p_ranking ''bm25'' (default): BM25 over the OR of the query''s lexemes (repeated query terms count), with k1 and b from the project and corpus statistics (document count, average length, document frequency) computed only from the fragments the decision admits; ''ts_rank'': the earlier ts_rank scoring, for comparison. 1-based ranks in a total order (score desc, then content digest, then fragment id). Returns rank, fragment_id, content_digest, score, lexical_generation and terms (each matched term with idf, tf, query_tf, length_norm and contribution). Raises PR002 for a decision that is not the caller''s bound decision of this transaction. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+
+CREATE FUNCTION pyretrieve.vector_candidates(p_decision uuid, p_model text, p_embedding public.vector, p_limit integer)
+RETURNS TABLE (rank integer, fragment_id uuid, content_digest bytea, distance double precision,
+               source_digest bytea, vector_generation bigint, lexical_generation bigint)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    d pyretrieve.decisions := pyretrieve.require_decision(p_decision);
+BEGIN
+    PERFORM pyretrieve.check_embedding(p_model, p_embedding);
+    IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND d.candidate_limit THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'candidate limit out of range for this decision';
+    END IF;
+
+    -- Exact cosine distance over the scope's embeddings of the model, filtered on the
+    -- fragment columns each embedding carries (the decision's filters, stated explicitly with
+    -- the scope as parameters for embeddings_scope_idx, and applied again by RLS). Under RLS the
+    -- distance operator is not leakproof, so a global HNSW index would filter after the scan
+    -- and lose recall on small scopes; exact search has recall 1. Only the returned rows are
+    -- joined to their fragments; every row at the p_limit-th distance competes on the
+    -- content-bound tie-break, so the cut is exact.
+    RETURN QUERY
+    WITH scan AS MATERIALIZED (
+        SELECT e.fragment_id,
+               (e.embedding OPERATOR(public.<=>) p_embedding)::double precision AS distance,
+               e.source_digest, e.vector_generation
+          FROM pyretrieve.embeddings e
+         WHERE e.workspace_id = d.workspace_id
+           AND e.project_id = d.project_id
+           AND e.model_id = p_model
+           AND e.fragment_state = 'active'
+           AND e.classification <= d.ceiling
+           AND e.observed_at <= d.evaluated_at
+           AND (d.max_age IS NULL OR e.observed_at >= d.evaluated_at - d.max_age)
+           AND (e.expires_at IS NULL OR e.expires_at > d.evaluated_at)
+    ), top AS (
+        SELECT s.fragment_id, f.content_digest, s.distance, s.source_digest, s.vector_generation,
+               f.lexical_generation
+          FROM scan s
+          JOIN pyretrieve.fragments f
+            ON f.workspace_id = d.workspace_id AND f.fragment_id = s.fragment_id
+         WHERE s.distance <= (SELECT max(x.distance)
+                                FROM (SELECT sc.distance FROM scan sc ORDER BY sc.distance LIMIT p_limit) x)
+           AND f.project_id = d.project_id
+           AND f.state = 'active'
+           AND f.classification <= d.ceiling
+           AND f.observed_at <= d.evaluated_at
+           AND (d.max_age IS NULL OR f.observed_at >= d.evaluated_at - d.max_age)
+           AND (f.expires_at IS NULL OR f.expires_at > d.evaluated_at)
+         ORDER BY s.distance, f.content_digest, f.fragment_id
+         LIMIT p_limit
+    )
+    SELECT (row_number() OVER (ORDER BY t.distance, t.content_digest, t.fragment_id))::integer,
+           t.fragment_id, t.content_digest, t.distance, t.source_digest, t.vector_generation,
+           t.lexical_generation
+      FROM top t
+     ORDER BY 1;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.vector_candidates(uuid, text, public.vector, integer) IS
+    'Vector candidates for the bound decision: exact cosine distance to p_embedding over the scope''s embeddings of model p_model, 1-based ranks in a total order (distance, then content digest, then fragment id). Returns rank, fragment_id, content_digest, distance, source_digest (digest of the text the embedding was computed from), vector_generation, lexical_generation. Raises PR011 for a wrong dimension, NaN/Inf or zero public.vector, PR012 for an unknown model. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+
+CREATE FUNCTION pyretrieve.fragments(p_decision uuid, p_ids uuid[])
+RETURNS TABLE (
+    workspace_id text, project_id text, fragment_id uuid, body text, content_digest bytea,
+    classification pyretrieve.classification, state pyretrieve.fragment_state, superseded_by uuid,
+    observed_at timestamptz, expires_at timestamptz, ingested_at timestamptz, source_uri text,
+    source_revision text, manifest_id text, ts_config regconfig, lexical_generation bigint)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    d pyretrieve.decisions := pyretrieve.require_decision(p_decision);
+BEGIN
+    IF p_ids IS NULL OR cardinality(p_ids) > 2 * d.candidate_limit THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'too many ids for this decision';
+    END IF;
+    RETURN QUERY
+    SELECT f.workspace_id::text, f.project_id::text, f.fragment_id, f.body, f.content_digest,
+           f.classification, f.state, f.superseded_by, f.observed_at, f.expires_at, f.ingested_at,
+           f.source_uri, f.source_revision, f.manifest_id, f.ts_config, f.lexical_generation
+      FROM pyretrieve.fragments f
+     WHERE f.workspace_id = d.workspace_id
+       AND f.project_id = d.project_id
+       AND f.fragment_id = ANY (p_ids)
+       AND f.state = 'active'
+       AND f.classification <= d.ceiling
+       AND f.observed_at <= d.evaluated_at
+       AND (d.max_age IS NULL OR f.observed_at >= d.evaluated_at - d.max_age)
+       AND (f.expires_at IS NULL OR f.expires_at > d.evaluated_at)
+     ORDER BY f.fragment_id;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.fragments(uuid, uuid[]) IS
+    'The authoritative records (body, digest, classification, state, times, provenance, generation) for the given ids, only those visible under the bound decision; ids that are absent or not visible are silently left out, alike. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+
+
+SET LOCAL ROLE pyretrieve_owner;

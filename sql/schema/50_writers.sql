@@ -1,0 +1,354 @@
+-- ---------------------------------------------------------------------------------------------
+-- Writers. SECURITY DEFINER, written reason: principals hold no privilege on any table, so
+-- these functions are their only door. Each runs as pyretrieve_api, binds the transaction's one
+-- write scope from the caller's own writer grants, and writes only inside it, up to the
+-- writer's ceiling; row-level security checks every row again. Postings, generations and the
+-- embeddings' mirror columns are written by triggers only.
+-- ---------------------------------------------------------------------------------------------
+SET LOCAL ROLE pyretrieve_api;
+
+-- Bind this transaction's write scope and return the writer's ceiling there; access denied
+-- (PR001) alike for an absent scope, a scope without a grant and a caller who is not a writer.
+CREATE FUNCTION pyretrieve.bind_write_scope(p_workspace text, p_project text)
+RETURNS pyretrieve.classification
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_ceiling pyretrieve.classification;
+    w pyretrieve.write_bindings;
+BEGIN
+    PERFORM pyretrieve.check_identifier(p_workspace, 'workspace');
+    PERFORM pyretrieve.check_identifier(p_project, 'project');
+    PERFORM pyretrieve.check_caller();
+    PERFORM pyretrieve.apply_request_timeouts();
+    SELECT * INTO w FROM pyretrieve.bound_write();
+    IF FOUND AND (w.workspace_id, w.project_id, w.principal) = (p_workspace, p_project, pyretrieve.caller()) THEN
+        RETURN w.ceiling;
+    END IF;
+    IF EXISTS (SELECT 1 FROM pyretrieve.bound_decision()) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR003', MESSAGE = 'transaction already bound to another scope';
+    END IF;
+    v_ceiling := pyretrieve.writer_ceiling(p_workspace, p_project);
+    IF v_ceiling IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR001', MESSAGE = 'access denied';
+    END IF;
+    INSERT INTO pyretrieve.write_bindings (workspace_id, principal, project_id, ceiling, position)
+    VALUES (p_workspace, pyretrieve.caller(), p_project, v_ceiling, coalesce(w.position, 0) + 1);
+    RETURN v_ceiling;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.bind_write_scope(text, text) IS
+    'Bind this transaction''s write scope to a workspace/project where the caller is a writer with a live grant, recording who wrote where (write_bindings); returns the writer''s classification ceiling there (the highest of its grants). The latest binding is in force. Raises PR001 otherwise, PR003 when the transaction holds a read decision, PR004 for a superuser or BYPASSRLS caller. The write functions call it themselves; it never widens access. SECURITY DEFINER (runs as pyretrieve_api).';
+
+CREATE FUNCTION pyretrieve.put_fragment(
+    p_workspace text,
+    p_project text,
+    p_body text,
+    p_classification pyretrieve.classification DEFAULT 'internal',
+    p_observed_at timestamptz DEFAULT NULL,
+    p_expires_at timestamptz DEFAULT NULL,
+    p_source_uri text DEFAULT NULL,
+    p_source_revision text DEFAULT NULL,
+    p_manifest_id text DEFAULT NULL,
+    p_ts_config regconfig DEFAULT NULL)
+RETURNS uuid
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_ceiling pyretrieve.classification := pyretrieve.bind_write_scope(p_workspace, p_project);
+    v_id uuid;
+    v_config regconfig;
+    v_observed timestamptz := coalesce(p_observed_at, now());
+BEGIN
+    IF p_classification IS NULL OR p_classification > v_ceiling THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR001', MESSAGE = 'access denied';
+    END IF;
+    IF p_body IS NULL OR length(p_body) NOT BETWEEN 1 AND 1000000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'body must be 1 to 1000000 characters';
+    END IF;
+    IF v_observed = 'infinity' OR v_observed = '-infinity' THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'observed_at must be finite';
+    END IF;
+    IF p_expires_at IS NOT NULL AND p_expires_at <= v_observed THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'expires_at must be after observed_at';
+    END IF;
+    IF length(p_source_uri) > 2048 OR length(p_source_revision) > 256 OR length(p_manifest_id) > 256 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'provenance field too long';
+    END IF;
+    SELECT coalesce(p_ts_config, p.ts_config) INTO v_config
+      FROM pyretrieve.projects p
+     WHERE p.workspace_id = p_workspace AND p.project_id = p_project;
+    PERFORM pyretrieve.check_ts_config(v_config);
+
+    BEGIN
+        INSERT INTO pyretrieve.fragments AS f (
+            workspace_id, project_id, body, classification, observed_at, expires_at,
+            source_uri, source_revision, manifest_id, ts_config)
+        VALUES (p_workspace, p_project, p_body, p_classification, v_observed, p_expires_at,
+                p_source_uri, p_source_revision, p_manifest_id, v_config)
+        ON CONFLICT (workspace_id, project_id, classification, content_digest) WHERE state = 'active'
+        DO NOTHING
+        RETURNING f.fragment_id INTO v_id;
+    EXCEPTION WHEN program_limit_exceeded THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR014',
+            MESSAGE = 'body has too many distinct words or positions for a text-search vector';
+    END;
+
+    IF v_id IS NULL THEN
+        -- Idempotent: the same body at the same classification is already active here.
+        SELECT f.fragment_id INTO STRICT v_id
+          FROM pyretrieve.fragments f
+         WHERE f.workspace_id = p_workspace AND f.project_id = p_project
+           AND f.classification = p_classification AND f.state = 'active'
+           AND f.content_digest = pyretrieve.content_digest(p_body);
+    END IF;
+    RETURN v_id;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.put_fragment(text, text, text, pyretrieve.classification, timestamptz, timestamptz, text, text, text, regconfig) IS
+    'Store a fragment in a workspace/project where the caller is a writer, at or below the writer''s ceiling; returns its id. Idempotent by content: the same body at the same classification returns the existing active fragment. The database computes content_digest (sha256 of the body), the tsvector and the lexical generation. observed_at defaults to now(). SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+
+CREATE FUNCTION pyretrieve.supersede_fragment(
+    p_workspace text,
+    p_project text,
+    p_fragment_id uuid,
+    p_body text,
+    p_classification pyretrieve.classification DEFAULT NULL,
+    p_observed_at timestamptz DEFAULT NULL,
+    p_expires_at timestamptz DEFAULT NULL,
+    p_source_uri text DEFAULT NULL,
+    p_source_revision text DEFAULT NULL,
+    p_manifest_id text DEFAULT NULL)
+RETURNS uuid
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    old pyretrieve.fragments;
+    v_new uuid;
+BEGIN
+    PERFORM pyretrieve.bind_write_scope(p_workspace, p_project);
+    SELECT f.* INTO old
+      FROM pyretrieve.fragments f
+     WHERE f.workspace_id = p_workspace AND f.project_id = p_project
+       AND f.fragment_id = p_fragment_id AND f.state = 'active'
+       FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR020', MESSAGE = 'fragment not found';
+    END IF;
+    v_new := pyretrieve.put_fragment(
+        p_workspace := p_workspace, p_project := p_project, p_body := p_body,
+        p_classification := coalesce(p_classification, old.classification),
+        p_observed_at := p_observed_at, p_expires_at := p_expires_at,
+        p_source_uri := coalesce(p_source_uri, old.source_uri),
+        p_source_revision := p_source_revision,
+        p_manifest_id := coalesce(p_manifest_id, old.manifest_id),
+        p_ts_config := old.ts_config);
+    IF v_new = old.fragment_id THEN
+        RETURN v_new;
+    END IF;
+    UPDATE pyretrieve.fragments f
+       SET state = 'superseded', superseded_by = v_new
+     WHERE f.workspace_id = p_workspace AND f.fragment_id = p_fragment_id;
+    RETURN v_new;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.supersede_fragment(text, text, uuid, text, pyretrieve.classification, timestamptz, timestamptz, text, text, text) IS
+    'Replace an active fragment with new content: stores the new fragment (as put_fragment) and marks the old one superseded by it; returns the new id (the old id when the content and classification are unchanged). Raises PR020 alike for an absent fragment and one the writer may not see. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+
+CREATE FUNCTION pyretrieve.retract_fragment(p_workspace text, p_project text, p_fragment_id uuid)
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pyretrieve.bind_write_scope(p_workspace, p_project);
+    UPDATE pyretrieve.fragments f
+       SET state = 'retracted'
+     WHERE f.workspace_id = p_workspace AND f.project_id = p_project
+       AND f.fragment_id = p_fragment_id AND f.state = 'active';
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR020', MESSAGE = 'fragment not found';
+    END IF;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.retract_fragment(text, text, uuid) IS
+    'Retract an active fragment: it disappears from every search at once. Raises PR020 alike for an absent fragment and one the writer may not see. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+
+CREATE FUNCTION pyretrieve.put_embedding(
+    p_workspace text,
+    p_project text,
+    p_fragment_id uuid,
+    p_model text,
+    p_embedding public.vector,
+    p_source_digest bytea)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_generation bigint;
+BEGIN
+    PERFORM pyretrieve.bind_write_scope(p_workspace, p_project);
+    PERFORM pyretrieve.check_embedding(p_model, p_embedding);
+    IF p_source_digest IS NULL OR length(p_source_digest) <> 32 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'source digest must be 32 bytes (sha256)';
+    END IF;
+    PERFORM 1 FROM pyretrieve.fragments f
+     WHERE f.workspace_id = p_workspace AND f.project_id = p_project AND f.fragment_id = p_fragment_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR020', MESSAGE = 'fragment not found';
+    END IF;
+    INSERT INTO pyretrieve.embeddings AS e (
+        workspace_id, project_id, fragment_id, model_id, embedding, source_digest)
+    VALUES (p_workspace, p_project, p_fragment_id, p_model, p_embedding, p_source_digest)
+    ON CONFLICT (workspace_id, fragment_id, model_id)
+    DO UPDATE SET embedding = EXCLUDED.embedding, source_digest = EXCLUDED.source_digest
+    RETURNING e.vector_generation INTO v_generation;
+    RETURN v_generation;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.put_embedding(text, text, uuid, text, public.vector, bytea) IS
+    'Store (or replace) the embedding of one fragment for one registered model, with the sha256 digest of the text it was computed from; returns its vector generation. An embedding whose source digest differs from the fragment''s content digest is stale. Raises PR011/PR012 for a bad vector or model and PR020 alike for an absent fragment and one the writer may not see. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+
+-- What ingestion needs to stay idempotent, read through the write scope (up to the writer's
+-- ceiling, every state where the state matters). One index probe per key: right after a bulk
+-- load the tables have no statistics, and a planner guessing from none would scan the whole
+-- scope once per batch.
+CREATE FUNCTION pyretrieve.active_sources(p_workspace text, p_project text, p_uris text[])
+RETURNS TABLE (source_uri text, fragment_id uuid, content_digest bytea,
+               classification pyretrieve.classification)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pyretrieve.bind_write_scope(p_workspace, p_project);
+    IF p_uris IS NULL OR cardinality(p_uris) > 100000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'between 0 and 100000 source uris';
+    END IF;
+    RETURN QUERY
+    SELECT f.source_uri, f.fragment_id, f.content_digest, f.classification
+      FROM unnest(p_uris) AS u(uri)
+     CROSS JOIN LATERAL (
+           SELECT f.source_uri, f.fragment_id, f.content_digest, f.classification
+             FROM pyretrieve.fragments f
+            WHERE f.workspace_id = p_workspace AND f.project_id = p_project AND f.state = 'active'
+              AND f.source_uri = u.uri
+           OFFSET 0) f;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.active_sources(text, text, text[]) IS
+    'The active fragments (source_uri, fragment_id, content_digest, classification) of the given source uris in the caller''s write scope, up to the writer''s ceiling: what ingestion compares against to stay idempotent. Binds the write scope (PR001 without a writer grant). SECURITY DEFINER (runs as pyretrieve_api).';
+
+CREATE FUNCTION pyretrieve.active_sources_like(p_workspace text, p_project text, p_patterns text[])
+RETURNS TABLE (source_uri text, fragment_id uuid)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pyretrieve.bind_write_scope(p_workspace, p_project);
+    IF p_patterns IS NULL OR cardinality(p_patterns) > 10000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'between 0 and 10000 patterns';
+    END IF;
+    RETURN QUERY
+    SELECT f.source_uri, f.fragment_id FROM pyretrieve.fragments f
+     WHERE f.workspace_id = p_workspace AND f.project_id = p_project AND f.state = 'active'
+       AND f.source_uri LIKE ANY (p_patterns);
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.active_sources_like(text, text, text[]) IS
+    'The active fragments of the caller''s write scope (up to the writer''s ceiling) whose source_uri matches one of the LIKE patterns: how ingestion finds what a shorter file, or a deleted one, no longer holds. SECURITY DEFINER (runs as pyretrieve_api).';
+
+CREATE FUNCTION pyretrieve.created_now(p_workspace text, p_project text, p_ids uuid[])
+RETURNS TABLE (fragment_id uuid)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pyretrieve.bind_write_scope(p_workspace, p_project);
+    IF p_ids IS NULL OR cardinality(p_ids) > 100000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'between 0 and 100000 ids';
+    END IF;
+    RETURN QUERY
+    SELECT f.fragment_id
+      FROM unnest(p_ids) AS u(id)
+     CROSS JOIN LATERAL (
+           SELECT f.fragment_id, f.project_id FROM pyretrieve.fragments f
+            WHERE f.workspace_id = p_workspace AND f.fragment_id = u.id AND f.ingested_at = now()
+           OFFSET 0) f
+     WHERE f.project_id = p_project;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.created_now(text, text, uuid[]) IS
+    'Which of the given fragments this transaction created (as opposed to found already active with the same content). SECURITY DEFINER (runs as pyretrieve_api).';
+
+CREATE FUNCTION pyretrieve.embeddings_needed(p_workspace text, p_project text, p_model text, p_ids uuid[])
+RETURNS TABLE (fragment_id uuid, content_digest bytea, missing boolean)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pyretrieve.bind_write_scope(p_workspace, p_project);
+    IF p_ids IS NULL OR cardinality(p_ids) > 100000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'between 0 and 100000 ids';
+    END IF;
+    -- The project is checked outside the probe: inside, (workspace, project) would make the
+    -- scope index look as selective as the primary key to a planner without statistics.
+    RETURN QUERY
+    SELECT f.fragment_id, f.content_digest, f.missing
+      FROM unnest(p_ids) AS u(id)
+     CROSS JOIN LATERAL (
+           SELECT f.fragment_id, f.project_id, f.content_digest, e.fragment_id IS NULL AS missing
+             FROM pyretrieve.fragments f
+             LEFT JOIN pyretrieve.embeddings e
+               ON e.workspace_id = f.workspace_id AND e.fragment_id = f.fragment_id
+              AND e.model_id = p_model
+            WHERE f.workspace_id = p_workspace AND f.fragment_id = u.id
+              AND (e.fragment_id IS NULL OR e.source_digest <> f.content_digest
+                   OR e.vector_generation < f.lexical_generation)
+           OFFSET 0) f
+     WHERE f.project_id = p_project;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.embeddings_needed(text, text, text, uuid[]) IS
+    'Of the given fragments in the caller''s write scope, those whose embedding for p_model is missing or stale (computed from other text, or older than the fragment), with missing true for the first kind. SECURITY DEFINER (runs as pyretrieve_api).';
+
+CREATE FUNCTION pyretrieve.stale_embeddings(
+    p_workspace text, p_project text, p_model text, p_after uuid DEFAULT NULL, p_limit integer DEFAULT NULL)
+RETURNS TABLE (fragment_id uuid, body text, content_digest bytea, missing boolean)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pyretrieve.bind_write_scope(p_workspace, p_project);
+    IF p_limit IS NOT NULL AND p_limit NOT BETWEEN 1 AND 100000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'limit must be between 1 and 100000';
+    END IF;
+    -- Keyset pagination by id: one pass over the scope, even if a write fails to fix a row.
+    RETURN QUERY
+    SELECT f.fragment_id, f.body, f.content_digest, e.fragment_id IS NULL
+      FROM pyretrieve.fragments f
+      LEFT JOIN pyretrieve.embeddings e
+        ON e.workspace_id = f.workspace_id AND e.fragment_id = f.fragment_id AND e.model_id = p_model
+     WHERE f.workspace_id = p_workspace AND f.project_id = p_project AND f.state = 'active'
+       AND (e.fragment_id IS NULL OR e.source_digest <> f.content_digest
+            OR e.vector_generation < f.lexical_generation)
+       AND f.fragment_id > coalesce(p_after, '00000000-0000-0000-0000-000000000000'::uuid)
+     ORDER BY f.fragment_id
+     LIMIT p_limit;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.stale_embeddings(text, text, text, uuid, integer) IS
+    'Active fragments of the caller''s write scope whose embedding for p_model is missing or stale, in fragment-id order after p_after (keyset pagination), at most p_limit (all when NULL), with their bodies so they can be embedded again. SECURITY DEFINER (runs as pyretrieve_api).';
+
+SET LOCAL ROLE pyretrieve_owner;

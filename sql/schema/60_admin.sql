@@ -1,0 +1,295 @@
+-- ---------------------------------------------------------------------------------------------
+-- Admins. The DDL helpers run as the owner; the admin API runs as pyretrieve_api (SECURITY
+-- DEFINER, written reason: principals hold no table privilege; these functions are the admins'
+-- door to the configuration tables, and each checks that the caller is an admin).
+-- ---------------------------------------------------------------------------------------------
+CREATE FUNCTION pyretrieve.require_admin()
+RETURNS void
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NOT pyretrieve.caller_in('pyretrieve_admin') THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR001', MESSAGE = 'access denied';
+    END IF;
+END;
+$$;
+
+-- SECURITY DEFINER, written reason: a sequence is created by its owner, and neither admins nor
+-- pyretrieve_api may own schema objects. The name is derived from the scope (never spliced from
+-- the arguments' text), quoted, and only create_project (pyretrieve_api) may execute it.
+CREATE FUNCTION pyretrieve.create_scope_sequence(p_workspace text, p_project text)
+RETURNS regclass
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_name text;
+BEGIN
+    PERFORM pyretrieve.check_identifier(p_workspace, 'workspace');
+    PERFORM pyretrieve.check_identifier(p_project, 'project');
+    v_name := 'generation_' || substr(encode(sha256(convert_to(p_workspace || '/' || p_project, 'UTF8')), 'hex'), 1, 32);
+    EXECUTE format('CREATE SEQUENCE IF NOT EXISTS pyretrieve.%I AS bigint', v_name);
+    EXECUTE format('GRANT USAGE ON SEQUENCE pyretrieve.%I TO pyretrieve_api', v_name);
+    RETURN format('pyretrieve.%I', v_name)::regclass;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.create_scope_sequence(text, text) IS
+    'Create (idempotently) the generation sequence of one workspace/project and return it. SECURITY DEFINER because creating a sequence makes its caller the owner, and only pyretrieve_owner may own schema objects; executable by pyretrieve_api only (create_project).';
+
+-- SECURITY DEFINER, written reason: creating an index on pyretrieve.embeddings requires owning
+-- the table, and neither admins nor pyretrieve_api may own it. The function reads the model from the registry
+-- (never from its arguments' text), quotes every identifier, and only admins may execute it.
+CREATE FUNCTION pyretrieve.create_model_index(p_model text)
+RETURNS text
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    m pyretrieve.embedding_models;
+    v_name text;
+BEGIN
+    SELECT * INTO m FROM pyretrieve.embedding_models em WHERE em.model_id = p_model;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR012', MESSAGE = 'unknown embedding model';
+    END IF;
+    v_name := format('embeddings_hnsw_m%s', m.model_serial);
+    EXECUTE format(
+        'CREATE INDEX IF NOT EXISTS %I ON pyretrieve.embeddings USING hnsw ((embedding::public.vector(%s)) public.vector_cosine_ops) WHERE model_id = %L',
+        v_name, m.dimension, m.model_id);
+    RETURN v_name;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.create_model_index(text) IS
+    'Create the per-model HNSW index (cosine, on the embedding cast to the model''s dimension, partial on the model). SECURITY DEFINER because index creation needs the table owner; executable by admins and by register_model (pyretrieve_api) only.';
+
+SET LOCAL ROLE pyretrieve_api;
+
+CREATE FUNCTION pyretrieve.create_workspace(p_workspace text, p_display_name text DEFAULT '')
+RETURNS text
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    PERFORM pyretrieve.check_identifier(p_workspace, 'workspace');
+    INSERT INTO pyretrieve.workspaces (workspace_id, display_name)
+    VALUES (p_workspace, coalesce(p_display_name, ''))
+    ON CONFLICT (workspace_id) DO NOTHING;
+    RETURN p_workspace;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.create_workspace(text, text) IS
+    'Create a workspace (idempotent); returns its id. Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+
+CREATE FUNCTION pyretrieve.create_project(
+    p_workspace text, p_project text, p_ts_config regconfig DEFAULT 'pg_catalog.english')
+RETURNS text
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    PERFORM pyretrieve.check_identifier(p_workspace, 'workspace');
+    PERFORM pyretrieve.check_identifier(p_project, 'project');
+    PERFORM 1 FROM pyretrieve.workspaces w WHERE w.workspace_id = p_workspace;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR020', MESSAGE = 'workspace not found';
+    END IF;
+    PERFORM pyretrieve.check_ts_config(coalesce(p_ts_config, 'pg_catalog.english'));
+    INSERT INTO pyretrieve.projects (workspace_id, project_id, ts_config, generation_seq)
+    VALUES (p_workspace, p_project, coalesce(p_ts_config, 'pg_catalog.english'),
+            pyretrieve.create_scope_sequence(p_workspace, p_project))
+    ON CONFLICT (workspace_id, project_id) DO NOTHING;
+    INSERT INTO pyretrieve.scope_configs (workspace_id, project_id, ts_config)
+    VALUES (p_workspace, p_project, coalesce(p_ts_config, 'pg_catalog.english'))
+    ON CONFLICT DO NOTHING;
+    RETURN p_project;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.create_project(text, text, regconfig) IS
+    'Create a project in a workspace (idempotent) with its default text-search configuration; returns its id. Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+
+-- Per-project BM25 parameters (admins).
+CREATE FUNCTION pyretrieve.set_bm25(p_workspace text, p_project text, p_k1 double precision, p_b double precision)
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    IF p_k1 IS NULL OR NOT (p_k1 > 0 AND p_k1 <= 10) OR p_b IS NULL OR NOT (p_b >= 0 AND p_b <= 1) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'k1 must be in (0, 10] and b in [0, 1]';
+    END IF;
+    UPDATE pyretrieve.projects p SET bm25_k1 = p_k1, bm25_b = p_b
+     WHERE p.workspace_id = p_workspace AND p.project_id = p_project;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR020', MESSAGE = 'project not found';
+    END IF;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.set_bm25(text, text, double precision, double precision) IS
+    'Set a project''s BM25 parameters k1 (term-frequency saturation, default 0.9) and b (length normalisation, default 0.4). Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+
+CREATE FUNCTION pyretrieve.grant_access(
+    p_principal regrole,
+    p_workspace text,
+    p_project text,
+    p_purpose text,
+    p_ceiling pyretrieve.classification,
+    p_max_age interval DEFAULT NULL,
+    p_semantic_policy pyretrieve.semantic_policy DEFAULT 'optional',
+    p_expires_at timestamptz DEFAULT NULL)
+RETURNS uuid
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_id uuid;
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    PERFORM pyretrieve.check_identifier(p_workspace, 'workspace');
+    PERFORM pyretrieve.check_identifier(p_project, 'project');
+    PERFORM pyretrieve.check_identifier(p_purpose, 'purpose');
+    IF p_principal IS NULL OR p_ceiling IS NULL OR p_semantic_policy IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'principal, ceiling and semantic policy are required';
+    END IF;
+    IF p_max_age IS NOT NULL AND (p_max_age <= interval '0'
+        OR date_part('month', p_max_age) <> 0 OR date_part('year', p_max_age) <> 0) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'max_age must be positive days/hours (no months or years)';
+    END IF;
+    -- Days become 24-hour spans (see the CHECK on grants.max_age).
+    p_max_age := make_interval(secs => extract(epoch FROM p_max_age));
+    PERFORM 1 FROM pyretrieve.projects p WHERE p.workspace_id = p_workspace AND p.project_id = p_project;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR020', MESSAGE = 'project not found';
+    END IF;
+    INSERT INTO pyretrieve.grants AS g (
+        workspace_id, project_id, principal, purpose, ceiling, max_age, semantic_policy, expires_at,
+        granted_by)
+    VALUES (p_workspace, p_project, p_principal, p_purpose, p_ceiling, p_max_age, p_semantic_policy, p_expires_at,
+            pyretrieve.caller())
+    ON CONFLICT (workspace_id, project_id, principal, purpose) DO UPDATE
+       SET ceiling = EXCLUDED.ceiling, max_age = EXCLUDED.max_age,
+           semantic_policy = EXCLUDED.semantic_policy, expires_at = EXCLUDED.expires_at,
+           granted_by = EXCLUDED.granted_by, granted_at = now()
+    RETURNING g.grant_id INTO v_id;
+    RETURN v_id;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.grant_access(regrole, text, text, text, pyretrieve.classification, interval, pyretrieve.semantic_policy, timestamptz) IS
+    'Grant a principal (a role; members that inherit it are covered too) read access to a workspace/project for a purpose, with a classification ceiling, an optional max_age (freshness window), a semantic policy (disabled | optional | required) and an optional expiry. Writers write where they hold a grant, up to its ceiling. Replaces an existing grant for the same principal, scope and purpose; returns the grant id. Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+
+CREATE FUNCTION pyretrieve.revoke_access(p_principal regrole, p_workspace text, p_project text, p_purpose text)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    DELETE FROM pyretrieve.grants g
+     WHERE g.workspace_id = p_workspace AND g.project_id = p_project
+       AND g.principal = p_principal AND g.purpose = p_purpose;
+    RETURN FOUND;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.revoke_access(regrole, text, text, text) IS
+    'Remove a principal''s grant for a workspace/project and purpose; returns whether one existed. Decisions already made keep their record; new requests are denied. Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+
+CREATE FUNCTION pyretrieve.register_model(p_model text, p_dimension integer)
+RETURNS text
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_dimension integer;
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    IF p_model IS NULL OR p_model !~ '^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$' THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'invalid model id';
+    END IF;
+    IF p_dimension IS NULL OR p_dimension NOT BETWEEN 1 AND 2000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'dimension must be between 1 and 2000';
+    END IF;
+    INSERT INTO pyretrieve.embedding_models (model_id, dimension) VALUES (p_model, p_dimension)
+    ON CONFLICT (model_id) DO NOTHING;
+    SELECT m.dimension INTO v_dimension FROM pyretrieve.embedding_models m WHERE m.model_id = p_model;
+    IF v_dimension <> p_dimension THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR013', MESSAGE = 'model already registered with another dimension';
+    END IF;
+    PERFORM pyretrieve.create_model_index(p_model);
+    RETURN p_model;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.register_model(text, integer) IS
+    'Register an embedding model and its dimension (idempotent) and create its HNSW index; returns the model id. Raises PR013 if the model exists with another dimension. Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+
+-- Listings for admins and the CLI.
+CREATE FUNCTION pyretrieve.list_projects()
+RETURNS TABLE (workspace_id text, project_id text, ts_config regconfig, bm25_k1 double precision,
+               bm25_b double precision, created_at timestamptz)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    RETURN QUERY
+    SELECT w.workspace_id::text, p.project_id::text, p.ts_config, p.bm25_k1, p.bm25_b, w.created_at
+      FROM pyretrieve.workspaces w LEFT JOIN pyretrieve.projects p USING (workspace_id)
+     ORDER BY 1, 2;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.list_projects() IS
+    'Every workspace with its projects (a workspace without projects appears once, with NULL project): text-search configuration and BM25 parameters. Admins only. SECURITY DEFINER (runs as pyretrieve_api).';
+
+CREATE FUNCTION pyretrieve.list_grants()
+RETURNS TABLE (principal text, workspace_id text, project_id text, purpose text,
+               ceiling pyretrieve.classification, max_age interval,
+               semantic_policy pyretrieve.semantic_policy, expires_at timestamptz,
+               granted_by name, granted_at timestamptz, grant_id uuid)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    RETURN QUERY
+    SELECT g.principal::text, g.workspace_id::text, g.project_id::text, g.purpose::text, g.ceiling,
+           g.max_age, g.semantic_policy, g.expires_at, g.granted_by, g.granted_at, g.grant_id
+      FROM pyretrieve.grants g
+     ORDER BY 1, 2, 3, 4;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.list_grants() IS
+    'Every grant: principal, scope, purpose, ceiling, max_age, semantic policy, expiry, who granted it and when. Admins only. SECURITY DEFINER (runs as pyretrieve_api).';
+
+CREATE FUNCTION pyretrieve.list_models()
+RETURNS TABLE (model_id text, dimension integer, registered_at timestamptz)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    IF NOT (pyretrieve.caller_in('pyretrieve_reader') OR pyretrieve.caller_in('pyretrieve_admin')) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR001', MESSAGE = 'access denied';
+    END IF;
+    RETURN QUERY
+    SELECT m.model_id, m.dimension, m.registered_at FROM pyretrieve.embedding_models m ORDER BY 1;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.list_models() IS
+    'The registered embedding models and their dimensions (configuration, not tenant data). Readers, writers and admins. SECURITY DEFINER (runs as pyretrieve_api).';
+
+CREATE FUNCTION pyretrieve.schema_version()
+RETURNS text
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT i.schema_version FROM pyretrieve.installation i;
+END;
+COMMENT ON FUNCTION pyretrieve.schema_version() IS
+    'The installed schema version. SECURITY DEFINER (runs as pyretrieve_api) so that principals, who hold no table privilege, can read it.';
+
+SET LOCAL ROLE pyretrieve_owner;

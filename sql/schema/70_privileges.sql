@@ -1,0 +1,124 @@
+-- ---------------------------------------------------------------------------------------------
+-- Privileges. Nothing for PUBLIC. The principal groups hold no privilege on any table, view or
+-- sequence: they may only execute the SQL API. pyretrieve_api, which the API functions run as,
+-- holds exactly the table privileges those functions need, and RLS decides its rows.
+-- ---------------------------------------------------------------------------------------------
+REVOKE ALL ON ALL TABLES IN SCHEMA pyretrieve FROM PUBLIC;
+REVOKE ALL ON ALL SEQUENCES IN SCHEMA pyretrieve FROM PUBLIC;
+DO $revoke$
+DECLARE
+    f regprocedure;
+BEGIN
+    -- Each role revokes PUBLIC's default EXECUTE on the functions it owns.
+    FOR f IN SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+              WHERE p.pronamespace = 'pyretrieve'::regnamespace
+                AND p.proowner = (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = CURRENT_USER)
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f);
+    END LOOP;
+END
+$revoke$;
+REVOKE ALL ON TYPE pyretrieve.classification, pyretrieve.fragment_state, pyretrieve.semantic_policy,
+    pyretrieve.identifier FROM PUBLIC;
+
+GRANT USAGE ON SCHEMA pyretrieve TO pyretrieve_reader, pyretrieve_writer, pyretrieve_admin, pyretrieve_api;
+GRANT USAGE ON TYPE pyretrieve.classification, pyretrieve.fragment_state, pyretrieve.semantic_policy,
+    pyretrieve.identifier TO pyretrieve_reader, pyretrieve_writer, pyretrieve_admin, pyretrieve_api;
+
+-- What the API functions (and the triggers they fire) read and write, as pyretrieve_api.
+GRANT SELECT ON pyretrieve.installation, pyretrieve.workspaces, pyretrieve.projects,
+    pyretrieve.fragments, pyretrieve.embedding_models, pyretrieve.embeddings, pyretrieve.grants,
+    pyretrieve.decisions, pyretrieve.write_bindings, pyretrieve.postings,
+    pyretrieve.generation_log, pyretrieve.scope_configs
+    TO pyretrieve_api;
+GRANT INSERT (workspace_id, principal, project_id, purpose, grant_id, ceiling, max_age, semantic_policy,
+              requested_limit, candidate_limit, query_digest, semantic_intent, embedding_digest)
+    ON pyretrieve.decisions TO pyretrieve_api;
+GRANT INSERT (workspace_id, principal, project_id, ceiling, position) ON pyretrieve.write_bindings TO pyretrieve_api;
+GRANT INSERT (workspace_id, project_id, body, classification, observed_at, expires_at,
+              source_uri, source_revision, manifest_id, ts_config)
+    ON pyretrieve.fragments TO pyretrieve_api;
+GRANT UPDATE (state, superseded_by) ON pyretrieve.fragments TO pyretrieve_api;
+GRANT INSERT (workspace_id, project_id, fragment_id, model_id, embedding, source_digest),
+      UPDATE (embedding, source_digest, fragment_state)
+    ON pyretrieve.embeddings TO pyretrieve_api;
+GRANT INSERT, DELETE ON pyretrieve.postings TO pyretrieve_api;
+GRANT INSERT ON pyretrieve.generation_log, pyretrieve.scope_configs TO pyretrieve_api;
+GRANT INSERT (workspace_id, display_name) ON pyretrieve.workspaces TO pyretrieve_api;
+GRANT INSERT (workspace_id, project_id, ts_config, generation_seq),
+      UPDATE (bm25_k1, bm25_b) ON pyretrieve.projects TO pyretrieve_api;
+GRANT INSERT (workspace_id, project_id, principal, purpose, ceiling, max_age, semantic_policy,
+              expires_at, granted_by),
+      UPDATE (ceiling, max_age, semantic_policy, expires_at, granted_by, granted_at),
+      DELETE ON pyretrieve.grants TO pyretrieve_api;
+GRANT INSERT (model_id, dimension) ON pyretrieve.embedding_models TO pyretrieve_api;
+
+-- Helpers the API functions, the policies and the triggers call (as pyretrieve_api).
+GRANT EXECUTE ON FUNCTION pyretrieve.caller(), pyretrieve.caller_in(name),
+    pyretrieve.bound_decision(), pyretrieve.bound_write(),
+    pyretrieve.writer_ceiling(text, text), pyretrieve.visible_successor(text, text, uuid),
+    pyretrieve.effective_grant(text, text, text), pyretrieve.check_caller(),
+    pyretrieve.apply_request_timeouts(), pyretrieve.check_ts_config(regconfig),
+    pyretrieve.check_identifier(text, text), pyretrieve.require_decision(uuid),
+    pyretrieve.check_embedding(text, public.vector), pyretrieve.require_admin(),
+    pyretrieve.scope_sequence(text, text), pyretrieve.tsvector_length(tsvector),
+    pyretrieve.create_scope_sequence(text, text), pyretrieve.create_model_index(text)
+    TO pyretrieve_api;
+
+-- Pure helpers for everyone in a group (digests, the OR query, the caller's identity).
+GRANT EXECUTE ON FUNCTION pyretrieve.content_digest(text), pyretrieve.or_tsquery(regconfig, text),
+    pyretrieve.embedding_digest(public.vector), pyretrieve.caller()
+    TO pyretrieve_reader, pyretrieve_writer, pyretrieve_admin, pyretrieve_api;
+-- search() runs as its caller and calls the API functions in order.
+GRANT EXECUTE ON FUNCTION
+    pyretrieve.search(text, text, text, text, public.vector, text, integer, text, double precision, double precision, text)
+    TO pyretrieve_reader;
+-- create_model_index is an owner function that admins may call directly too.
+GRANT EXECUTE ON FUNCTION pyretrieve.create_model_index(text) TO pyretrieve_admin;
+
+-- The SQL API, granted by its owner pyretrieve_api.
+SET LOCAL ROLE pyretrieve_api;
+DO $revoke$
+DECLARE
+    f regprocedure;
+BEGIN
+    -- Each role revokes PUBLIC's default EXECUTE on the functions it owns.
+    FOR f IN SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+              WHERE p.pronamespace = 'pyretrieve'::regnamespace
+                AND p.proowner = (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = CURRENT_USER)
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f);
+    END LOOP;
+END
+$revoke$;
+GRANT EXECUTE ON FUNCTION pyretrieve.schema_version(), pyretrieve.list_models()
+    TO pyretrieve_reader, pyretrieve_writer, pyretrieve_admin;
+GRANT EXECUTE ON FUNCTION
+    pyretrieve.authorize(text, text, text, bytea, text, bytea, integer),
+    pyretrieve.lexical_candidates(uuid, text, integer, text),
+    pyretrieve.vector_candidates(uuid, text, public.vector, integer),
+    pyretrieve.fragments(uuid, uuid[])
+    TO pyretrieve_reader;
+GRANT EXECUTE ON FUNCTION
+    pyretrieve.bind_write_scope(text, text),
+    pyretrieve.put_fragment(text, text, text, pyretrieve.classification, timestamptz, timestamptz, text, text, text, regconfig),
+    pyretrieve.supersede_fragment(text, text, uuid, text, pyretrieve.classification, timestamptz, timestamptz, text, text, text),
+    pyretrieve.retract_fragment(text, text, uuid),
+    pyretrieve.put_embedding(text, text, uuid, text, public.vector, bytea),
+    pyretrieve.active_sources(text, text, text[]),
+    pyretrieve.active_sources_like(text, text, text[]),
+    pyretrieve.created_now(text, text, uuid[]),
+    pyretrieve.embeddings_needed(text, text, text, uuid[]),
+    pyretrieve.stale_embeddings(text, text, text, uuid, integer)
+    TO pyretrieve_writer;
+GRANT EXECUTE ON FUNCTION
+    pyretrieve.create_workspace(text, text),
+    pyretrieve.create_project(text, text, regconfig),
+    pyretrieve.grant_access(regrole, text, text, text, pyretrieve.classification, interval, pyretrieve.semantic_policy, timestamptz),
+    pyretrieve.revoke_access(regrole, text, text, text),
+    pyretrieve.register_model(text, integer),
+    pyretrieve.set_bm25(text, text, double precision, double precision),
+    pyretrieve.list_projects(),
+    pyretrieve.list_grants()
+    TO pyretrieve_admin;
+SET LOCAL ROLE pyretrieve_owner;
