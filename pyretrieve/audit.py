@@ -6,13 +6,15 @@ privilege, function, view and key, the roles that reach SUPERUSER or BYPASSRLS, 
 matrix, and the findings that weaken isolation, each with its evidence and a fix.
 
 :func:`read_report` returns an :class:`AuditReport` of frozen dataclasses; :func:`render_text`
-(rich tables), :func:`render_markdown` and :func:`render_json` (canonical JSON, stable order)
-render it. Read the views as a member of ``pyretrieve_admin`` or as a superuser: the access
+(rich tables), :func:`render_markdown`, :func:`render_json` (canonical JSON, stable order)
+and :func:`render_html` (one self-contained page: the access matrix coloured by ceiling, the
+findings with their fixes, the inventory) render it. Read the views as a member of ``pyretrieve_admin`` or as a superuser: the access
 matrix reads ``pyretrieve.grants``, where only they see every grant.
 """
 
 from __future__ import annotations
 
+import html
 import io
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -46,7 +48,10 @@ __all__ = [
     "Severity",
     "TableAudit",
     "ViewAudit",
+    "access_matrix",
+    "cell_ceiling",
     "read_report",
+    "render_html",
     "render_json",
     "render_markdown",
     "render_text",
@@ -814,3 +819,176 @@ def render_markdown(report: AuditReport) -> str:
 def render_json(report: AuditReport) -> str:
     """Canonical JSON (sorted keys, no spaces); lists keep the report's stable order."""
     return canonical_json(report.to_plain())
+
+
+# ------------------------------------------------------------------ HTML
+
+# Ceilings in sensitivity order, each with the background of a matrix cell whose highest live
+# grant has that ceiling.
+_CEILING_COLOURS: tuple[tuple[str, str], ...] = (
+    ("public", "#d8f0d8"),
+    ("internal", "#d6e6fa"),
+    ("confidential", "#fbe3bd"),
+    ("restricted", "#f6c7c7"),
+)
+_CEILING_LEVEL = {name: level for level, (name, _) in enumerate(_CEILING_COLOURS)}
+
+_CSS = """
+body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #1d1d1f; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 1.6em; }
+table { border-collapse: collapse; margin: 0.5em 0; }
+th, td { border: 1px solid #b8b8b8; padding: 0.3em 0.5em; vertical-align: top; text-align: left; }
+th { background: #f0f0f0; }
+td.matrix { min-width: 9em; }
+td.none { color: #888; text-align: center; }
+td.expired { background: #ececec; color: #666; }
+ul.grants { margin: 0; padding-left: 1.1em; }
+li.expired { text-decoration: line-through; color: #777; }
+.legend span { display: inline-block; padding: 0.1em 0.6em; margin-right: 0.4em; border: 1px solid #b8b8b8; }
+tr.error td.severity { background: #f6c7c7; font-weight: bold; }
+tr.warning td.severity { background: #fbe3bd; }
+tr.info td.severity { background: #d6e6fa; }
+code, td.code { font-family: ui-monospace, monospace; font-size: 0.92em; }
+details { margin: 0.4em 0; } summary { cursor: pointer; font-weight: bold; }
+""" + "".join(
+    f"td.ceiling-{name}, .legend span.ceiling-{name} {{ background: {colour}; }}\n"
+    for name, colour in _CEILING_COLOURS
+)
+
+
+def _e(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def access_matrix(
+    report: AuditReport,
+) -> tuple[list[str], list[str], dict[tuple[str, str], list[AccessEntry]]]:
+    """Principals (rows), scopes ``workspace/project`` (columns) and each cell's grants."""
+    cells: dict[tuple[str, str], list[AccessEntry]] = {}
+    for entry in report.access:
+        scope = f"{entry.workspace_id}/{entry.project_id}"
+        cells.setdefault((entry.principal, scope), []).append(entry)
+    principals = sorted({p for p, _ in cells})
+    scopes = sorted({s for _, s in cells})
+    return principals, scopes, cells
+
+
+def cell_ceiling(entries: Sequence[AccessEntry]) -> str | None:
+    """The highest ceiling among a cell's live grants, or None when none is live."""
+    live = [e.ceiling for e in entries if e.live]
+    return max(live, key=lambda c: _CEILING_LEVEL.get(c, -1)) if live else None
+
+
+def _grant_item(entry: AccessEntry) -> str:
+    modes = "/".join(m for m, ok in (("read", entry.can_read), ("write", entry.can_write)) if ok)
+    parts = [f"{entry.purpose}: {entry.ceiling}", modes or "no access"]
+    if entry.max_age is not None:
+        age = entry.max_age
+        whole_days = age.seconds == 0 and age.microseconds == 0
+        parts.append(f"max age {age.days} days" if whole_days else f"max age {age}")
+    if entry.semantic_policy != "optional":
+        parts.append(f"semantic {entry.semantic_policy}")
+    if entry.through_membership:
+        parts.append(f"via {entry.granted_to}")
+    if entry.expires_at is not None:
+        parts.append(("expired " if not entry.live else "expires ") + iso_utc(entry.expires_at))
+    elif not entry.live:
+        parts.append("not live")
+    css = "" if entry.live else ' class="expired"'
+    return f"<li{css}>{_e(', '.join(parts))}</li>"
+
+
+def _html_table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    out = ["<table>", "<thead><tr>"]
+    out += [f"<th>{_e(c)}</th>" for c in columns]
+    out.append("</tr></thead><tbody>")
+    for row in rows:
+        out.append("<tr>" + "".join(f"<td>{_e(cell)}</td>" for cell in row) + "</tr>")
+    if not rows:
+        out.append(f'<tr><td colspan="{len(columns)}">(none)</td></tr>')
+    out.append("</tbody></table>")
+    return out
+
+
+def render_html(report: AuditReport) -> str:
+    """One self-contained HTML page: inline CSS, no script, nothing loaded from elsewhere.
+
+    The access matrix has a row per principal and a column per scope; each cell lists the
+    grants that apply (purpose, ceiling, read/write, limits) and is coloured by the highest
+    ceiling among its live grants. The findings follow with their evidence and fix, then the
+    inventory. Every name and text from the catalog is escaped, so none can add markup.
+    A Content-Security-Policy of ``default-src 'none'`` keeps the page from loading anything.
+    """
+    principals, scopes, cells = access_matrix(report)
+    c = report.counts()
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en">',
+        "<head>",
+        '<meta charset="utf-8">',
+        '<meta http-equiv="Content-Security-Policy"'
+        " content=\"default-src 'none'; style-src 'unsafe-inline'\">",
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        "<title>pyretrieve audit</title>",
+        f"<style>{_CSS}</style>",
+        "</head>",
+        "<body>",
+        "<h1>pyretrieve audit</h1>",
+        f'<p id="server">{_e(_server_line(report))}</p>',
+        f'<p id="summary" data-error="{c["error"]}" data-warning="{c["warning"]}"'
+        f' data-info="{c["info"]}">{_e(_summary_line(report))}</p>',
+        '<h2 id="access">Access matrix</h2>',
+        "<p>Each cell lists the grants that apply to the principal in that scope"
+        " (purpose: ceiling, read/write); its colour is the highest ceiling among the live"
+        " grants. Struck-out grants are no longer live.</p>",
+        '<p class="legend">'
+        + "".join(f'<span class="ceiling-{n}">{n}</span>' for n, _ in _CEILING_COLOURS)
+        + "</p>",
+        '<table id="access-matrix">',
+        "<thead><tr><th>principal</th>"
+        + "".join(f'<th scope="col" data-scope="{_e(s)}">{_e(s)}</th>' for s in scopes)
+        + "</tr></thead>",
+        "<tbody>",
+    ]
+    for principal in principals:
+        row = [f'<tr data-principal="{_e(principal)}"><th scope="row">{_e(principal)}</th>']
+        for scope in scopes:
+            entries = cells.get((principal, scope), [])
+            attrs = f'data-principal="{_e(principal)}" data-scope="{_e(scope)}"'
+            if not entries:
+                row.append(f'<td class="matrix none" {attrs} data-ceiling="">&#8212;</td>')
+                continue
+            ceiling = cell_ceiling(entries)
+            css = "expired" if ceiling is None else f"ceiling-{ceiling}"
+            items = "".join(_grant_item(e) for e in entries)
+            row.append(
+                f'<td class="matrix {_e(css)}" {attrs} data-ceiling="{_e(ceiling or "")}">'
+                f'<ul class="grants">{items}</ul></td>'
+            )
+        row.append("</tr>")
+        out.append("".join(row))
+    if not principals:
+        out.append('<tr><td colspan="1">(no grants)</td></tr>')
+    out += ["</tbody>", "</table>", '<h2 id="findings">Findings</h2>']
+    out.append(
+        '<table id="findings-table"><thead><tr><th>severity</th><th>code</th><th>object</th>'
+        "<th>evidence</th><th>fix</th></tr></thead><tbody>"
+    )
+    for f in report.findings:
+        out.append(
+            f'<tr class="{_e(f.severity)}" data-code="{_e(f.code)}">'
+            f'<td class="severity">{_e(f.severity)}</td><td class="code">{_e(f.code)}</td>'
+            f"<td>{_e(f.object_type)} {_e(f.object)}</td><td>{_e(f.evidence)}</td>"
+            f'<td class="fix">{_e(f.fix)}</td></tr>'
+        )
+    if not report.findings:
+        out.append('<tr><td colspan="5">(none)</td></tr>')
+    out += ["</tbody></table>", '<h2 id="inventory">Inventory</h2>']
+    for title, columns, rows in _tabular(report)[:-1]:
+        if title == "Access":
+            continue
+        out.append(f"<details><summary>{_e(title)} ({len(rows)})</summary>")
+        out += _html_table(columns, rows)
+        out.append("</details>")
+    out += ["</body>", "</html>", ""]
+    return "\n".join(out)

@@ -1,4 +1,8 @@
-"""Command line of ``python -m evals.quality``."""
+"""Command line of ``python -m evals.quality``.
+
+``python -m evals.quality --render`` runs nothing: it redraws ``docs/quality.md`` and its plots
+(``docs/img/``) from the committed JSON results.
+"""
 
 from __future__ import annotations
 
@@ -57,11 +61,23 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--keep", action="store_true", help="with --dsn: leave the evaluation workspace in place"
     )
+    parser.add_argument(
+        "--render",
+        action="store_true",
+        help="run nothing: write the markdown and its plots (img/ beside it) from the JSON"
+        " results in --out",
+    )
     return parser
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = _parser().parse_args(argv)
+    if args.render:
+        results_dir: Path = args.out or RESULTS
+        target: Path = args.doc or DOC
+        report.write(results_dir, target)
+        print(f"wrote {target} and its plots", file=sys.stderr)
+        return {"doc": str(target)}
     if argv is None:
         exit_cleanly_on_sigterm()
     dataset = args.dataset or ("cranfield" if args.quick else None)

@@ -1,4 +1,8 @@
-"""``docs/quality.md``: every ``evals/quality/<dataset>.json`` as a table, beside the references."""
+"""``docs/quality.md``: every ``evals/quality/<dataset>.json`` as a table, beside the references.
+
+:func:`write` also draws, beside the markdown, ``img/quality.png`` (nDCG@10 per collection and
+leg) and ``img/weights.png`` (the weight sweeps), from the same JSON files.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,9 @@ from typing import Any
 from evals.quality.datasets import NAMED
 
 ORDER = {name: i for i, name in enumerate(NAMED)}
+# The plots, relative to the markdown that shows them.
+QUALITY_PNG = "img/quality.png"
+WEIGHTS_PNG = "img/weights.png"
 
 
 def _fmt(value: Any) -> str:
@@ -46,6 +53,8 @@ def _weights_section(sweeps: list[dict[str, Any]], results: list[dict[str, Any]]
         "each of 5 folds at the weight best on the other four, which is what a weight set per",
         "collection can be expected to give on new queries. At a high lexical weight the vector",
         "leg only reorders near-ties of the lexical order.",
+        "",
+        f"![hybrid nDCG@10 against the lexical weight, per collection and model]({WEIGHTS_PNG})",
         "",
         "| collection | model | equal weights | best weight (in-sample) | cross-validated"
         " (weights chosen) | better leg | cross-validated ≥ better leg |",
@@ -87,6 +96,8 @@ def render(results: list[dict[str, Any]], sweeps: list[dict[str, Any]] | None = 
         "design notes) and are not published.",
         "",
         "## Bars",
+        "",
+        f"![nDCG@10 per collection and leg, per model]({QUALITY_PNG})",
         "",
         "| collection | model | hybrid ≥ better leg (nDCG@10) | hybrid > published PG full-text"
         " | hybrid > lab PG full-text |",
@@ -172,3 +183,20 @@ def write(results_dir: Path, out: Path) -> None:
     ]
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render(results, sweeps), encoding="utf-8")
+    write_plots(results, sweeps, out.parent)
+
+
+def write_plots(
+    results: list[dict[str, Any]], sweeps: list[dict[str, Any]], folder: Path
+) -> list[Path]:
+    """The plots the markdown in ``folder`` shows; returns the files written."""
+    from evals import plots
+
+    written = []
+    ordered = _by_collection(results)
+    if ordered:
+        written.append(plots.save(plots.quality_figure(ordered), folder / QUALITY_PNG))
+    if sweeps:
+        figure = plots.weights_figure(_by_collection(sweeps), ordered)
+        written.append(plots.save(figure, folder / WEIGHTS_PNG))
+    return written

@@ -8,7 +8,14 @@ from typing import cast
 import click
 from rich.console import Console
 
-from pyretrieve.audit import Severity, read_report, render_json, render_markdown, render_text
+from pyretrieve.audit import (
+    Severity,
+    read_report,
+    render_html,
+    render_json,
+    render_markdown,
+    render_text,
+)
 from pyretrieve.cli import main
 from pyretrieve.cli.common import as_option, connect, dsn_option, handle_errors
 
@@ -19,10 +26,11 @@ from pyretrieve.cli.common import as_option, connect, dsn_option, handle_errors
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["text", "markdown", "json"]),
+    type=click.Choice(["text", "markdown", "json", "html"]),
     default="text",
     show_default=True,
-    help="text: tables for a terminal; markdown: a document; json: canonical, stable order.",
+    help="text: tables for a terminal; markdown: a document; json: canonical, stable order;"
+    " html: one self-contained page (access matrix coloured by ceiling, findings, fixes).",
 )
 @click.option(
     "--fail-on",
@@ -44,6 +52,8 @@ def audit(dsn: str | None, principal: str | None, fmt: str, fail_on: str) -> Non
         click.echo(render_json(report))
     elif fmt == "markdown":
         click.echo(render_markdown(report), nl=False)
+    elif fmt == "html":
+        click.echo(render_html(report), nl=False)
     else:
         render_text(report, Console())
     if report.failing(cast(Severity, fail_on)):
