@@ -17,6 +17,15 @@ import psycopg
 from psycopg import sql
 
 DATABASE = "pyretrieve"
+# The login role commands use to search, ingest and administer: not a superuser, and able only
+# to SET ROLE to the principals granted to it. The superuser is for installation only.
+APP_ROLE = "pyretrieve_app"
+# SET ROLE does not apply a role's own settings, so the login role carries the timeouts.
+APP_ROLE_SETTINGS = {
+    "statement_timeout": "60s",
+    "lock_timeout": "10s",
+    "idle_in_transaction_session_timeout": "60s",
+}
 
 
 def _quiet_import() -> None:
@@ -65,6 +74,34 @@ def _ensure_database(admin_url: str) -> None:
         ).fetchone()
         if not exists:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DATABASE)))
+        ensure_app_role(conn)
+
+
+def ensure_app_role(conn: psycopg.Connection[Any]) -> None:
+    """Create the application login role if missing (as a superuser), with its timeouts."""
+    exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (APP_ROLE,)).fetchone()
+    if not exists:
+        conn.execute(
+            sql.SQL(
+                "CREATE ROLE {} LOGIN NOINHERIT NOSUPERUSER NOBYPASSRLS NOCREATEROLE NOCREATEDB"
+            ).format(sql.Identifier(APP_ROLE))
+        )
+    for name, value in APP_ROLE_SETTINGS.items():
+        conn.execute(
+            sql.SQL("ALTER ROLE {} SET {} = {}").format(
+                sql.Identifier(APP_ROLE), sql.Identifier(name), sql.Literal(value)
+            )
+        )
+
+
+def app_url(installer_url: str) -> str:
+    """The same database as ``installer_url``, reached as the application login role."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    params = conninfo_to_dict(installer_url)
+    params.pop("password", None)
+    params["user"] = APP_ROLE
+    return make_conninfo(**{k: str(v) for k, v in params.items() if v is not None})
 
 
 def _forget_stopped_handle(data: Path) -> None:

@@ -15,6 +15,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from pyretrieve import embedded
@@ -101,3 +102,44 @@ def test_embedded_server_starts_again_after_a_stop_in_the_same_process(home: Pat
     assert status.running
     assert status.version is not None
     assert status.version.startswith("18")
+
+
+def test_the_embedded_default_searches_as_a_login_role_that_is_no_superuser(home: Path) -> None:
+    """Installation runs as the embedded superuser; everything else connects as the
+    application login role, which may only SET ROLE to the principals granted to it."""
+    ok(cli(home, "install"))
+    ok(cli(home, "principals", "create", "ops", "--admin"))
+    ok(cli(home, "principals", "create", "reader1", "--reader"))
+    app = embedded.app_url(embedded.start(home))
+    with psycopg.connect(app) as conn:
+        row = conn.execute(
+            "SELECT current_user, rolsuper, rolbypassrls, rolinherit FROM pg_roles"
+            " WHERE rolname = current_user"
+        ).fetchone()
+        members = conn.execute(
+            "SELECT r.rolname FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.roleid"
+            " JOIN pg_roles u ON u.oid = m.member WHERE u.rolname = current_user ORDER BY 1"
+        ).fetchall()
+        timeout = conn.execute("SHOW idle_in_transaction_session_timeout").fetchone()
+    assert row == (embedded.APP_ROLE, False, False, False)
+    assert [m[0] for m in members] == ["ops", "reader1"]
+    assert timeout == ("1min",)
+
+    # Without --as the login role is nobody: a clear error, not the widest grant of anyone.
+    bare = cli(home, "workspaces")
+    assert bare.returncode == 2
+    assert "choose a principal with --as" in bare.stderr
+    ok(cli(home, "workspaces", "create", "acme", "--project", "docs", "--as", "ops"))
+    ok(cli(home, "grant", "reader1", "--workspace", "acme", "--project", "docs",
+           "--purpose", "support", "--ceiling", "internal", "--as", "ops"))  # fmt: skip
+    search = cli(home, "search", "anything", "--workspace", "acme", "--project", "docs",
+                 "--purpose", "support")  # fmt: skip
+    assert search.returncode == 2
+    assert "choose a principal with --as" in search.stderr
+    found = cli(home, "search", "anything", "--workspace", "acme", "--project", "docs",
+                "--purpose", "support", "--as", "reader1")  # fmt: skip
+    assert found.returncode == 0, found.stdout + found.stderr
+    # The reader may not administer.
+    denied = cli(home, "workspaces", "--as", "reader1")
+    assert denied.returncode == 2
+    assert "VES_MEMORY_ACCESS_DENIED" in denied.stderr

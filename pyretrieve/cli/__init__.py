@@ -66,7 +66,7 @@ def db_url() -> None:
 @DSN_OPTION
 def install(dsn: str | None) -> None:
     """Install or upgrade the pyretrieve schema (Alembic to head). Idempotent."""
-    target = resolve_dsn(dsn)
+    target = resolve_dsn(dsn, installer=True)
     before = migrate.current(target)
     migrate.upgrade(target)
     after = migrate.current(target)

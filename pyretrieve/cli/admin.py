@@ -169,12 +169,16 @@ def revoke(
     click.echo("revoked" if row["found"] else "no such grant")
 
 
-@main.command()
+@main.group(invoke_without_command=True)
 @as_option
 @dsn_option
+@click.pass_context
 @handle_errors
-def principals(principal: str | None, dsn: str | None) -> None:
-    """Every grant with its principal, group membership, ceiling and window."""
+def principals(ctx: click.Context, principal: str | None, dsn: str | None) -> None:
+    """Every grant with its principal, group membership, ceiling and window (admins); or
+    create a principal."""
+    if ctx.invoked_subcommand is not None:
+        return
     with connect(dsn) as conn, transaction(conn, principal):
         rows = conn.execute(
             "SELECT g.principal,"
@@ -201,3 +205,44 @@ def principals(principal: str | None, dsn: str | None) -> None:
         ],
         list(rows),
     )
+
+
+GROUPS = {"reader": "pyretrieve_reader", "writer": "pyretrieve_writer", "admin": "pyretrieve_admin"}
+
+
+@principals.command("create")
+@click.argument("name")
+@click.option(
+    "--reader", "kind", flag_value="reader", default=True, help="May search (the default)."
+)
+@click.option("--writer", "kind", flag_value="writer", help="May ingest, and search.")
+@click.option(
+    "--admin", "kind", flag_value="admin", help="Manages workspaces, projects, grants and models."
+)
+@dsn_option
+@handle_errors
+def principals_create(name: str, kind: str, dsn: str | None) -> None:
+    """Create principal NAME: a NOLOGIN role in the reader, writer or admin group, which the
+    embedded server's login role may SET ROLE to. Runs as the installer (role management).
+
+    A principal still needs a grant before it sees or writes anything: `pyretrieve grant NAME
+    --workspace W --project P --purpose X --ceiling C --as ADMIN`."""
+    from psycopg import sql
+
+    from pyretrieve.embedded import APP_ROLE, ensure_app_role
+    from pyretrieve.errors import InvalidInput
+
+    if not name or len(name) > 63 or name.startswith(("pg_", "pyretrieve_")):
+        raise InvalidInput(
+            "a principal name is 1 to 63 characters and starts neither with pg_ nor pyretrieve_"
+        )
+    with connect(dsn, installer=True) as conn:
+        role = sql.Identifier(name)
+        if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (name,)).fetchone():
+            conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(role))
+        conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(GROUPS[kind]), role))
+        if dsn is None:
+            ensure_app_role(conn)
+        if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (APP_ROLE,)).fetchone():
+            conn.execute(sql.SQL("GRANT {} TO {}").format(role, sql.Identifier(APP_ROLE)))
+    click.echo(f"principal {name} ({GROUPS[kind]})")

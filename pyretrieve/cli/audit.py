@@ -46,7 +46,7 @@ def audit(dsn: str | None, principal: str | None, fmt: str, fail_on: str) -> Non
     Reads the pyretrieve.audit_* views (run it as a superuser or a member of
     pyretrieve_admin). Exit status: 0 clean, 1 a finding at or above --fail-on, 2 an error.
     """
-    with connect(dsn) as conn:
+    with connect(dsn, installer=True) as conn:
         report = read_report(conn, principal)
     if fmt == "json":
         click.echo(render_json(report))

@@ -15,7 +15,8 @@ from psycopg.rows import dict_row
 
 from pyretrieve.db.connect import resolve_dsn
 from pyretrieve.db.errors import translate
-from pyretrieve.errors import PyretrieveError
+from pyretrieve.embedded import APP_ROLE
+from pyretrieve.errors import InvalidInput, PyretrieveError
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -57,17 +58,33 @@ def handle_errors(fn: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
-def connect(dsn: str | None) -> psycopg.Connection[dict[str, Any]]:
+def connect(dsn: str | None, *, installer: bool = False) -> psycopg.Connection[dict[str, Any]]:
+    """A connection for one command. On the embedded default, ``installer`` commands (install,
+    audit, role management) connect as its superuser and every other one as the application
+    login role, which may only SET ROLE to principals."""
     try:
-        return psycopg.connect(resolve_dsn(dsn), autocommit=True, row_factory=dict_row)
+        return psycopg.connect(
+            resolve_dsn(dsn, installer=installer), autocommit=True, row_factory=dict_row
+        )
     except psycopg.Error as exc:
         raise translate(exc) from None
+
+
+def require_principal(conn: psycopg.Connection[Any], principal: str | None) -> None:
+    """The embedded default's login role is no principal: a command must name one."""
+    if not principal and conn.info.user == APP_ROLE:
+        raise InvalidInput(
+            f"choose a principal with --as ROLE: the embedded server's login role {APP_ROLE}"
+            " acts only as a principal granted to it (create one with"
+            " `pyretrieve principals create NAME --reader`)"
+        )
 
 
 @contextmanager
 def transaction(
     conn: psycopg.Connection[dict[str, Any]], principal: str | None
 ) -> Iterator[psycopg.Connection[dict[str, Any]]]:
+    require_principal(conn, principal)
     with conn.transaction():
         if principal:
             conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(principal)))

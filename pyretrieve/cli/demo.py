@@ -14,4 +14,4 @@ def demo(dsn: str | None) -> None:
     """Install, load a small corpus into two workspaces, and show who sees what."""
     from pyretrieve import demo as demo_module
 
-    demo_module.run(resolve_dsn(dsn))
+    demo_module.run(resolve_dsn(dsn, installer=True))

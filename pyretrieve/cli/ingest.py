@@ -18,7 +18,13 @@ from rich.progress import (
 )
 
 from pyretrieve.cli import main
-from pyretrieve.cli.common import as_option, connect, dsn_option, handle_errors
+from pyretrieve.cli.common import (
+    as_option,
+    connect,
+    dsn_option,
+    handle_errors,
+    require_principal,
+)
 from pyretrieve.embedders.registry import DEFAULT_MODEL, get_embedder
 from pyretrieve.ingest import CLASSIFICATIONS, DEFAULT_BATCH_SIZE, Ingestor, MalformedInput
 from pyretrieve.ingest import ingest as ingest_path
@@ -105,6 +111,7 @@ def ingest(
     """
     embedder = None if no_embed else get_embedder(model)
     with connect(dsn) as conn, _progress("ingesting") as progress:
+        require_principal(conn, principal)
         try:
             report = ingest_path(
                 conn,
@@ -165,6 +172,7 @@ def reembed(
     """Compute the scope's missing or stale embeddings for MODEL."""
     embedder = get_embedder(model)
     with connect(dsn) as conn, _progress("embedding") as progress:
+        require_principal(conn, principal)
         report = Ingestor(conn, principal=principal, batch_size=batch_size).reembed(
             workspace=workspace,
             project=project,

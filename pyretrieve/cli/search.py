@@ -11,7 +11,13 @@ from rich.table import Table
 from rich.text import Text
 
 from pyretrieve.cli import main
-from pyretrieve.cli.common import as_option, connect, dsn_option, handle_errors
+from pyretrieve.cli.common import (
+    as_option,
+    connect,
+    dsn_option,
+    handle_errors,
+    require_principal,
+)
 from pyretrieve.client import Retriever
 from pyretrieve.embedders.registry import DEFAULT_MODEL, get_embedder
 from pyretrieve.errors import UnknownModel
@@ -91,6 +97,7 @@ def search(
         # No local embedder for that model: the search degrades (missing_embedding) and says so.
         embedders = []
     with connect(dsn) as conn:
+        require_principal(conn, principal)
         retriever = Retriever(conn, principal=principal, embedders=embedders)
         result = retriever.search(
             query,

@@ -20,6 +20,7 @@ from rich.text import Text
 
 from pyretrieve.client import Retriever
 from pyretrieve.db import migrate
+from pyretrieve.embedded import APP_ROLE
 from pyretrieve.embedders.hashing import HashNgramEmbedder
 from pyretrieve.errors import PyretrieveError
 from pyretrieve.ingest import Ingestor
@@ -57,8 +58,13 @@ def _setup_roles(conn: psycopg.Connection[dict[str, Any]]) -> None:
         if not exists:
             conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(name)))
         conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(group), sql.Identifier(name)))
-        # The connecting role acts as each principal with SET ROLE, as an application would.
+        # The connecting role acts as each principal with SET ROLE, as an application would;
+        # so may the embedded server's application login role, for later CLI commands.
         conn.execute(sql.SQL("GRANT {} TO CURRENT_USER").format(sql.Identifier(name)))
+        if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (APP_ROLE,)).fetchone():
+            conn.execute(
+                sql.SQL("GRANT {} TO {}").format(sql.Identifier(name), sql.Identifier(APP_ROLE))
+            )
 
 
 def _setup_scopes(conn: psycopg.Connection[dict[str, Any]], embedder: HashNgramEmbedder) -> None:
