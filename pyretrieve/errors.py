@@ -21,6 +21,7 @@ __all__ = [
     "InvalidEmbedding",
     "InvalidInput",
     "LexicalFailure",
+    "ModelFileMismatch",
     "NotFound",
     "PyretrieveError",
     "SemanticRequired",
@@ -71,6 +72,17 @@ class InvalidEmbedding(PyretrieveError):
 class UnknownModel(PyretrieveError):
     code = "VES_MEMORY_UNKNOWN_MODEL"
     default_message = "unknown embedding model"
+
+
+class ModelFileMismatch(PyretrieveError):
+    """A model file on disk is not the one its embedder is pinned to (its sha256 differs).
+
+    Raised when an embedder loads, before the file is run: vectors from any other file would
+    be stored under a model id that promises this one's.
+    """
+
+    code = "VES_MEMORY_MODEL_FILE_MISMATCH"
+    default_message = "a model file does not match its pinned sha256"
 
 
 class NotFound(PyretrieveError):
