@@ -157,6 +157,12 @@ def _tree(rev: str | None, into: Path) -> Path:
     return into
 
 
+def _rev_parse(rev: str) -> str:
+    return subprocess.run(
+        ["git", "rev-parse", rev], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
 def _du_mb(path: Path) -> float:
     total = sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
     return round(total / 1e6, 1)
@@ -190,7 +196,7 @@ def measure_install(rev: str | None, extra: str) -> dict[str, Any]:
         ).stdout
         names = {p["name"].lower() for p in json.loads(listed)}
         return {
-            "tree": "this commit" if rev is None else rev,
+            "tree": "this commit" if rev is None else f"{rev} ({_rev_parse(rev)})",
             "extra": extra,
             "seconds": _round(timings[0], 1),
             "seconds_with_warm_pip_cache": _round(timings[1], 1),
