@@ -22,6 +22,7 @@ __all__ = [
     "InvalidInput",
     "LexicalFailure",
     "LimitExceeded",
+    "ModelFileMismatch",
     "NotFound",
     "PrivilegedCaller",
     "PyretrieveError",
@@ -74,6 +75,17 @@ class InvalidEmbedding(PyretrieveError):
 class UnknownModel(PyretrieveError):
     code = "VES_MEMORY_UNKNOWN_MODEL"
     default_message = "unknown embedding model"
+
+
+class ModelFileMismatch(PyretrieveError):
+    """A model file on disk is not the one its embedder is pinned to (its sha256 differs).
+
+    Raised when an embedder loads, before the file is run: vectors from any other file would
+    be stored under a model id that promises this one's.
+    """
+
+    code = "VES_MEMORY_MODEL_FILE_MISMATCH"
+    default_message = "a model file does not match its pinned sha256"
 
 
 class NotFound(PyretrieveError):

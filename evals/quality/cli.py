@@ -35,7 +35,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--model",
         default="hash-ngram-v1",
-        help="embedder id, or several separated by commas (hash-ngram-v1, all-MiniLM-L6-v2)",
+        help="embedder id, or several separated by commas (hash-ngram-v1, all-MiniLM-L6-v2-int8)",
     )
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated modes")
     parser.add_argument(

