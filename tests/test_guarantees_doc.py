@@ -13,6 +13,8 @@ import re
 from functools import cache
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "guarantees.md"
 TESTS = ROOT / "tests"
@@ -86,3 +88,28 @@ def test_the_check_notices_a_stale_reference() -> None:
         "db/test_writers.py::test_reader_cannot_write  (no such test in tests/db/test_writers.py)",
         "db/no_such_file.py::test_x  (no file tests/db/no_such_file.py)",
     ]
+
+
+def test_the_counts_table_is_current(request: pytest.FixtureRequest) -> None:
+    """The Counts section equals `python docs/gen_test_counts.py` for the suite as collected in
+    this run (only when the run collected every test file, as CI's does)."""
+    import importlib.util
+    from collections import Counter
+
+    items = request.session.items
+    files = {Path(str(item.fspath)).relative_to(TESTS).as_posix() for item in items}
+    every = {p.relative_to(TESTS).as_posix() for p in TESTS.rglob("test_*.py")}
+    if files != every:
+        pytest.skip("the counts cover the whole suite; this run collected part of it")
+    spec = importlib.util.spec_from_file_location(
+        "gen_test_counts", ROOT / "docs" / "gen_test_counts.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    cases: Counter[str] = Counter(
+        re.sub(r"\[.*", "", item.nodeid).removeprefix("tests/") for item in items
+    )
+    text = DOC.read_text(encoding="utf-8")
+    assert module.render(text, cases) == text, "run python docs/gen_test_counts.py"
