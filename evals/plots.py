@@ -125,7 +125,8 @@ def quality_figure(results: Sequence[dict[str, Any]]) -> Figure:
     """``results`` in the report's collection order."""
     models = _models(results)
     collections = [data["dataset"] for data in results]
-    fig = _figure(max(6.0, 4.4 * len(models)), 4.4)
+    # Narrower panels as models are added, so the page stays within 2,000 pixels.
+    fig = _figure(min(19.0, max(6.0, 3.6 * len(models))), 4.4)
     axes = fig.subplots(1, len(models), sharey=True, squeeze=False)[0]
     fig.suptitle("Retrieval quality: nDCG@10 per collection and leg")
     width = 0.8 / len(LEGS)

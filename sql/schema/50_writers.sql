@@ -217,13 +217,14 @@ COMMENT ON FUNCTION pyretrieve.put_embedding(text, text, uuid, text, public.vect
     'Store (or replace) the embedding of one fragment for one registered model, with the sha256 digest of the text it was computed from; returns its vector generation. An embedding whose source digest differs from the fragment''s content digest is stale. Raises PR011/PR012 for a bad vector or model and PR020 alike for an absent fragment and one the writer may not see. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
 
 -- What ingestion needs to stay idempotent, read through the write scope (up to the writer's
--- ceiling, every state where the state matters). One index probe per key: right after a bulk
+-- ceiling, every state where the state matters). VOLATILE: each binds the write scope itself,
+-- and a STABLE function would not see the binding it has just written. One index probe per key: right after a bulk
 -- load the tables have no statistics, and a planner guessing from none would scan the whole
 -- scope once per batch.
 CREATE FUNCTION pyretrieve.active_sources(p_workspace text, p_project text, p_uris text[])
 RETURNS TABLE (source_uri text, fragment_id uuid, content_digest bytea,
                classification pyretrieve.classification)
-LANGUAGE plpgsql STABLE SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
@@ -248,7 +249,7 @@ COMMENT ON FUNCTION pyretrieve.active_sources(text, text, text[]) IS
 
 CREATE FUNCTION pyretrieve.active_sources_like(p_workspace text, p_project text, p_patterns text[])
 RETURNS TABLE (source_uri text, fragment_id uuid)
-LANGUAGE plpgsql STABLE SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
@@ -268,7 +269,7 @@ COMMENT ON FUNCTION pyretrieve.active_sources_like(text, text, text[]) IS
 
 CREATE FUNCTION pyretrieve.created_now(p_workspace text, p_project text, p_ids uuid[])
 RETURNS TABLE (fragment_id uuid)
-LANGUAGE plpgsql STABLE SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
@@ -292,7 +293,7 @@ COMMENT ON FUNCTION pyretrieve.created_now(text, text, uuid[]) IS
 
 CREATE FUNCTION pyretrieve.embeddings_needed(p_workspace text, p_project text, p_model text, p_ids uuid[])
 RETURNS TABLE (fragment_id uuid, content_digest bytea, missing boolean)
-LANGUAGE plpgsql STABLE SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
@@ -325,7 +326,7 @@ COMMENT ON FUNCTION pyretrieve.embeddings_needed(text, text, text, uuid[]) IS
 CREATE FUNCTION pyretrieve.stale_embeddings(
     p_workspace text, p_project text, p_model text, p_after uuid DEFAULT NULL, p_limit integer DEFAULT NULL)
 RETURNS TABLE (fragment_id uuid, body text, content_digest bytea, missing boolean)
-LANGUAGE plpgsql STABLE SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column

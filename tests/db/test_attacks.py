@@ -421,3 +421,22 @@ def _swallow(fn: Any, done: list[str]) -> None:
         fn()
     except psycopg.Error as exc:
         done.append(exc.sqlstate or "?")
+
+
+def test_a_writers_look_up_binds_its_own_scope_first_in_a_transaction(conn: Conn) -> None:
+    """The look-up functions bind the write scope themselves and see the binding at once, as
+    the first statement of a transaction (a STABLE function would not see its own binding)."""
+    with acting_as(conn, "walt"):
+        first = conn.execute(
+            "SELECT fragment_id, missing FROM pyretrieve.stale_embeddings('aa', 'docs', %s)",
+            (MODEL,),
+        ).fetchall()
+    with acting_as(conn, "walt"):
+        ids = [r["fragment_id"] for r in first]
+        created = conn.execute(
+            "SELECT fragment_id FROM pyretrieve.embeddings_needed('aa', 'docs', %s, %s::uuid[])",
+            (MODEL, ids),
+        ).fetchall()
+    assert len(first) == len(CLASSES)
+    assert all(r["missing"] for r in first)
+    assert {r["fragment_id"] for r in created} == set(ids)
