@@ -13,6 +13,7 @@ from uuid import UUID
 
 __all__ = [
     "AccessDenied",
+    "AuthenticationFailed",
     "Conflict",
     "DatabaseUnavailable",
     "IntegrityViolation",
@@ -26,9 +27,12 @@ __all__ = [
     "NotFound",
     "PrivilegedCaller",
     "PyretrieveError",
+    "SchemaMissing",
     "SemanticRequired",
+    "ServerUnreachable",
     "Timeout",
     "UnknownModel",
+    "UnknownPrincipal",
 ]
 
 # Check names and field names are interpolated into messages, so they are restricted
@@ -177,6 +181,47 @@ class Timeout(PyretrieveError):
 class DatabaseUnavailable(PyretrieveError):
     code = "VES_MEMORY_DATABASE_UNAVAILABLE"
     default_message = "database unavailable"
+
+
+class ServerUnreachable(DatabaseUnavailable):
+    """No server answered where the connection string points (refused, no socket, no host)."""
+
+    code = "VES_MEMORY_SERVER_UNREACHABLE"
+    default_message = (
+        "no database server answers at the address of the connection string: is it running"
+        " (`pyretrieve db status`), and are --dsn or PYRETRIEVE_DSN right?"
+    )
+
+
+class AuthenticationFailed(DatabaseUnavailable):
+    """The server answered but refused the login (password, unknown login role, pg_hba)."""
+
+    code = "VES_MEMORY_AUTHENTICATION_FAILED"
+    default_message = (
+        "the server refused the login: check the user and password of --dsn or"
+        " PYRETRIEVE_DSN (and that the login role exists)"
+    )
+
+
+class SchemaMissing(PyretrieveError):
+    """The database has no pyretrieve schema, or an older one without a function called."""
+
+    code = "VES_MEMORY_SCHEMA_MISSING"
+    default_message = (
+        "the pyretrieve schema is not installed in this database, or is older than this"
+        " client: run `pyretrieve install` (with the same --dsn)"
+    )
+
+
+class UnknownPrincipal(PyretrieveError):
+    """``--as`` (or ``principal=``) names a role that does not exist, or one the login role
+    may not act as; the two are answered alike."""
+
+    code = "VES_MEMORY_UNKNOWN_PRINCIPAL"
+    default_message = (
+        "no such principal for this login: the role does not exist or the login role may not"
+        " SET ROLE to it (create it with `pyretrieve principals create NAME --reader`)"
+    )
 
 
 class InternalError(PyretrieveError):

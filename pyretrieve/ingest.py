@@ -15,9 +15,17 @@ Inputs (chosen by what ``path`` is):
 * a BEIR folder (``corpus.jsonl`` or ``corpus.jsonl.gz`` with ``_id``, ``title``, ``text``):
   ``source_uri`` is ``<folder name>#<_id>``.
 * any other folder: its ``.txt`` and ``.md`` files (hidden ones skipped), each split at
-  paragraph and heading boundaries into fragments of at most ``max_chars`` characters;
-  ``source_uri`` is ``<relative path>#<position>``. When a file has fewer fragments than
+  paragraph and heading boundaries into fragments of at most ``max_chars`` characters (a
+  Markdown heading always stays with the text that follows it); ``source_uri`` is
+  ``<source>/<relative path>#<position>``, where ``<source>`` is the ``source`` argument
+  (default: the folder's own name), so two folders ingested into one project keep apart.
+  ``<source>/<relative path>`` names the document. When a file has fewer fragments than
   before, the surplus positions are retracted.
+
+``source`` also replaces the ``<file name>`` / ``<folder name>`` prefix of JSONL and BEIR
+inputs. With ``sync=True`` a run also retracts the active fragments under its source that
+the input no longer holds (files deleted from the folder, ids gone from the file); a
+document with a problem in this run (unreadable, malformed) is left as it was.
 
 Malformed records are reported as (file, line, message) and skipped; with ``strict=True``
 the whole input is validated before anything is written and any problem fails the run.
@@ -56,6 +64,7 @@ from pyretrieve.errors import (
     InternalError,
     InvalidEmbedding,
     InvalidInput,
+    NotFound,
     PyretrieveError,
     UnknownModel,
 )
@@ -71,6 +80,7 @@ __all__ = [
     "MalformedInput",
     "Progress",
     "ReembedReport",
+    "RetractReport",
     "ingest",
     "split_text",
 ]
@@ -83,6 +93,8 @@ DEFAULT_BATCH_SIZE = 256
 DEFAULT_MAX_CHARS = 2000
 TEXT_SUFFIXES = (".txt", ".md")
 _IDENT = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
+# A source name is one path segment: no "/" (the separator of its documents) and no "#".
+_SOURCE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 _NIL_UUID = UUID(int=0)  # sorts before every other uuid in PostgreSQL too
 
 # progress(records done, records in all or None when not known in advance)
@@ -132,10 +144,27 @@ class IngestReport:
     errors: tuple[IngestIssue, ...]
     batches: int
     seconds: float
+    # The source this run wrote under, and (with sync) the documents it retracted because the
+    # input no longer holds them.
+    source: str | None = None
+    removed: tuple[str, ...] = ()
 
     @property
     def written(self) -> int:
         return self.inserted + self.superseded
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RetractReport:
+    """What ``Ingestor.retract`` did: fragments retracted per source uri asked for."""
+
+    workspace: str
+    project: str
+    retracted: dict[str, int]
+
+    @property
+    def fragments(self) -> int:
+        return sum(self.retracted.values())
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -429,9 +458,11 @@ def split_text(
     """Split a document into fragments of at most ``max_chars`` characters.
 
     Paragraphs (blank-line separated) are packed together while they fit; in Markdown every
-    heading starts a new fragment and fenced code blocks stay whole when they fit. A paragraph
-    longer than the bound is cut at a sentence end or else at whitespace, never inside a word
-    unless the word alone is longer than the bound.
+    heading starts a new fragment, which holds the heading and the text after it (never a
+    heading alone: when the next paragraph does not fit beside it, the paragraph is cut to
+    the room left), and fenced code blocks stay whole when they fit. A paragraph longer than
+    the bound is cut at a sentence end or else at whitespace, never inside a word unless the
+    word alone is longer than the bound.
     """
     if max_chars < 1:
         raise ValueError("max_chars must be positive")
@@ -440,19 +471,35 @@ def split_text(
     current: list[str] = []
     current_line = 0
     size = 0
+    only_headings = False  # current holds headings and no text yet
 
     def flush() -> None:
-        nonlocal current, size
+        nonlocal current, size, only_headings
         if current:
             chunks.append(Chunk("\n\n".join(current), current_line))
         current = []
         size = 0
+        only_headings = False
 
     for block, line, heading in _blocks(text, markdown):
-        if heading:
+        if heading and not only_headings:
             flush()
         added = len(block) + (2 if current else 0)
-        if current and size + added > max_chars:
+        if current and size + added > max_chars and only_headings and not heading:
+            # Keep the headings with the start of this paragraph: cut it to the room left.
+            room = max_chars - size - 2
+            end = _cut(block, room) if room > 0 else 0
+            piece = block[:end].rstrip()
+            if piece:
+                current.append(piece)
+                rest = block[end:].lstrip()
+                line += block.count("\n", 0, len(block) - len(rest))
+                block = rest
+            flush()
+            if not block:
+                continue
+            added = len(block)
+        elif current and size + added > max_chars:
             flush()
             added = len(block)
         if len(block) > max_chars:
@@ -462,15 +509,21 @@ def split_text(
             added = len(block)
         if not current:
             current_line = line
+            only_headings = heading
+        elif not heading:
+            only_headings = False
         current.append(block)
         size += added
+    if only_headings and chunks and len(chunks[-1].text) + 2 + size <= max_chars:
+        # Trailing headings with no text after them: they end the previous fragment.
+        last = chunks.pop()
+        current.insert(0, last.text)
+        current_line = last.line
     flush()
     return chunks
 
 
-def _text_records(
-    root: Path, *, classification: str, max_chars: int
-) -> Iterator[_Record | IngestIssue]:
+def _text_files(root: Path) -> list[Path]:
     files: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
@@ -478,8 +531,15 @@ def _text_records(
             if not name.startswith(".") and name.lower().endswith(TEXT_SUFFIXES):
                 files.append(Path(dirpath) / name)
     files.sort(key=lambda p: p.relative_to(root).as_posix())
-    for path in files:
-        rel = path.relative_to(root).as_posix()
+    return files
+
+
+def _text_records(
+    root: Path, *, source: str, classification: str, max_chars: int
+) -> Iterator[_Record | IngestIssue]:
+    for path in _text_files(root):
+        # The document's identity: stable across runs, unique across folders.
+        rel = f"{source}/{path.relative_to(root).as_posix()}"
         try:
             text = path.read_bytes().decode("utf-8-sig")
         except OSError:
@@ -522,6 +582,8 @@ class _Source:
     kind: str  # "jsonl" | "beir" | "text"
     records: Callable[[], Iterator[_Record | IngestIssue]]
     lines: Callable[[], int | None]  # a cheap upper bound for progress, when one exists
+    name: str  # the source: the first part of every source uri it writes
+    prefix: str  # what every generated source uri starts with ("name/" or "name#")
 
 
 def _count_lines(path: Path) -> int:
@@ -529,18 +591,30 @@ def _count_lines(path: Path) -> int:
         return sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
 
 
-def _source(path: Path, classification: str, max_chars: int) -> _Source:
+def _source_name(name: str | None, default: str) -> str:
+    chosen = default if name is None else name
+    if not isinstance(chosen, str) or not _SOURCE_NAME.fullmatch(chosen):
+        raise InvalidInput(
+            "a source name is 1 to 128 letters, digits, '_', '.' or '-' (no '/' or '#'),"
+            " starting with a letter or digit: pass one with source="
+        )
+    return chosen
+
+
+def _source(path: Path, classification: str, max_chars: int, name: str | None = None) -> _Source:
     if path.is_file():
         if not path.name.endswith((".jsonl", ".jsonl.gz", ".ndjson")):
             raise InvalidInput("a file to ingest must be JSON Lines (.jsonl or .jsonl.gz)")
         display = path.name
-        stem = display.removesuffix(".gz")
+        stem = _source_name(name, display.removesuffix(".gz"))
         return _Source(
             "jsonl",
             lambda: _jsonl_records(
                 path, display=display, uri_prefix=stem, beir=False, classification=classification
             ),
             lambda: _count_lines(path),
+            stem,
+            f"{stem}#",
         )
     if path.is_dir():
         corpus = next(
@@ -548,7 +622,7 @@ def _source(path: Path, classification: str, max_chars: int) -> _Source:
         )
         if corpus is not None:
             beir_corpus = corpus
-            folder = path.resolve().name
+            folder = _source_name(name, path.resolve().name)
             return _Source(
                 "beir",
                 lambda: _jsonl_records(
@@ -559,11 +633,18 @@ def _source(path: Path, classification: str, max_chars: int) -> _Source:
                     classification=classification,
                 ),
                 lambda: _count_lines(beir_corpus),
+                folder,
+                f"{folder}#",
             )
+        source = _source_name(name, path.resolve().name)
         return _Source(
             "text",
-            lambda: _text_records(path, classification=classification, max_chars=max_chars),
+            lambda: _text_records(
+                path, source=source, classification=classification, max_chars=max_chars
+            ),
             lambda: None,
+            source,
+            f"{source}/",
         )
     raise InvalidInput("no such file or folder to ingest")
 
@@ -727,8 +808,14 @@ class Ingestor:
         strict: bool = False,
         progress: Progress | None = None,
         max_chars: int = DEFAULT_MAX_CHARS,
+        source: str | None = None,
+        sync: bool = False,
     ) -> IngestReport:
-        """Ingest a JSONL file, a BEIR folder or a folder of .txt/.md files into a scope."""
+        """Ingest a JSONL file, a BEIR folder or a folder of .txt/.md files into a scope.
+
+        ``source`` names the input (default: the file's or folder's name) and begins every
+        source uri it writes; ``sync`` also retracts what the input no longer holds under it.
+        """
         started = time.perf_counter()
         _check_scope(workspace, project)
         if classification not in CLASSIFICATIONS:
@@ -736,7 +823,7 @@ class Ingestor:
         if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1:
             raise InvalidInput("max_chars must be a positive integer")
         target = Path(path)
-        source = _source(target, classification, max_chars)
+        input_source = _source(target, classification, max_chars, source)
         embedder = self._embedder
         counts = _Counts()
         errors: list[IngestIssue] = []
@@ -748,7 +835,7 @@ class Ingestor:
             if strict:
                 total = 0
                 problems: list[IngestIssue] = []
-                for item in _checked(source.records(), ceiling):
+                for item in _checked(input_source.records(), ceiling):
                     if isinstance(item, IngestIssue):
                         problems.append(item)
                     else:
@@ -756,15 +843,17 @@ class Ingestor:
                 if problems:
                     raise MalformedInput(problems)
             else:
-                total = source.lines() if progress is not None else None
+                total = input_source.lines() if progress is not None else None
             if progress is not None:
                 progress(0, total)
             batch: list[_Record] = []
-            for item in _checked(source.records(), ceiling):
+            seen: set[str] = set()
+            for item in _checked(input_source.records(), ceiling):
                 if isinstance(item, IngestIssue):
                     errors.append(item)
                     counts.read += 1
                     continue
+                seen.add(item.source_uri)
                 batch.append(item)
                 if len(batch) >= self._batch_size:
                     self._write_batch(conn, workspace, project, batch, embedder, counts)
@@ -775,6 +864,9 @@ class Ingestor:
             if batch:
                 self._write_batch(conn, workspace, project, batch, embedder, counts)
                 counts.read += len(batch)
+            removed: list[str] = []
+            if sync:
+                removed = self._sync(conn, workspace, project, input_source, seen, errors, counts)
             if progress is not None:
                 progress(counts.read, counts.read)
         return IngestReport(
@@ -792,7 +884,81 @@ class Ingestor:
             errors=tuple(errors),
             batches=counts.batches,
             seconds=time.perf_counter() - started,
+            source=input_source.name,
+            removed=tuple(removed),
         )
+
+    def retract(self, *, workspace: str, project: str, source_uris: Sequence[str]) -> RetractReport:
+        """Retract documents or fragments by source uri, in one transaction.
+
+        A uri with a ``#`` names one fragment (``notes/a.md#2``, ``c.jsonl#doc1``); one without
+        names a document and retracts all its fragments (``notes/a.md``, or ``c.jsonl`` for
+        every record of that file). A uri with no active fragment the writer may see fails
+        the call (``NotFound``) and retracts nothing.
+        """
+        _check_scope(workspace, project)
+        uris = list(dict.fromkeys(source_uris))
+        if not uris or any(
+            not isinstance(u, str) or not 1 <= len(u) <= MAX_SOURCE_URI for u in uris
+        ):
+            raise InvalidInput(f"name 1 or more source uris of 1 to {MAX_SOURCE_URI} characters")
+        found: dict[str, list[UUID]] = {u: [] for u in uris}
+        with self._connection() as conn, self._transaction(conn, workspace, project) as (cur, _c):
+            for uri, fid, _digest, _cls in cur.execute(_EXISTING, (workspace, project, uris)):
+                found[str(uri)].append(fid)
+            documents = [u for u in uris if "#" not in u]
+            if documents:
+                patterns = [_like_prefix(f"{u}#") for u in documents]
+                for fid, uri in cur.execute(_SURPLUS, (workspace, project, patterns)):
+                    document = str(uri).rpartition("#")[0]
+                    while document not in found and "#" in document:
+                        document = document.rpartition("#")[0]
+                    if document in found:
+                        found[document].append(fid)
+            missing = [u for u, ids in found.items() if not ids]
+            if missing:
+                raise NotFound(
+                    f"no active fragment under {len(missing)} of the source uris"
+                    f" (first: {missing[0]!r}); nothing retracted"
+                )
+            ids = sorted({fid for fids in found.values() for fid in fids}, key=str)
+            cur.execute(_RETRACT, (workspace, project, ids))
+        return RetractReport(
+            workspace=workspace,
+            project=project,
+            retracted={u: len(set(ids)) for u, ids in found.items()},
+        )
+
+    def _sync(
+        self,
+        conn: psycopg.Connection[Any],
+        workspace: str,
+        project: str,
+        source: _Source,
+        seen: set[str],
+        errors: Sequence[IngestIssue],
+        counts: _Counts,
+    ) -> list[str]:
+        """Retract the source's active fragments that this run's input no longer holds.
+
+        Documents with a problem in this run are kept; for a JSONL or BEIR input, where a
+        malformed line may be any document, any problem keeps everything."""
+        if errors and source.kind != "text":
+            return []
+        kept = tuple(f"{issue.file}#" for issue in errors)
+        with self._transaction(conn, workspace, project) as (cur, _ceiling):
+            rows = cur.execute(_SURPLUS, (workspace, project, [_like_prefix(source.prefix)]))
+            gone = [
+                (fid, str(uri))
+                for fid, uri in rows.fetchall()
+                if uri not in seen and not str(uri).startswith(kept)
+            ]
+            if gone:
+                cur.execute(_RETRACT, (workspace, project, [fid for fid, _ in gone]))
+        counts.retracted += len(gone)
+        if source.kind == "text":
+            return sorted({uri.rpartition("#")[0] for _, uri in gone})
+        return sorted(uri for _, uri in gone)
 
     def reembed(
         self,
@@ -1152,6 +1318,8 @@ def ingest(
     batch_size: int = DEFAULT_BATCH_SIZE,
     progress: Progress | None = None,
     max_chars: int = DEFAULT_MAX_CHARS,
+    source: str | None = None,
+    sync: bool = False,
 ) -> IngestReport:
     """One call: ``Ingestor(...).ingest_path(...)``; ``embedder`` may be a model id."""
     if isinstance(embedder, str):
@@ -1168,4 +1336,6 @@ def ingest(
         strict=strict,
         progress=progress,
         max_chars=max_chars,
+        source=source,
+        sync=sync,
     )

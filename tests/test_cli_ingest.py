@@ -138,7 +138,88 @@ def test_markdown_folder(scope: Database, tmp_path: Path) -> None:
             "SELECT source_uri, classification::text AS c FROM pyretrieve.fragments"
             " ORDER BY source_uri"
         ).fetchall()
-    assert [(r["source_uri"], r["c"]) for r in rows] == [("a.md#1", "public"), ("a.md#2", "public")]
+    assert [(r["source_uri"], r["c"]) for r in rows] == [
+        ("notes/a.md#1", "public"),
+        ("notes/a.md#2", "public"),
+    ]
+
+
+def active(db: Database) -> dict[str, str]:
+    with db.admin() as admin:
+        rows = admin.execute(
+            "SELECT source_uri, body FROM pyretrieve.fragments WHERE state = 'active'"
+        ).fetchall()
+    return {r["source_uri"]: r["body"] for r in rows}
+
+
+def test_two_folders_keep_their_documents_apart(scope: Database, tmp_path: Path) -> None:
+    """A fragment's identity is <source>/<relative path>#<position>: team B's README.md does
+    not supersede team A's, --sync retracts deleted files, retract removes a document."""
+    for team in ("teamA", "teamB"):
+        (tmp_path / team).mkdir()
+        (tmp_path / team / "README.md").write_text(
+            f"# {team}\n\nThe {team} handbook.\n", encoding="utf-8"
+        )
+    (tmp_path / "teamA" / "old.txt").write_text("An obsolete runbook.\n", encoding="utf-8")
+    (tmp_path / "teamA" / "keep.txt").write_text("A runbook that stays.\n", encoding="utf-8")
+
+    first = run(scope, "ingest", str(tmp_path / "teamA"), "-w", WS, "-p", PJ)
+    assert first.exit_code == 0, first.output
+    assert "as source teamA" in first.stdout
+    second = run(scope, "ingest", str(tmp_path / "teamB"), "-w", WS, "-p", PJ)
+    assert second.exit_code == 0, second.output
+    assert "inserted 1, unchanged 0, superseded 0" in second.stdout
+    assert active(scope) == {
+        "teamA/README.md#1": "# teamA\n\nThe teamA handbook.",
+        "teamA/keep.txt#1": "A runbook that stays.",
+        "teamA/old.txt#1": "An obsolete runbook.",
+        "teamB/README.md#1": "# teamB\n\nThe teamB handbook.",
+    }
+
+    # --source names the input explicitly; the same folder under another name is another source.
+    renamed = run(scope, "ingest", str(tmp_path / "teamB"), "-w", WS, "-p", PJ, "--source", "b/x")
+    assert renamed.exit_code != 0
+    assert "VES_MEMORY_INVALID_INPUT" in renamed.stderr
+
+    # Without --sync a deleted file stays searchable; with it, it is retracted, and only it.
+    (tmp_path / "teamA" / "old.txt").unlink()
+    plain = run(scope, "ingest", str(tmp_path / "teamA"), "-w", WS, "-p", PJ)
+    assert "retracted 0" in plain.stdout
+    assert "teamA/old.txt#1" in active(scope)
+    synced = run(scope, "ingest", str(tmp_path / "teamA"), "-w", WS, "-p", PJ, "--sync")
+    assert synced.exit_code == 0, synced.output
+    assert "removed: teamA/old.txt (no longer in the input)" in synced.stdout
+    assert "retracted 1" in synced.stdout
+    assert set(active(scope)) == {"teamA/README.md#1", "teamA/keep.txt#1", "teamB/README.md#1"}
+
+    # retract: a document by its name (all its fragments), all or nothing.
+    missing = run(
+        scope, "retract", "-w", WS, "-p", PJ,
+        "--source-uri", "teamB/README.md", "--source-uri", "teamB/nothing.md",
+    )  # fmt: skip
+    assert missing.exit_code != 0
+    assert missing.stderr.startswith("error [VES_MEMORY_NOT_FOUND]: no active fragment under 1")
+    assert "teamB/README.md#1" in active(scope)
+    gone = run(scope, "retract", "-w", WS, "-p", PJ, "--source-uri", "teamB/README.md")
+    assert gone.exit_code == 0, gone.output
+    assert gone.stdout.strip() == "retracted teamB/README.md: 1 fragment"
+    assert set(active(scope)) == {"teamA/README.md#1", "teamA/keep.txt#1"}
+
+
+def test_progress_lines_when_stderr_is_not_a_terminal(scope: Database, tmp_path: Path) -> None:
+    path = corpus(tmp_path / "c.jsonl", 6)
+    result = run(
+        scope, "ingest", str(path), "-w", WS, "-p", PJ, "--batch-size", "2",
+        "--progress-every", "0",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.strip().splitlines()
+    assert [line.split(",")[0] for line in lines] == [
+        "ingesting: 2 of 6 records",
+        "ingesting: 4 of 6 records",
+        "ingesting: 6 of 6 records",
+        "ingesting: 6 of 6 records",
+    ]
 
 
 def test_errors_are_one_line_with_a_code(scope: Database, tmp_path: Path) -> None:

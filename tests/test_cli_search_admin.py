@@ -91,9 +91,17 @@ def test_search_json_is_the_canonical_result(scope: Database) -> None:
         doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False
     )
     assert len(doc["results"]) == 1
-    assert len(doc["omissions"]) == 1
-    assert doc["omissions"][0]["reason"] == "result_limit"
+    # --limit bounds the output: what the limit cut is a count unless --omissions.
+    assert "omissions" not in doc
+    assert doc["omission_count"] == 1
     assert "HIDDEN-SENTINEL" not in out.output
+
+    listed = search(scope, "--json", "--limit", "1", "--omissions")
+    assert listed.exit_code == 0, listed.output
+    full = json.loads(listed.output)
+    assert full["omission_count"] == 1
+    assert len(full["omissions"]) == 1
+    assert full["omissions"][0]["reason"] == "result_limit"
 
 
 def test_search_errors_are_one_line_with_a_code(scope: Database) -> None:

@@ -20,8 +20,22 @@ DSN_OPTION = click.option(
 
 @click.group()
 @click.version_option(package_name="pyretrieve")
-def main() -> None:
-    """Policy-filtered hybrid retrieval inside Postgres."""
+@click.option(
+    "--debug",
+    is_flag=True,
+    envvar="PYRETRIEVE_DEBUG",
+    help="Show the traceback of an error instead of one line with its code.",
+)
+def main(debug: bool) -> None:
+    """Policy-filtered hybrid retrieval inside Postgres.
+
+    From nothing to searching a folder of your own: see `pyretrieve install --help` and the
+    README's quickstart. On the embedded default, install, demo, audit and principals create
+    run as the server's superuser; every other command acts as a principal: pass --as ROLE.
+    """
+    from pyretrieve.cli.common import set_debug
+
+    set_debug(debug)
 
 
 @main.group()
@@ -65,7 +79,17 @@ def db_url() -> None:
 @main.command()
 @DSN_OPTION
 def install(dsn: str | None) -> None:
-    """Install or upgrade the pyretrieve schema (Alembic to head). Idempotent."""
+    """Install or upgrade the pyretrieve schema (Alembic to head). Idempotent.
+
+    Next: `pyretrieve principals create ops --admin me --writer`, then as ops
+    `pyretrieve workspaces create` and `pyretrieve grant`.
+    """
+    from pyretrieve.cli.common import handle_errors
+
+    handle_errors(_install)(dsn)
+
+
+def _install(dsn: str | None) -> None:
     target = resolve_dsn(dsn, installer=True)
     before = migrate.current(target)
     migrate.upgrade(target)

@@ -47,6 +47,13 @@ def workspaces(ctx: click.Context, principal: str | None, dsn: str | None) -> No
 @click.argument("workspace")
 @click.option("--project", "projects", multiple=True, help="Also create this project (repeatable).")
 @click.option("--ts-config", default="pg_catalog.english", show_default=True)
+@click.option(
+    "--model",
+    "models_",
+    multiple=True,
+    help="Also register this embedding model (repeatable): ingest and search embed with it."
+    " Models are shared by all workspaces; `pyretrieve models` lists them.",
+)
 @as_option
 @dsn_option
 @click.pass_context
@@ -56,14 +63,21 @@ def workspaces_create(
     workspace: str,
     projects: tuple[str, ...],
     ts_config: str,
+    models_: tuple[str, ...],
     principal: str | None,
     dsn: str | None,
 ) -> None:
-    """Create a workspace (and projects) idempotently."""
+    """Create a workspace (and projects) idempotently. Admins only (--as ADMIN)."""
+    embedders = [get_embedder(m) for m in models_]
     with (
         connect(dsn or ctx.obj["dsn"]) as conn,
         transaction(conn, principal or ctx.obj["principal"]),
     ):
+        for embedder in embedders:
+            conn.execute(
+                "SELECT pyretrieve.register_model(p_model => %s, p_dimension => %s)",
+                (embedder.model_id, embedder.dimension),
+            )
         conn.execute("SELECT pyretrieve.create_workspace(p_workspace => %s)", (workspace,))
         for project in projects:
             conn.execute(
@@ -71,7 +85,11 @@ def workspaces_create(
                 " p_ts_config => %s::regconfig)",
                 (workspace, project, ts_config),
             )
-    click.echo(f"workspace {workspace}" + "".join(f", project {p}" for p in projects))
+    click.echo(
+        f"workspace {workspace}"
+        + "".join(f", project {p}" for p in projects)
+        + "".join(f", model {e.model_id} ({e.dimension}-d)" for e in embedders)
+    )
 
 
 @main.group(invoke_without_command=True)
@@ -108,12 +126,26 @@ def models_register(ctx: click.Context, model: str, principal: str | None, dsn: 
     click.echo(f"model {embedder.model_id} ({embedder.dimension}-d) registered")
 
 
+PURPOSE_HELP = (
+    "Why the grantee reads, a name such as support or research. A search states its purpose"
+    " (search --purpose) and is answered under the grant for exactly that purpose, or denied:"
+    " one principal may hold different ceilings for different purposes. A writer writes"
+    " wherever it holds any live grant, up to its ceiling, so for a writer that only ingests"
+    " the purpose is a label (e.g. ingest)."
+)
+
+
 @main.command()
-@click.argument("grantee")
+@click.argument("grantees", nargs=-1, required=True, metavar="GRANTEE...")
 @click.option("--workspace", required=True)
 @click.option("--project", required=True)
-@click.option("--purpose", required=True)
-@click.option("--ceiling", type=CLASSIFICATIONS, required=True)
+@click.option("--purpose", required=True, help=PURPOSE_HELP)
+@click.option(
+    "--ceiling",
+    type=CLASSIFICATIONS,
+    required=True,
+    help="The highest classification the grantee sees (readers) or writes (writers).",
+)
 @click.option("--max-age", default=None, help="Freshness window, e.g. '30 days' or '12 hours'.")
 @click.option(
     "--semantic", type=click.Choice(["disabled", "optional", "required"]), default="optional"
@@ -123,7 +155,7 @@ def models_register(ctx: click.Context, model: str, principal: str | None, dsn: 
 @dsn_option
 @handle_errors
 def grant(
-    grantee: str,
+    grantees: tuple[str, ...],
     workspace: str,
     project: str,
     purpose: str,
@@ -134,17 +166,29 @@ def grant(
     principal: str | None,
     dsn: str | None,
 ) -> None:
-    """Grant GRANTEE (a role) read access to a workspace/project for a purpose."""
+    """Grant each GRANTEE (a principal role) access to a workspace/project for a purpose.
+
+    Readers search under the grant for the purpose they name; writers write (and may search)
+    wherever they hold a grant, up to its ceiling. Replaces an existing grant for the same
+    principal, scope and purpose. Admins only (--as ADMIN)."""
     with connect(dsn) as conn, transaction(conn, principal):
-        row = conn.execute(
-            "SELECT pyretrieve.grant_access(p_principal => %s::regrole, p_workspace => %s,"
-            " p_project => %s, p_purpose => %s, p_ceiling => %s::pyretrieve.classification,"
-            " p_max_age => %s::interval, p_semantic_policy => %s::pyretrieve.semantic_policy,"
-            " p_expires_at => %s::timestamptz) AS grant_id",
-            (grantee, workspace, project, purpose, ceiling, max_age, semantic, expires_at),
-        ).fetchone()
-    assert row is not None
-    click.echo(f"granted {grantee} {workspace}/{project} for {purpose} (grant {row['grant_id']})")
+        granted = []
+        for grantee in grantees:
+            row = conn.execute(
+                "SELECT pyretrieve.grant_access(p_principal => %s::regrole, p_workspace => %s,"
+                " p_project => %s, p_purpose => %s,"
+                " p_ceiling => %s::pyretrieve.classification, p_max_age => %s::interval,"
+                " p_semantic_policy => %s::pyretrieve.semantic_policy,"
+                " p_expires_at => %s::timestamptz) AS grant_id",
+                (grantee, workspace, project, purpose, ceiling, max_age, semantic, expires_at),
+            ).fetchone()
+            assert row is not None
+            granted.append((grantee, row["grant_id"]))
+    for grantee, grant_id in granted:
+        click.echo(
+            f"granted {grantee} {workspace}/{project} for {purpose} up to {ceiling}"
+            f" (grant {grant_id})"
+        )
 
 
 @main.command()
@@ -210,20 +254,54 @@ def principals(ctx: click.Context, principal: str | None, dsn: str | None) -> No
 GROUPS = {"reader": "pyretrieve_reader", "writer": "pyretrieve_writer", "admin": "pyretrieve_admin"}
 
 
-@principals.command("create")
-@click.argument("name")
-@click.option(
-    "--reader", "kind", flag_value="reader", default=True, help="May search (the default)."
+def parse_principals(words: tuple[str, ...]) -> list[tuple[str, str]]:
+    """``ops --admin me --writer you them`` → [(ops, admin), (me, writer), (you, reader),
+    (them, reader)]: a kind flag applies to the names before it back to the previous flag;
+    names after the last flag (or with none) are readers."""
+    from pyretrieve.errors import InvalidInput
+
+    out: list[tuple[str, str]] = []
+    pending: list[str] = []
+    for word in words:
+        if word.startswith("--") and word[2:] in GROUPS:
+            if not pending:
+                raise InvalidInput(f"{word} follows the name(s) it applies to: NAME... {word}")
+            out.extend((name, word[2:]) for name in pending)
+            pending = []
+        elif word.startswith("-"):
+            raise InvalidInput(f"unknown option {word} (the kinds are --reader, --writer, --admin)")
+        else:
+            pending.append(word)
+    out.extend((name, "reader") for name in pending)
+    if not out:
+        raise InvalidInput("name at least one principal: NAME... --reader|--writer|--admin")
+    seen: dict[str, str] = {}
+    for name, kind in out:
+        if seen.setdefault(name, kind) != kind:
+            raise InvalidInput(f"principal {name} is named twice with different kinds")
+    return out
+
+
+@principals.command(
+    "create",
+    context_settings={"ignore_unknown_options": True},
+    options_metavar="[--dsn DSN]",
 )
-@click.option("--writer", "kind", flag_value="writer", help="May ingest, and search.")
-@click.option(
-    "--admin", "kind", flag_value="admin", help="Manages workspaces, projects, grants and models."
-)
+@click.argument("specs", nargs=-1, metavar="NAME... [--reader|--writer|--admin] ...")
 @dsn_option
 @handle_errors
-def principals_create(name: str, kind: str, dsn: str | None) -> None:
-    """Create principal NAME: a NOLOGIN role in the reader, writer or admin group, which the
+def principals_create(specs: tuple[str, ...], dsn: str | None) -> None:
+    """Create principals: NOLOGIN roles in the reader, writer or admin group, which the
     embedded server's login role may SET ROLE to. Runs as the installer (role management).
+    Idempotent.
+
+    Each kind flag applies to the names just before it; names without one are readers:
+
+    \b
+      pyretrieve principals create ops --admin      # manages workspaces, grants, models
+      pyretrieve principals create ingest --writer  # may ingest (and search)
+      pyretrieve principals create alice bob        # may search (--reader, the default)
+      pyretrieve principals create ops --admin ingest --writer alice --reader
 
     A principal still needs a grant before it sees or writes anything: `pyretrieve grant NAME
     --workspace W --project P --purpose X --ceiling C --as ADMIN`."""
@@ -232,17 +310,21 @@ def principals_create(name: str, kind: str, dsn: str | None) -> None:
     from pyretrieve.embedded import APP_ROLE, ensure_app_role
     from pyretrieve.errors import InvalidInput
 
-    if not name or len(name) > 63 or name.startswith(("pg_", "pyretrieve_")):
-        raise InvalidInput(
-            "a principal name is 1 to 63 characters and starts neither with pg_ nor pyretrieve_"
-        )
+    wanted = parse_principals(specs)
+    for name, _kind in wanted:
+        if not name or len(name) > 63 or name.startswith(("pg_", "pyretrieve_")):
+            raise InvalidInput(
+                "a principal name is 1 to 63 characters and starts neither with pg_ nor pyretrieve_"
+            )
     with connect(dsn, installer=True) as conn:
-        role = sql.Identifier(name)
-        if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (name,)).fetchone():
-            conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(role))
-        conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(GROUPS[kind]), role))
         if dsn is None:
             ensure_app_role(conn)
-        if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (APP_ROLE,)).fetchone():
-            conn.execute(sql.SQL("GRANT {} TO {}").format(role, sql.Identifier(APP_ROLE)))
-    click.echo(f"principal {name} ({GROUPS[kind]})")
+        app = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (APP_ROLE,)).fetchone()
+        for name, kind in wanted:
+            role = sql.Identifier(name)
+            if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (name,)).fetchone():
+                conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(role))
+            conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(GROUPS[kind]), role))
+            if app:
+                conn.execute(sql.SQL("GRANT {} TO {}").format(role, sql.Identifier(APP_ROLE)))
+            click.echo(f"principal {name} ({GROUPS[kind]})")

@@ -11,12 +11,12 @@ from typing import Any, ParamSpec, TypeVar
 import click
 import psycopg
 from psycopg import sql
-from psycopg.rows import dict_row
+from psycopg.rows import dict_row, tuple_row
 
 from pyretrieve.db.connect import resolve_dsn
 from pyretrieve.db.errors import translate
 from pyretrieve.embedded import APP_ROLE
-from pyretrieve.errors import InvalidInput, PyretrieveError
+from pyretrieve.errors import InternalError, InvalidInput, PyretrieveError, UnknownPrincipal
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -36,6 +36,18 @@ as_option = click.option(
 )
 
 
+# ``pyretrieve --debug`` (or PYRETRIEVE_DEBUG=1): let exceptions through with their traceback.
+_debug = {"on": False}
+
+
+def set_debug(on: bool) -> None:
+    _debug["on"] = on
+
+
+def debugging() -> bool:
+    return _debug["on"]
+
+
 def fail(error: PyretrieveError) -> None:
     """One clear line with the stable code, and a non-zero exit."""
     click.echo(f"error [{error.code}]: {error.message}", err=True)
@@ -43,19 +55,37 @@ def fail(error: PyretrieveError) -> None:
 
 
 def handle_errors(fn: Callable[P, R]) -> Callable[P, R]:
-    """Typed errors become one line; database errors are translated first, never printed raw."""
+    """Typed errors become one line; database errors are translated first, never printed raw;
+    anything else becomes an internal error naming only its type. No traceback is printed
+    unless ``--debug``."""
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return fn(*args, **kwargs)
-        except PyretrieveError as exc:
-            fail(exc)
-        except psycopg.Error as exc:
-            fail(translate(exc))
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as exc:
+            if debugging():
+                raise
+            fail(as_typed(exc))
         raise AssertionError("unreachable")
 
     return wrapper
+
+
+def as_typed(exc: Exception) -> PyretrieveError:
+    if isinstance(exc, PyretrieveError):
+        return exc
+    if isinstance(exc, psycopg.Error):
+        return translate(exc)
+    # SQLAlchemy (under Alembic, for install) wraps the driver's exception.
+    orig = getattr(exc, "orig", None)
+    if isinstance(orig, psycopg.Error):
+        return translate(orig)
+    return InternalError(
+        f"unexpected {type(exc).__name__}; run `pyretrieve --debug ...` for the traceback"
+    )
 
 
 def connect(dsn: str | None, *, installer: bool = False) -> psycopg.Connection[dict[str, Any]]:
@@ -71,12 +101,27 @@ def connect(dsn: str | None, *, installer: bool = False) -> psycopg.Connection[d
 
 
 def require_principal(conn: psycopg.Connection[Any], principal: str | None) -> None:
-    """The embedded default's login role is no principal: a command must name one."""
-    if not principal and conn.info.user == APP_ROLE:
-        raise InvalidInput(
-            f"choose a principal with --as ROLE: the embedded server's login role {APP_ROLE}"
-            " acts only as a principal granted to it (create one with"
-            " `pyretrieve principals create NAME --reader`)"
+    """The embedded default's login role is no principal: a command must name one, and one
+    the login role may act as (a role that does not exist is answered alike)."""
+    if not principal:
+        if conn.info.user == APP_ROLE:
+            raise InvalidInput(
+                f"choose a principal with --as ROLE: the embedded server's login role {APP_ROLE}"
+                " acts only as a principal granted to it (create one with"
+                " `pyretrieve principals create NAME --reader`)"
+            )
+        return
+    with conn.cursor(row_factory=tuple_row) as cur:
+        row = cur.execute(
+            "SELECT pg_has_role(current_user, r.oid, 'MEMBER') FROM pg_roles r"
+            " WHERE r.rolname = %s",
+            (principal,),
+        ).fetchone()
+    if row is None or not row[0]:
+        raise UnknownPrincipal(
+            f"no principal {principal!r} that the login role {conn.info.user!r} may act as:"
+            " the role does not exist or is not granted to it (create it with"
+            f" `pyretrieve principals create {principal} --reader`, --writer or --admin)"
         )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -33,11 +34,44 @@ from pyretrieve.ingest import ingest as ingest_path
 SHOWN_ERRORS = 20
 
 
+DEFAULT_PROGRESS_SECONDS = 10.0
+
+progress_option = click.option(
+    "--progress-every",
+    "progress_every",
+    type=click.FloatRange(min=0),
+    default=DEFAULT_PROGRESS_SECONDS,
+    show_default=True,
+    metavar="SECONDS",
+    help="When stderr is no terminal (a log, a pipe), print a progress line on it at most"
+    " this often (0: after every batch). A terminal gets a progress bar.",
+)
+
+
+def _lines(description: str, every: float) -> Callable[[int, int | None], None]:
+    """Plain progress lines for logs: one per ``every`` seconds at most, none at the start."""
+    started = last = time.monotonic()
+
+    def update(done: int, total: int | None) -> None:
+        nonlocal last
+        now = time.monotonic()
+        if done == 0 or now - last < every:
+            return
+        last = now
+        of = f" of {total:,}" if total else ""
+        click.echo(f"{description}: {done:,}{of} records, {now - started:.1f}s", err=True)
+
+    return update
+
+
 @contextmanager
-def _progress(description: str) -> Iterator[Callable[[int, int | None], None] | None]:
-    """A rich progress bar on stderr when it is a terminal; nothing otherwise (logs, pipes)."""
+def _progress(
+    description: str, every: float = DEFAULT_PROGRESS_SECONDS
+) -> Iterator[Callable[[int, int | None], None] | None]:
+    """A rich progress bar on stderr when it is a terminal; else progress lines at most every
+    ``every`` seconds (logs, pipes)."""
     if not sys.stderr.isatty():
-        yield None
+        yield _lines(description, every)
         return
     bar = Progress(
         TextColumn("{task.description}"),
@@ -89,6 +123,22 @@ def _rate(count: int, seconds: float) -> str:
     show_default=True,
     help="Records per transaction.",
 )
+@click.option(
+    "--source",
+    "source",
+    default=None,
+    metavar="NAME",
+    help="The name this input's source uris start with: <NAME>/<relative path>#<position>"
+    " for a folder of text, <NAME>#<id> for JSON Lines. Default: the folder's or file's own"
+    " name. Give each folder its own name to ingest several into one project.",
+)
+@click.option(
+    "--sync",
+    is_flag=True,
+    help="Also retract what is no longer in the input under this source (files deleted"
+    " from the folder since the last run, ids gone from the file).",
+)
+@progress_option
 @as_option
 @dsn_option
 @handle_errors
@@ -101,16 +151,22 @@ def ingest(
     no_embed: bool,
     strict: bool,
     batch_size: int,
+    source: str | None,
+    sync: bool,
+    progress_every: float,
     principal: str | None,
     dsn: str | None,
 ) -> None:
     """Ingest PATH: a .jsonl file, a BEIR folder (corpus.jsonl[.gz]) or a folder of .txt/.md.
 
+    Every fragment has a source uri: for a folder of text, <source>/<relative path>#<n>
+    (the n-th fragment of that file; <source> is --source, default the folder's name).
     Unchanged records are left alone, changed ones supersede their previous version, and
     malformed ones are listed (file:line) and skipped, or with --strict fail the run.
+    `pyretrieve retract --source-uri <source>/<relative path>` retracts a document.
     """
     embedder = None if no_embed else get_embedder(model)
-    with connect(dsn) as conn, _progress("ingesting") as progress:
+    with connect(dsn) as conn, _progress("ingesting", progress_every) as progress:
         require_principal(conn, principal)
         try:
             report = ingest_path(
@@ -124,6 +180,8 @@ def ingest(
                 strict=strict,
                 batch_size=batch_size,
                 progress=progress,
+                source=source,
+                sync=sync,
             )
         except MalformedInput as exc:
             for issue in exc.issues[:SHOWN_ERRORS]:
@@ -135,9 +193,14 @@ def ingest(
         click.echo(f"skipped: {issue}", err=True)
     if len(report.errors) > SHOWN_ERRORS:
         click.echo(f"... and {len(report.errors) - SHOWN_ERRORS} more skipped", err=True)
+    for document in report.removed[:SHOWN_ERRORS]:
+        click.echo(f"removed: {document} (no longer in the input)")
+    if len(report.removed) > SHOWN_ERRORS:
+        click.echo(f"... and {len(report.removed) - SHOWN_ERRORS} more removed")
     embedded = f"{report.embedded} ({report.model})" if report.model else "0 (no model)"
     click.echo(
-        f"ingested {report.path} into {workspace}/{project}: read {report.read},"
+        f"ingested {report.path} as source {report.source} into {workspace}/{project}:"
+        f" read {report.read},"
         f" inserted {report.inserted}, unchanged {report.unchanged},"
         f" superseded {report.superseded}, retracted {report.retracted},"
         f" skipped {report.skipped}, embedded {embedded}"
@@ -158,6 +221,7 @@ def ingest(
     show_default=True,
     help="Fragments per transaction.",
 )
+@progress_option
 @as_option
 @dsn_option
 @handle_errors
@@ -166,12 +230,13 @@ def reembed(
     project: str,
     model: str,
     batch_size: int,
+    progress_every: float,
     principal: str | None,
     dsn: str | None,
 ) -> None:
     """Compute the scope's missing or stale embeddings for MODEL."""
     embedder = get_embedder(model)
-    with connect(dsn) as conn, _progress("embedding") as progress:
+    with connect(dsn) as conn, _progress("embedding", progress_every) as progress:
         require_principal(conn, principal)
         report = Ingestor(conn, principal=principal, batch_size=batch_size).reembed(
             workspace=workspace,
@@ -184,3 +249,38 @@ def reembed(
         f" (missing {report.missing}, stale {report.stale}) in {report.batches} batches,"
         f" {report.seconds:.1f}s ({_rate(report.embedded, report.seconds)})"
     )
+
+
+@main.command()
+@click.option("--workspace", "-w", required=True, help="Workspace of the fragments.")
+@click.option("--project", "-p", required=True, help="Project of the fragments.")
+@click.option(
+    "--source-uri",
+    "source_uris",
+    multiple=True,
+    required=True,
+    metavar="URI",
+    help="A document (notes/a.md, c.jsonl: all its fragments) or one fragment (notes/a.md#2,"
+    " c.jsonl#doc1). Repeatable.",
+)
+@as_option
+@dsn_option
+@handle_errors
+def retract(
+    workspace: str,
+    project: str,
+    source_uris: tuple[str, ...],
+    principal: str | None,
+    dsn: str | None,
+) -> None:
+    """Retract documents or fragments by source uri: they leave every search at once.
+
+    All or nothing: a uri with no active fragment (that the writer may see) retracts
+    nothing and fails with VES_MEMORY_NOT_FOUND. As a writer (--as WRITER)."""
+    with connect(dsn) as conn:
+        require_principal(conn, principal)
+        report = Ingestor(conn, principal=principal).retract(
+            workspace=workspace, project=project, source_uris=source_uris
+        )
+    for uri, n in report.retracted.items():
+        click.echo(f"retracted {uri}: {n} fragment{'s' if n != 1 else ''}")

@@ -20,13 +20,60 @@ from pyretrieve.cli.common import (
 )
 from pyretrieve.client import Retriever
 from pyretrieve.embedders.registry import DEFAULT_MODEL, get_embedder
-from pyretrieve.errors import UnknownModel
-from pyretrieve.types import Scope, SearchResult
+from pyretrieve.types import (
+    DegradationReason,
+    JsonValue,
+    Scope,
+    SearchResult,
+    SemanticStatus,
+    canonical_json,
+)
+
+PURPOSE_HELP = (
+    "Why you search, e.g. support or research: the request is answered under your grant for"
+    " exactly this purpose (its ceiling, freshness window and semantic policy) and denied"
+    " without one. An admin grants it: pyretrieve grant NAME --purpose X ..."
+)
 
 
 def _snippet(text: str, width: int = 90) -> str:
     one_line = " ".join(text.split())
     return one_line if len(one_line) <= width else one_line[: width - 1] + "…"
+
+
+def semantic_note(sem: SemanticStatus) -> str:
+    """Why the vector leg did not take part, in words (empty when it did or was not asked)."""
+    evidence = dict(sem.evidence)
+    model = evidence.get("model")
+    if sem.reason is DegradationReason.MISSING_EMBEDDING:
+        if evidence.get("embedder_registered") is False:
+            named = f"for model {model}" if model else "(no model named)"
+            return (
+                "the vector leg did not run: no query embedding was given and no embedder is"
+                f" registered {named}"
+            )
+        return "the vector leg did not run: no query embedding (or no model) was given"
+    if sem.reason is DegradationReason.DISABLED:
+        return "the vector leg did not run: the grant's semantic policy disables it"
+    if sem.reason is DegradationReason.STALE:
+        return f"the vector leg was dropped: embeddings for {model} are stale (pyretrieve reembed)"
+    if sem.reason is DegradationReason.UNAVAILABLE:
+        return f"the vector leg was unavailable for model {model} ({evidence.get('cause')})"
+    if sem.reason is DegradationReason.CORRUPT:
+        return f"the vector leg was dropped: an embedding for {model} is invalid"
+    if sem.reason is DegradationReason.ADAPTER_FAILURE:
+        return f"the vector leg did not run: the embedder for {model} failed on the query"
+    return ""
+
+
+def bounded_json(result: SearchResult, *, omissions: bool) -> str:
+    """The canonical JSON; the omissions (up to the candidate limit) only as a count unless
+    asked for, so ``--limit N`` bounds the output."""
+    plain: dict[str, JsonValue] = result.to_plain()
+    plain["omission_count"] = len(result.omissions)
+    if not omissions:
+        del plain["omissions"]
+    return canonical_json(plain)
 
 
 def render(result: SearchResult, console: Console, *, explain: bool, title: str = "") -> None:
@@ -54,6 +101,9 @@ def render(result: SearchResult, console: Console, *, explain: bool, title: str 
         line += f" ({sem.reason.value}; confidence lowered)"
     line += f"   results: {len(result.results)}   cut by limit: {len(result.omissions)}"
     console.print(Text(line))
+    note = semantic_note(sem)
+    if note:
+        console.print(Text(f"  {note}"))
     if explain and result.results:
         console.print(Text("explanation of the top result:", style="bold"))
         console.print_json(json.dumps(dict(result.results[0].explanation), sort_keys=True))
@@ -63,14 +113,27 @@ def render(result: SearchResult, console: Console, *, explain: bool, title: str 
 @click.argument("query")
 @click.option("--workspace", required=True)
 @click.option("--project", required=True)
-@click.option("--purpose", required=True)
+@click.option("--purpose", required=True, help=PURPOSE_HELP)
 @click.option("--mode", type=click.Choice(["hybrid", "lexical", "vector"]), default="hybrid")
 @click.option(
     "--semantic", type=click.Choice(["optional", "required", "disabled"]), default="optional"
 )
-@click.option("--limit", type=int, default=10, show_default=True)
-@click.option("--model", default=DEFAULT_MODEL, show_default=True, help="Embedder for the query.")
-@click.option("--json", "as_json", is_flag=True, help="Print the canonical JSON only.")
+@click.option("--limit", type=int, default=10, show_default=True, help="Results to return.")
+@click.option(
+    "--model",
+    default=DEFAULT_MODEL,
+    show_default=True,
+    help="Embedder for the query (the one the fragments were ingested with).",
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the canonical JSON only: the results, and how many were cut by --limit.",
+)
+@click.option(
+    "--omissions", is_flag=True, help="With --json, also list every fragment cut by --limit."
+)
 @click.option("--explain", is_flag=True, help="Print the explanation of the top result.")
 @as_option
 @dsn_option
@@ -85,17 +148,16 @@ def search(
     limit: int,
     model: str,
     as_json: bool,
+    omissions: bool,
     explain: bool,
     principal: str | None,
     dsn: str | None,
 ) -> None:
-    """Search a workspace/project for a purpose, as a principal."""
+    """Search a workspace/project for a purpose, as a principal (--as ROLE)."""
     embedders: list[Any] = []
-    try:
+    if mode != "lexical" and semantic != "disabled":
+        # Like ingest: a model without a local embedder is an error, not a quiet lexical run.
         embedders.append(get_embedder(model))
-    except UnknownModel:
-        # No local embedder for that model: the search degrades (missing_embedding) and says so.
-        embedders = []
     with connect(dsn) as conn:
         require_principal(conn, principal)
         retriever = Retriever(conn, principal=principal, embedders=embedders)
@@ -108,6 +170,6 @@ def search(
             model=model,
         )
     if as_json:
-        click.echo(result.to_json())
+        click.echo(bounded_json(result, omissions=omissions))
         return
     render(result, Console(), explain=explain)

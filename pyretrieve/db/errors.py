@@ -9,12 +9,14 @@ error only, while ``sqlstate`` stays available for diagnosis.
 
 from __future__ import annotations
 
+import re
 from typing import NoReturn
 
 import psycopg
 
 from pyretrieve.errors import (
     AccessDenied,
+    AuthenticationFailed,
     Conflict,
     DatabaseUnavailable,
     InternalError,
@@ -25,9 +27,12 @@ from pyretrieve.errors import (
     NotFound,
     PrivilegedCaller,
     PyretrieveError,
+    SchemaMissing,
     SemanticRequired,
+    ServerUnreachable,
     Timeout,
     UnknownModel,
+    UnknownPrincipal,
 )
 
 # SQLSTATEs raised by sql/pyretrieve.sql, with the fixed messages the schema uses.
@@ -81,6 +86,64 @@ _STANDARD_CLASSES: dict[str, type[PyretrieveError]] = {
 }
 
 
+# Errors whose SQLSTATE alone is too broad: the server's primary message (read here, never
+# shown) tells a missing pyretrieve schema or a missing role apart from other causes.
+_ROLE_MISSING = re.compile(r'role ".*" does not exist')
+
+
+def _contextual(state: str, primary: str) -> PyretrieveError | None:
+    if state in ("28P01", "28000"):  # invalid_password, invalid_authorization_specification
+        return AuthenticationFailed()
+    if state == "3F000" and '"pyretrieve"' in primary:  # invalid_schema_name
+        return SchemaMissing()
+    if state in ("42883", "42P01") and ("pyretrieve." in primary or '"pyretrieve' in primary):
+        return SchemaMissing()  # undefined_function / undefined_table in the schema
+    if state in ("22023", "42704") and _ROLE_MISSING.fullmatch(primary):
+        return UnknownPrincipal()  # SET ROLE / ::regrole to a role that does not exist
+    if state == "42501" and primary.startswith("permission denied to set role"):
+        return UnknownPrincipal()  # a role the login role may not become: answered alike
+    return None
+
+
+# Connection failures carry no SQLSTATE (libpq reports them before any result exists), so
+# the driver's text is classified, and replaced by a fixed message.
+_AUTH_FAILURES = (
+    "password authentication failed",
+    "authentication failed",
+    "no pg_hba.conf entry",
+    "no password supplied",
+    "password is required",
+    "does not exist",  # FATAL: role "x" does not exist (database: handled before)
+)
+_UNREACHABLE = (
+    "connection refused",
+    "no such file or directory",
+    "could not translate host name",
+    "name or service not known",
+    "temporary failure in name resolution",
+    "timeout expired",
+    "network is unreachable",
+    "no route to host",
+    "is the server running",
+    "server closed the connection unexpectedly",
+)
+
+
+def _connection_failure(text: str) -> PyretrieveError | None:
+    lowered = text.lower()
+    if "invalid connection option" in lowered or 'missing "=" after' in lowered:
+        return InvalidInput("the connection string is neither libpq key=value pairs nor a URL")
+    if "invalid uri" in lowered or "invalid integer value" in lowered:
+        return InvalidInput("the connection string is neither libpq key=value pairs nor a URL")
+    if "database" in lowered and "does not exist" in lowered and "role" not in lowered:
+        return DatabaseUnavailable("the database named in the connection string does not exist")
+    if any(marker in lowered for marker in _AUTH_FAILURES):
+        return AuthenticationFailed()
+    if any(marker in lowered for marker in _UNREACHABLE):
+        return ServerUnreachable()
+    return None
+
+
 def translate(exc: BaseException) -> PyretrieveError:
     """The typed error for a driver exception (or any exception from the database layer)."""
     if isinstance(exc, PyretrieveError):
@@ -88,6 +151,11 @@ def translate(exc: BaseException) -> PyretrieveError:
     if not isinstance(exc, psycopg.Error):
         return InternalError()
     state = exc.sqlstate or ""
+    primary = (exc.diag.message_primary or "") if state else ""
+    contextual = _contextual(state, primary) if state else _connection_failure(str(exc))
+    if contextual is not None:
+        contextual.sqlstate = state or None
+        return contextual
     schema_error = _SCHEMA_ERRORS.get(state)
     if schema_error is not None:
         return _from_schema(state, schema_error)

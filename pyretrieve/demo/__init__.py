@@ -7,6 +7,7 @@ Gorilla APIBench, see data/NOTICE) and runs searches that show what each princip
 
 from __future__ import annotations
 
+import json as _json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import dict_row
 from rich.console import Console
+from rich.table import Table
 from rich.text import Text
 
 from pyretrieve.client import Retriever
@@ -40,7 +42,7 @@ ROLES = {
 }
 VISION = Scope(workspace="vision-lab", project="models", purpose="research")
 PARTNER = Scope(workspace="partner-hub", project="catalog", purpose="research")
-QUERY = "pretrained video classification model for Kinetics action recognition"
+QUERY = "semantic segmentation model for drivable area and lane detection"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -50,6 +52,8 @@ class DemoReport:
     researcher_results: int
     contractor_results: int
     contractor_denied_partner: bool
+    # Of the researcher's results, how many the contractor's ceiling keeps from it.
+    above_contractor_ceiling: int = 0
 
 
 def _setup_roles(conn: psycopg.Connection[dict[str, Any]]) -> None:
@@ -99,6 +103,33 @@ def _setup_scopes(conn: psycopg.Connection[dict[str, Any]], embedder: HashNgramE
             )
 
 
+def _side_by_side(
+    console: Console, left: tuple[str, SearchResult], right: tuple[str, SearchResult]
+) -> None:
+    """The same query for two principals, rank by rank, with each fragment's classification."""
+    table = Table(title=Text(f"the same search: {QUERY!r}"), expand=True)
+    table.add_column("#", justify="right", no_wrap=True)
+    for who, _ in (left, right):
+        table.add_column(f"{who} sees", overflow="ellipsis", no_wrap=True, ratio=1)
+        table.add_column("classification", no_wrap=True)
+    rows = max(len(left[1].results), len(right[1].results))
+    for i in range(rows):
+        cells: list[Text | str] = [str(i + 1)]
+        for _, result in (left, right):
+            if i < len(result.results):
+                record = result.results[i].record
+                cells += [Text(record.source_uri or ""), Text(record.classification.value)]
+            else:
+                cells += ["", ""]
+        table.add_row(*cells)
+    console.print(table)
+    for who, result in (left, right):
+        console.print(Text(f"{who}: semantic {result.semantic.status.value}", style="bold"), end="")
+        sem = result.semantic
+        reason = f" ({sem.reason.value}; confidence lowered)" if sem.reason is not None else ""
+        console.print(Text(reason))
+
+
 def _show(console: Console, title: str, result: SearchResult, *, explain: bool) -> None:
     from pyretrieve.cli.search import render
 
@@ -106,7 +137,11 @@ def _show(console: Console, title: str, result: SearchResult, *, explain: bool) 
     render(result, console, explain=explain)
 
 
-def run(dsn: str, console: Console | None = None) -> DemoReport:
+def run(
+    dsn: str, console: Console | None = None, *, json: bool = False, embedded: bool = False
+) -> DemoReport:
+    """Run the demo on ``dsn`` (an installer's connection). ``json``: also print the
+    explanation of the top result; ``embedded``: the server is the embedded default."""
     console = console or Console()
     started = time.perf_counter()
     console.print(Text("installing the pyretrieve schema (Alembic to head)"))
@@ -132,60 +167,62 @@ def run(dsn: str, console: Console | None = None) -> DemoReport:
         kw: dict[str, Any] = {"model": embedder.model_id, "limit": 5}
 
         r1 = researcher.search(QUERY, scope=VISION, **kw)
-        _show(
-            console,
-            f"{RESEARCHER} (ceiling confidential) searches {VISION.workspace}: {QUERY!r}",
-            r1,
-            explain=True,
-        )
-
         r2 = contractor.search(QUERY, scope=VISION, **kw)
-        _show(
+        console.rule(Text(f"{VISION.workspace}/{VISION.project}, purpose {VISION.purpose}"))
+        _side_by_side(
             console,
-            f"{CONTRACTOR} (ceiling public, semantic disabled by policy) runs the same search",
-            r2,
-            explain=False,
+            (f"{RESEARCHER} (ceiling confidential)", r1),
+            (f"{CONTRACTOR} (ceiling public)", r2),
         )
-        hidden = {r.fragment_id for r in r1.results} - {r.fragment_id for r in r2.results}
+        seen_by_contractor = {r.fragment_id for r in r2.results}
+        above = [r for r in r1.results if r.fragment_id not in seen_by_contractor]
+        classes = sorted({r.record.classification.value for r in above})
         console.print(
             Text(
-                f"{len(hidden)} of the researcher's top results are above the contractor's ceiling: "
-                "the contractor's answer carries no trace of them (no row, count or omission). "
-                "Its vector leg is degraded (disabled by policy), so confidence is lowered."
+                f"{len(above)} of {RESEARCHER}'s {len(r1.results)} results"
+                f" ({', '.join(classes) or 'none'}) are above {CONTRACTOR}'s ceiling (public):"
+                f" {CONTRACTOR}'s answer has no row, count, omission or error for them; the"
+                " number comes from comparing both answers, which only this demo can do."
+                f" {CONTRACTOR}'s grant also disables the vector leg, so its confidence is lower."
             )
         )
+        if json:
+            console.print(Text(f"explanation of {RESEARCHER}'s top result:", style="bold"))
+            console.print_json(_json.dumps(dict(r1.results[0].explanation), sort_keys=True))
 
         denied = False
         try:
             contractor.search("image feature vector", scope=PARTNER, **kw)
         except PyretrieveError as exc:
             denied = True
-            console.rule(Text(f"{CONTRACTOR} searches {PARTNER.workspace}"))
+            console.rule(Text(f"{CONTRACTOR} searches {PARTNER.workspace} (no grant there)"))
             console.print(
                 Text(
-                    f"error [{exc.code}]: {exc.message}  (same answer as for a workspace that does not exist)"
+                    f"error [{exc.code}]: {exc.message}  (the same answer as for a workspace that"
+                    " does not exist)"
                 )
             )
-
-        r3 = researcher.search("image feature vector mobilenet", scope=PARTNER, **kw)
-        _show(
-            console,
-            f"{RESEARCHER} searches {PARTNER.workspace}: 'image feature vector mobilenet'",
-            r3,
-            explain=False,
-        )
 
     seconds = time.perf_counter() - started
     console.print(
         Text(
             f"demo finished in {seconds:.1f} s. Try: pyretrieve search '...' --workspace "
-            f"{VISION.workspace} --project {VISION.project} --purpose research --as {RESEARCHER} --explain"
+            f"{VISION.workspace} --project {VISION.project} --purpose research --as {RESEARCHER}"
+            " --explain"
         )
     )
+    if embedded:
+        console.print(
+            Text(
+                "The embedded server keeps running (pyretrieve db status); stop it with"
+                " `pyretrieve db stop`."
+            )
+        )
     return DemoReport(
         seconds=seconds,
         ingested=ingested,
         researcher_results=len(r1.results),
         contractor_results=len(r2.results),
         contractor_denied_partner=denied,
+        above_contractor_ceiling=len(above),
     )

@@ -18,6 +18,10 @@ def _drop_demo_roles(db: Database) -> None:
             admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(name)))
 
 
+def cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip("│").split("│")]
+
+
 def test_demo_runs_twice_and_shows_who_sees_what(db: Database) -> None:
     out = io.StringIO()
     console = Console(file=out, width=120)
@@ -31,8 +35,9 @@ def test_demo_runs_twice_and_shows_who_sees_what(db: Database) -> None:
 
     try:
         first = demo.run(db.admin_dsn, console)
+        first_text = out.getvalue()
         after_first = counts()
-        second = demo.run(db.admin_dsn, console)
+        second = demo.run(db.admin_dsn, console, json=True, embedded=True)
         after_second = counts()
     finally:
         with psycopg.connect(db.server.admin_dsn, autocommit=True) as admin:
@@ -57,9 +62,29 @@ def test_demo_runs_twice_and_shows_who_sees_what(db: Database) -> None:
     assert after_second == after_first
     assert second.researcher_results == first.researcher_results
     text = out.getvalue()
-    assert "untrusted-data" in text
-    assert "degraded (disabled; confidence lowered)" in text
-    assert "VES_MEMORY_ACCESS_DENIED" in text
+    # JSON only behind json=True; the embedded server's life is said only for it.
+    assert "untrusted-data" not in first_text
+    assert "untrusted-data" in text[len(first_text) :]
+    assert "pyretrieve db stop" not in first_text
+    assert "pyretrieve db stop" in text[len(first_text) :]
+    assert "degraded (disabled; confidence lowered)" in first_text
+    assert "VES_MEMORY_ACCESS_DENIED" in first_text
+
+    # One screen: the same query side by side, with a classification column per principal.
+    header = next(line for line in first_text.splitlines() if "demo_researcher" in line)
+    assert "demo_contractor" in header
+    assert header.count("classification") == 2
+    rows = [line for line in first_text.splitlines() if line.startswith("│")]
+    left = [cells(line)[2] for line in rows]
+    right = [cells(line)[4] for line in rows]
+    assert set(right) <= {"public", ""}
+    assert {"internal", "confidential"} & set(left)
+    # What the researcher sees and the contractor cannot is counted (from both answers) and
+    # explained by the ceiling, and it matches the table.
+    above = sum(1 for c in left if c in ("internal", "confidential"))
+    assert first.above_contractor_ceiling == above > 0
+    assert f"{above} of demo_researcher's 5 results" in first_text
+    assert "above demo_contractor's ceiling (public)" in first_text
     # The contractor's ceiling is public: its table shows no confidential or internal rows,
     # and the demo's own check agrees that the researcher saw more.
     assert first.seconds < 60

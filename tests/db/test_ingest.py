@@ -302,15 +302,15 @@ def test_text_folder_splits_files_and_retracts_surplus_positions(
     first = ing.ingest_path(root, workspace=WS, project=PJ, max_chars=1000)
     rows = {r["source_uri"]: r["body"] for r in fragments(scope)}
     assert set(rows) == {
-        "guides/setup.md#1",
-        "guides/setup.md#2",
-        "guides/setup.md#3",
-        "notes.txt#1",
+        "handbook/guides/setup.md#1",
+        "handbook/guides/setup.md#2",
+        "handbook/guides/setup.md#3",
+        "handbook/notes.txt#1",
     }
-    assert rows["guides/setup.md#1"] == "# Intro\n\nFirst paragraph."
-    assert rows["guides/setup.md#2"] == f"# Details\n\n{long_para}"
-    assert rows["guides/setup.md#3"] == long_para
-    assert rows["notes.txt#1"] == "one\n\ntwo"
+    assert rows["handbook/guides/setup.md#1"] == "# Intro\n\nFirst paragraph."
+    assert rows["handbook/guides/setup.md#2"] == f"# Details\n\n{long_para}"
+    assert rows["handbook/guides/setup.md#3"] == long_para
+    assert rows["handbook/notes.txt#1"] == "one\n\ntwo"
     assert (first.inserted, first.embedded, first.retracted) == (4, 4, 0)
 
     # The file shrinks: its third position disappears from search.
@@ -318,7 +318,7 @@ def test_text_folder_splits_files_and_retracts_surplus_positions(
     second = ing.ingest_path(root, workspace=WS, project=PJ, max_chars=1000)
     assert (second.read, second.unchanged, second.retracted) == (2, 2, 2)
     active = {r["source_uri"] for r in fragments(scope, "active")}
-    assert active == {"guides/setup.md#1", "notes.txt#1"}
+    assert active == {"handbook/guides/setup.md#1", "handbook/notes.txt#1"}
     assert len(fragments(scope, "retracted")) == 2
 
 

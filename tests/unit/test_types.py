@@ -346,6 +346,10 @@ EXPECTED_CODES = {
     "LexicalFailure": "VES_MEMORY_LEXICAL_FAILURE",
     "DatabaseUnavailable": "VES_MEMORY_DATABASE_UNAVAILABLE",
     "InternalError": "VES_MEMORY_INTERNAL",
+    "ServerUnreachable": "VES_MEMORY_SERVER_UNREACHABLE",
+    "AuthenticationFailed": "VES_MEMORY_AUTHENTICATION_FAILED",
+    "SchemaMissing": "VES_MEMORY_SCHEMA_MISSING",
+    "UnknownPrincipal": "VES_MEMORY_UNKNOWN_PRINCIPAL",
 }
 
 
