@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from uuid import UUID
 
+from pyretrieve.contract import FRESHNESS_SLOPE, is_stale
 from pyretrieve.errors import IntegrityViolation, SemanticRequired
 from pyretrieve.explain import explain_result
 from pyretrieve.types import (
@@ -57,6 +58,9 @@ __all__ = [
 
 Row = Mapping[str, object]
 
+# 60 + 1: the RRF denominator of a first-ranked candidate.
+_TOP_RANK_DENOMINATOR = float(RRF_K + RANK_BASE)
+
 
 # ----------------------------------------------------------------- the arithmetic
 
@@ -86,7 +90,7 @@ def freshness_factor(age: timedelta, max_age: timedelta | None) -> float:
     max_us = micros(max_age)
     if max_us <= 0:
         raise ValueError("max_age must be positive")
-    factor = 1.0 - 0.5 * (float(age_us) / float(max_us))
+    factor = 1.0 - FRESHNESS_SLOPE * (float(age_us) / float(max_us))
     return min(1.0, max(FRESHNESS_FLOOR, factor))
 
 
@@ -94,9 +98,9 @@ def ideal_score(weights: Weights, *, lexical_ran: bool, vector_ran: bool) -> flo
     """The RRF score of a fragment ranked first by every modality that ran."""
     ideal = 0.0
     if lexical_ran:
-        ideal += weights.lexical / 61.0
+        ideal += weights.lexical / _TOP_RANK_DENOMINATOR
     if vector_ran:
-        ideal += weights.vector / 61.0
+        ideal += weights.vector / _TOP_RANK_DENOMINATOR
     return ideal
 
 
@@ -112,7 +116,8 @@ def confidence(
     if ideal <= 0.0:
         raise ValueError("ideal score must be positive")
     semantic_factor = DEGRADED_CONFIDENCE_FACTOR if degraded else 1.0
-    value = (rrf_score / ideal) * freshness * (61.0 / (60.0 + fused_rank)) * semantic_factor
+    rank_decay = _TOP_RANK_DENOMINATOR / (float(RRF_K) + fused_rank)
+    value = (rrf_score / ideal) * freshness * rank_decay * semantic_factor
     return min(1.0, max(0.0, value))
 
 
@@ -279,9 +284,11 @@ def _check_bindings(
             raise IntegrityViolation("generation_mismatch", fragment_id=vec.fragment_id)
         # An embedding of some other text, or one stamped before the fragment's current
         # lexical generation, would rank this fragment on words it may no longer hold.
-        if (
-            vec.source_digest != record.content_digest
-            or vec.vector_generation < record.lexical_generation
+        if is_stale(
+            source_digest=vec.source_digest,
+            content_digest=record.content_digest,
+            vector_generation=vec.vector_generation,
+            lexical_generation=record.lexical_generation,
         ):
             raise IntegrityViolation("stale_embedding", fragment_id=vec.fragment_id)
     for fid, record in records.items():

@@ -17,6 +17,15 @@ from enum import StrEnum
 from typing import Any, Final, TypeAlias
 from uuid import UUID
 
+from pyretrieve.contract import (
+    CLASSIFICATION_ORDER,
+    DEGRADED_CONFIDENCE_FACTOR,
+    FRESHNESS_FLOOR,
+    RANK_BASE,
+    RRF_FORMULA,
+    RRF_K,
+    TRUST_LABEL,
+)
 from pyretrieve.errors import IntegrityViolation, InvalidInput
 
 __all__ = [
@@ -52,18 +61,9 @@ __all__ = [
 
 JsonValue: TypeAlias = bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"] | None
 
-# Contract constants. The SQL side mirrors these; changing one changes every score.
-RRF_K: Final = 60
-RANK_BASE: Final = 1
-RRF_FORMULA: Final = (
-    "sum of w/(60+rank) over modalities, 1-based ranks, missing modality contributes 0"
-)
-FRESHNESS_FLOOR: Final = 0.5
-DEGRADED_CONFIDENCE_FACTOR: Final = 0.75
+# The contract constants live in pyretrieve.contract; they are re-exported here, where the
+# ranker and the explanations have always found them.
 DIGEST_SIZE: Final = 32
-# A constant label, never derived from the content: retrieved text is data, whatever
-# it claims about itself.
-TRUST_LABEL: Final = "untrusted-data"
 
 _ONE_MICROSECOND: Final = timedelta(microseconds=1)
 
@@ -110,12 +110,7 @@ class Classification(StrEnum):
         return self.level >= self._level_of(other)
 
 
-_CLASSIFICATION_ORDER: Final = (
-    Classification.PUBLIC,
-    Classification.INTERNAL,
-    Classification.CONFIDENTIAL,
-    Classification.RESTRICTED,
-)
+_CLASSIFICATION_ORDER: Final = tuple(Classification(value) for value in CLASSIFICATION_ORDER)
 
 
 class FragmentState(StrEnum):
