@@ -450,6 +450,7 @@ def rank(
                         decision=parsed_decision,
                         retrieved_at=retrieved_at,
                         embedding_digest=embedding_digest,
+                        semantic=semantic,
                     ),
                 )
             )
