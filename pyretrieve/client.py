@@ -212,6 +212,22 @@ class Retriever:
         weights: Weights | None = None,
         ranking: str = "bm25",
     ) -> SearchResult:
+        """Search ``scope`` for ``query`` as the retriever's principal, in one transaction.
+
+        ``mode``: ``hybrid`` (both legs, fused), ``lexical`` or ``vector``. ``semantic``:
+        ``optional`` (a semantic leg that cannot run degrades, lowering confidence),
+        ``required`` (it raises :class:`SemanticRequired` instead) or ``disabled``; the grant's
+        semantic policy can require or disable it too. ``limit``: results to return
+        (1..1000); the rest of the eligible fragments come back as omissions.
+        ``candidate_limit``: candidates per leg, at most the decision's cap. ``embedding``:
+        the query's vector for ``model``; without it the embedder registered for ``model``
+        embeds the query. ``weights``: per-leg RRF weights. ``ranking``: ``bm25`` or
+        ``ts_rank`` (for comparison).
+
+        Raises :class:`InvalidInput` before anything is sent when an argument breaks the
+        contract, :class:`AccessDenied` when the principal holds no grant for the scope, and
+        the other typed errors of ``docs/errors.md``; never a driver error.
+        """
         request = build_request(
             query,
             scope=scope,

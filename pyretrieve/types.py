@@ -335,6 +335,9 @@ def _parse_row(row: object, spec: Mapping[str, _Parser]) -> dict[str, Any]:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Scope:
+    """Where a request reads and why: a workspace, a project in it and a purpose, each an
+    identifier (``pyretrieve.contract.IDENTIFIER_PATTERN``). A grant names all three."""
+
     workspace: str
     project: str
     purpose: str
@@ -706,6 +709,15 @@ class Omission:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SearchResult:
+    """What one search returns: the results (explained), the omissions past the limit, the
+    decision it ran under, the semantic status and the query's digests.
+
+    ``retrieval_id`` is the sha256 of the inputs that determine the output, so two searches
+    with the same id returned the same thing. ``to_plain()`` / ``to_json()`` give the
+    canonical rendering (:func:`canonical_json`); each result's part of it is the explanation
+    ``pyretrieve.search()`` returns in SQL, byte for byte.
+    """
+
     retrieval_id: str
     decision: Decision
     semantic: SemanticStatus
