@@ -8,8 +8,7 @@ reaches authorize(); a deny or an error ends the request before any candidate qu
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 from uuid import UUID
@@ -17,18 +16,16 @@ from uuid import UUID
 import numpy as np
 import psycopg
 from numpy.typing import NDArray
-from psycopg import sql
-from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 
-from pyretrieve import ranking
+from pyretrieve import contract, ranking
 from pyretrieve.db.errors import translate
+from pyretrieve.db.session import ConnectionSource, principal_transaction
 from pyretrieve.embedders import Embedder
 from pyretrieve.errors import (
     InvalidEmbedding,
     InvalidInput,
     LexicalFailure,
-    PrivilegedCaller,
     PyretrieveError,
     SemanticRequired,
     UnknownModel,
@@ -47,9 +44,8 @@ Mode = Literal["hybrid", "lexical", "vector"]
 SemanticIntent = Literal["optional", "required", "disabled"]
 Ranking = Literal["bm25", "ts_rank"]
 
-MAX_QUERY_CHARS = 4096
-MAX_LIMIT = 1000
-_IDENT = "abcdefghijklmnopqrstuvwxyz0123456789_.-"
+MAX_QUERY_CHARS = contract.MAX_QUERY_CHARS
+MAX_LIMIT = contract.MAX_LIMIT
 
 Row = dict[str, Any]
 
@@ -87,12 +83,7 @@ class _VectorLeg:
 
 
 def _check_ident(value: object, what: str) -> str:
-    if (
-        not isinstance(value, str)
-        or not 1 <= len(value) <= 63
-        or value[0] in "_.-"
-        or any(c not in _IDENT for c in value)
-    ):
+    if not isinstance(value, str) or not contract.is_identifier(value):
         raise InvalidInput(f"invalid {what}")
     return value
 
@@ -135,7 +126,9 @@ def build_request(
     _check_int(limit, "limit", 1, MAX_LIMIT)
     if candidate_limit is not None:
         _check_int(candidate_limit, "candidate_limit", 1, MAX_LIMIT)
-    if model is not None and (not isinstance(model, str) or not 1 <= len(model) <= 128):
+    if model is not None and (
+        not isinstance(model, str) or not 1 <= len(model) <= contract.MAX_MODEL_ID_CHARS
+    ):
         raise InvalidInput("invalid model id")
     if weights is None:
         weights = Weights()
@@ -170,7 +163,7 @@ class Retriever:
 
     def __init__(
         self,
-        source: psycopg.Connection[Any] | Any,
+        source: ConnectionSource | Any,
         *,
         principal: str | None = None,
         embedders: Iterable[Embedder] = (),
@@ -193,7 +186,7 @@ class Retriever:
         return retriever
 
     def close(self) -> None:
-        if self._owned:
+        if self._owned and isinstance(self._source, psycopg.Connection):
             self._source.close()
 
     def __enter__(self) -> Retriever:
@@ -204,14 +197,6 @@ class Retriever:
 
     def register_embedder(self, embedder: Embedder) -> None:
         self._embedders[embedder.model_id] = embedder
-
-    @contextmanager
-    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
-        if isinstance(self._source, psycopg.Connection):
-            yield self._source
-            return
-        with self._source.connection() as conn:
-            yield conn
 
     def search(
         self,
@@ -227,6 +212,22 @@ class Retriever:
         weights: Weights | None = None,
         ranking: str = "bm25",
     ) -> SearchResult:
+        """Search ``scope`` for ``query`` as the retriever's principal, in one transaction.
+
+        ``mode``: ``hybrid`` (both legs, fused), ``lexical`` or ``vector``. ``semantic``:
+        ``optional`` (a semantic leg that cannot run degrades, lowering confidence),
+        ``required`` (it raises :class:`SemanticRequired` instead) or ``disabled``; the grant's
+        semantic policy can require or disable it too. ``limit``: results to return
+        (1..1000); the rest of the eligible fragments come back as omissions.
+        ``candidate_limit``: candidates per leg, at most the decision's cap. ``embedding``:
+        the query's vector for ``model``; without it the embedder registered for ``model``
+        embeds the query. ``weights``: per-leg RRF weights. ``ranking``: ``bm25`` or
+        ``ts_rank`` (for comparison).
+
+        Raises :class:`InvalidInput` before anything is sent when an argument breaks the
+        contract, :class:`AccessDenied` when the principal holds no grant for the scope, and
+        the other typed errors of ``docs/errors.md``; never a driver error.
+        """
         request = build_request(
             query,
             scope=scope,
@@ -242,20 +243,30 @@ class Retriever:
         return self.execute(request)
 
     def execute(self, request: SearchRequest) -> SearchResult:
+        """Run a validated request: one transaction, as the principal (a superuser session is
+        refused), in the fixed order authorize, lexical, vector, fragments, then the ranker."""
+        # The query is embedded before any connection is taken: a slow model holds no
+        # transaction open.
         vector_input, adapter_status = self._query_embedding(request)
         digest = None if vector_input is None else embedding_digest(vector_input)
-        with self._connection() as conn:
-            if conn.info.transaction_status != TransactionStatus.IDLE:
-                raise InvalidInput(
-                    "the connection is inside a transaction; a request needs its own"
-                )
-            try:
-                with conn.transaction():
-                    return self._run(conn, request, vector_input, digest, adapter_status)
-            except PyretrieveError:
-                raise
-            except Exception as exc:
-                raise translate(exc) from None
+        try:
+            with principal_transaction(
+                self._source, self._principal, needs="a request", privileged_ok=False
+            ) as conn:
+                return self._run(conn, request, vector_input, digest, adapter_status)
+        except PyretrieveError:
+            raise
+        except Exception as exc:
+            raise translate(exc) from None
+
+    def _execute_in_transaction(
+        self, conn: psycopg.Connection[Any], request: SearchRequest
+    ) -> SearchResult:
+        """The request's steps inside the current transaction, which must act as the principal
+        and hold no decision yet (its one decision is the request's)."""
+        vector_input, adapter_status = self._query_embedding(request)
+        digest = None if vector_input is None else embedding_digest(vector_input)
+        return self._run(conn, request, vector_input, digest, adapter_status)
 
     # ------------------------------------------------------------------------------------
 
@@ -289,13 +300,7 @@ class Retriever:
         adapter_status: SemanticStatus | None,
     ) -> SearchResult:
         cur = conn.cursor(row_factory=dict_row)
-        if self._principal is not None:
-            cur.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(self._principal)))
-        # The server reports is_superuser on every change of role, so this costs no round
-        # trip; authorize() refuses superusers and BYPASSRLS roles in the database as well.
-        if conn.info.parameter_status("is_superuser") == "on":
-            raise PrivilegedCaller()
-        intent = "disabled" if not request.wants_vector else request.semantic
+        intent = contract.semantic_intent(request.mode, request.semantic)
         decision = _one(
             cur.execute(
                 "SELECT * FROM pyretrieve.authorize(p_workspace => %s, p_project => %s,"
@@ -420,8 +425,12 @@ class Retriever:
         stale = [
             r
             for r in rows
-            if r["source_digest"] != r["content_digest"]
-            or r["vector_generation"] < r["lexical_generation"]
+            if contract.is_stale(
+                source_digest=r["source_digest"],
+                content_digest=r["content_digest"],
+                vector_generation=r["vector_generation"],
+                lexical_generation=r["lexical_generation"],
+            )
         ]
         if stale:
             return degrade(

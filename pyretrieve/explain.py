@@ -1,6 +1,7 @@
 """Per-result explanations: plain JSON dicts, built without touching the database.
 
-The explanation's shape is fixed by this module alone. The retrieved body appears in
+The explanation's shape is fixed by this module (``pyretrieve.search()`` in SQL builds the same
+document, byte for byte, in canonical JSON). The retrieved body appears in
 exactly one place, ``content.text``, as an opaque string; nothing else in the
 explanation is read from or influenced by the body, so text that imitates
 instructions or metadata cannot change how a result is labelled.
@@ -19,6 +20,7 @@ from pyretrieve.types import (
     FragmentRecord,
     JsonValue,
     LexicalCandidate,
+    SemanticStatus,
     VectorCandidate,
     Weights,
     hex_digest,
@@ -50,12 +52,17 @@ def explain_result(
     decision: Decision,
     retrieved_at: datetime,
     embedding_digest: bytes | None,
+    semantic: SemanticStatus,
 ) -> dict[str, JsonValue]:
     """Explain one ranked fragment.
 
     ``lexical``/``vector`` are the fragment's own candidate rows, or ``None`` when the
     fragment was absent from that modality (or the modality did not run); the
-    matching contribution must then be ``None`` too.
+    matching contribution must then be ``None`` too. ``semantic`` is the request's semantic
+    status, repeated in every result because it explains the result's confidence.
+
+    ``pyretrieve.search()`` in SQL builds the same document: for the same request and
+    decision, the canonical JSON of both is byte-identical.
     """
     if (lexical is None) != (lexical_contribution is None):
         raise ValueError("lexical candidate and contribution must be given together")
@@ -116,6 +123,7 @@ def explain_result(
             "lexical_generation": record.lexical_generation,
             "vector_generation": None if vector is None else vector.vector_generation,
         },
+        "semantic": semantic.to_plain(),
         "semantic_query_digest": (
             None if embedding_digest is None else hex_digest(embedding_digest)
         ),

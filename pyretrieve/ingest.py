@@ -51,12 +51,11 @@ from uuid import UUID
 import numpy as np
 import psycopg
 from numpy.typing import NDArray
-from psycopg import sql
-from psycopg.pq import TransactionStatus
 from psycopg.rows import TupleRow, tuple_row
 from psycopg.types import TypeInfo
 
-from pyretrieve.db.errors import translate
+from pyretrieve import contract
+from pyretrieve.db import session
 from pyretrieve.embedders import Embedder
 from pyretrieve.errors import (
     AccessDenied,
@@ -85,14 +84,14 @@ __all__ = [
     "split_text",
 ]
 
-CLASSIFICATIONS = ("public", "internal", "confidential", "restricted")
-MAX_BODY_CHARS = 1_000_000
-MAX_SOURCE_URI = 2048
-MAX_PROVENANCE = 256
+CLASSIFICATIONS = contract.CLASSIFICATION_ORDER
+MAX_BODY_CHARS = contract.MAX_BODY_CHARS
+MAX_SOURCE_URI = contract.MAX_SOURCE_URI_CHARS
+MAX_PROVENANCE = contract.MAX_PROVENANCE_CHARS
 DEFAULT_BATCH_SIZE = 256
 DEFAULT_MAX_CHARS = 2000
 TEXT_SUFFIXES = (".txt", ".md")
-_IDENT = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
+_IDENT = contract.IDENTIFIER_RE
 # A source name is one path segment: no "/" (the separator of its documents) and no "#".
 _SOURCE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 _NIL_UUID = UUID(int=0)  # sorts before every other uuid in PostgreSQL too
@@ -1016,41 +1015,24 @@ class Ingestor:
 
     @contextmanager
     def _connection(self) -> Iterator[psycopg.Connection[Any]]:
-        if isinstance(self._source, psycopg.Connection):
-            conn: psycopg.Connection[Any] = self._source
-            if conn.info.transaction_status != TransactionStatus.IDLE:
-                # Batches must commit on their own; inside a caller's transaction they could not.
-                raise InvalidInput(
-                    "the connection is inside a transaction; ingestion needs its own"
-                )
+        # Batches must commit on their own; inside a caller's transaction they could not.
+        with session.connection(self._source, needs="ingestion") as conn:
             yield conn
-            return
-        try:
-            with self._source.connection() as pooled:
-                yield pooled
-        except psycopg.Error as exc:
-            raise translate(exc) from None
 
     @contextmanager
     def _transaction(
         self, conn: psycopg.Connection[Any], workspace: str, project: str
     ) -> Iterator[tuple[psycopg.Cursor[TupleRow], str]]:
         """One transaction as the principal with the write scope bound; yields the ceiling."""
-        try:
-            with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
-                if self._principal is not None:
-                    cur.execute(
-                        sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(self._principal))
-                    )
-                row = cur.execute(
-                    "SELECT pyretrieve.bind_write_scope(%s, %s)::text", (workspace, project)
-                ).fetchone()
-                assert row is not None
-                yield cur, str(row[0])
-        except PyretrieveError:
-            raise
-        except psycopg.Error as exc:
-            raise translate(exc) from None
+        with (
+            session.as_principal(conn, self._principal),
+            conn.cursor(row_factory=tuple_row) as cur,
+        ):
+            row = cur.execute(
+                "SELECT pyretrieve.bind_write_scope(%s, %s)::text", (workspace, project)
+            ).fetchone()
+            assert row is not None
+            yield cur, str(row[0])
 
     def _preflight(
         self, conn: psycopg.Connection[Any], workspace: str, project: str, embedder: Embedder | None

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from uuid import UUID
 
+from pyretrieve.contract import FRESHNESS_SLOPE, is_stale
 from pyretrieve.errors import IntegrityViolation, SemanticRequired
 from pyretrieve.explain import explain_result
 from pyretrieve.types import (
@@ -57,6 +58,9 @@ __all__ = [
 
 Row = Mapping[str, object]
 
+# 60 + 1: the RRF denominator of a first-ranked candidate.
+_TOP_RANK_DENOMINATOR = float(RRF_K + RANK_BASE)
+
 
 # ----------------------------------------------------------------- the arithmetic
 
@@ -86,7 +90,7 @@ def freshness_factor(age: timedelta, max_age: timedelta | None) -> float:
     max_us = micros(max_age)
     if max_us <= 0:
         raise ValueError("max_age must be positive")
-    factor = 1.0 - 0.5 * (float(age_us) / float(max_us))
+    factor = 1.0 - FRESHNESS_SLOPE * (float(age_us) / float(max_us))
     return min(1.0, max(FRESHNESS_FLOOR, factor))
 
 
@@ -94,9 +98,9 @@ def ideal_score(weights: Weights, *, lexical_ran: bool, vector_ran: bool) -> flo
     """The RRF score of a fragment ranked first by every modality that ran."""
     ideal = 0.0
     if lexical_ran:
-        ideal += weights.lexical / 61.0
+        ideal += weights.lexical / _TOP_RANK_DENOMINATOR
     if vector_ran:
-        ideal += weights.vector / 61.0
+        ideal += weights.vector / _TOP_RANK_DENOMINATOR
     return ideal
 
 
@@ -112,7 +116,8 @@ def confidence(
     if ideal <= 0.0:
         raise ValueError("ideal score must be positive")
     semantic_factor = DEGRADED_CONFIDENCE_FACTOR if degraded else 1.0
-    value = (rrf_score / ideal) * freshness * (61.0 / (60.0 + fused_rank)) * semantic_factor
+    rank_decay = _TOP_RANK_DENOMINATOR / (float(RRF_K) + fused_rank)
+    value = (rrf_score / ideal) * freshness * rank_decay * semantic_factor
     return min(1.0, max(0.0, value))
 
 
@@ -279,9 +284,11 @@ def _check_bindings(
             raise IntegrityViolation("generation_mismatch", fragment_id=vec.fragment_id)
         # An embedding of some other text, or one stamped before the fragment's current
         # lexical generation, would rank this fragment on words it may no longer hold.
-        if (
-            vec.source_digest != record.content_digest
-            or vec.vector_generation < record.lexical_generation
+        if is_stale(
+            source_digest=vec.source_digest,
+            content_digest=record.content_digest,
+            vector_generation=vec.vector_generation,
+            lexical_generation=record.lexical_generation,
         ):
             raise IntegrityViolation("stale_embedding", fragment_id=vec.fragment_id)
     for fid, record in records.items():
@@ -333,7 +340,84 @@ def rank(
     (possibly empty) list of rows when it did. Any inconsistency raises
     :class:`IntegrityViolation` before anything is returned; a required semantic
     modality that did not take part raises :class:`SemanticRequired`.
+
+    Three steps: :func:`_validate` (parse and recheck every input), :func:`_score` (fuse,
+    freshness, total order) and :func:`_cut` (confidence, results and omissions).
     """
+    checked = _validate(
+        decision=decision,
+        lexical=lexical,
+        vector=vector,
+        records=records,
+        limit=limit,
+        semantic=semantic,
+        query_digest=query_digest,
+        embedding_digest=embedding_digest,
+        weights=weights,
+        retrieved_at=retrieved_at,
+    )
+    results, omissions = _cut(checked, _score(checked))
+    return SearchResult(
+        retrieval_id=retrieval_id(
+            decision=checked.decision,
+            query_digest=query_digest,
+            embedding_digest=embedding_digest,
+            limit=limit,
+            weights=checked.weights,
+            lexical=checked.lexical if checked.lexical_ran else None,
+            vector=checked.vector if checked.vector_ran else None,
+            records=checked.records,
+        ),
+        decision=checked.decision,
+        semantic=semantic,
+        results=tuple(results),
+        omissions=tuple(omissions),
+        query_digest=query_digest,
+        embedding_digest=embedding_digest,
+        limit=limit,
+        weights=checked.weights,
+        lexical_ran=checked.lexical_ran,
+        vector_ran=checked.vector_ran,
+        retrieved_at=checked.retrieved_at,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Checked:
+    """The ranker's inputs, parsed and rechecked: everything :func:`_score` and :func:`_cut`
+    may rely on."""
+
+    decision: Decision
+    weights: Weights
+    limit: int
+    semantic: SemanticStatus
+    embedding_digest: bytes | None
+    retrieved_at: datetime
+    lexical_ran: bool
+    vector_ran: bool
+    ideal: float
+    lexical: list[LexicalCandidate]
+    vector: list[VectorCandidate]
+    records: list[FragmentRecord]
+    lexical_by_id: dict[UUID, LexicalCandidate]
+    vector_by_id: dict[UUID, VectorCandidate]
+
+
+def _validate(
+    *,
+    decision: Decision | Row,
+    lexical: Iterable[Row] | None,
+    vector: Iterable[Row] | None,
+    records: Iterable[Row],
+    limit: int,
+    semantic: SemanticStatus,
+    query_digest: bytes,
+    embedding_digest: bytes | None,
+    weights: Weights | None,
+    retrieved_at: datetime | None,
+) -> _Checked:
+    """Parse every row strictly and recheck it against the decision; raise on the first
+    inconsistency (the checks run in a fixed order, so the same input names the same check)."""
     parsed_decision = _parse_decision(decision)
     weights = Weights() if weights is None else weights
     if not isinstance(weights, Weights):
@@ -376,16 +460,37 @@ def rank(
     lexical_by_id: dict[UUID, LexicalCandidate] = {c.fragment_id: c for c in lexical_rows}
     vector_by_id: dict[UUID, VectorCandidate] = {c.fragment_id: c for c in vector_rows}
     _check_bindings(by_id, lexical_by_id, vector_by_id)
+    return _Checked(
+        decision=parsed_decision,
+        weights=weights,
+        limit=limit,
+        semantic=semantic,
+        embedding_digest=embedding_digest,
+        retrieved_at=retrieved_at,
+        lexical_ran=lexical_ran,
+        vector_ran=vector_ran,
+        ideal=ideal,
+        lexical=lexical_rows,
+        vector=vector_rows,
+        records=record_rows,
+        lexical_by_id=lexical_by_id,
+        vector_by_id=vector_by_id,
+    )
 
+
+def _score(checked: _Checked) -> list[_Scored]:
+    """Fuse each record's contributions, apply freshness, and sort into the total order."""
+    weights = checked.weights
+    evaluated_at = checked.decision.evaluated_at
     scored: list[_Scored] = []
-    for record in record_rows:
-        lex = lexical_by_id.get(record.fragment_id)
-        vec = vector_by_id.get(record.fragment_id)
+    for record in checked.records:
+        lex = checked.lexical_by_id.get(record.fragment_id)
+        vec = checked.vector_by_id.get(record.fragment_id)
         lex_part = None if lex is None else rrf_contribution(weights.lexical, lex.rank)
         vec_part = None if vec is None else rrf_contribution(weights.vector, vec.rank)
         rrf = fuse(lex_part, vec_part)
         age = evaluated_at - record.observed_at
-        fresh = freshness_factor(age, parsed_decision.max_age)
+        fresh = freshness_factor(age, checked.decision.max_age)
         scored.append(
             _Scored(
                 record=record,
@@ -400,21 +505,27 @@ def rank(
             )
         )
     scored.sort(key=_Scored.order_key)
+    return scored
 
-    degraded = semantic.lowers_confidence
-    max_age_us = None if parsed_decision.max_age is None else micros(parsed_decision.max_age)
+
+def _cut(checked: _Checked, scored: list[_Scored]) -> tuple[list[Result], list[Omission]]:
+    """Confidence for every position; the first ``limit`` become explained results, the rest
+    omissions."""
+    degraded = checked.semantic.lowers_confidence
+    max_age = checked.decision.max_age
+    max_age_us = None if max_age is None else micros(max_age)
     results: list[Result] = []
     omissions: list[Omission] = []
     for position, item in enumerate(scored, start=RANK_BASE):
         conf = confidence(
             rrf_score=item.rrf_score,
-            ideal=ideal,
+            ideal=checked.ideal,
             freshness=item.freshness,
             fused_rank=position,
             degraded=degraded,
         )
         record = item.record
-        if position - RANK_BASE < limit:
+        if position - RANK_BASE < checked.limit:
             results.append(
                 Result(
                     fused_rank=position,
@@ -431,7 +542,7 @@ def rank(
                         record=record,
                         lexical=item.lexical,
                         vector=item.vector,
-                        weights=weights,
+                        weights=checked.weights,
                         lexical_contribution=item.lexical_contribution,
                         vector_contribution=item.vector_contribution,
                         rrf_score=item.rrf_score,
@@ -440,9 +551,10 @@ def rank(
                         max_age_us=max_age_us,
                         final_score=item.final_score,
                         confidence=conf,
-                        decision=parsed_decision,
-                        retrieved_at=retrieved_at,
-                        embedding_digest=embedding_digest,
+                        decision=checked.decision,
+                        retrieved_at=checked.retrieved_at,
+                        embedding_digest=checked.embedding_digest,
+                        semantic=checked.semantic,
                     ),
                 )
             )
@@ -460,27 +572,4 @@ def rank(
                     confidence=conf,
                 )
             )
-
-    return SearchResult(
-        retrieval_id=retrieval_id(
-            decision=parsed_decision,
-            query_digest=query_digest,
-            embedding_digest=embedding_digest,
-            limit=limit,
-            weights=weights,
-            lexical=lexical_rows if lexical_ran else None,
-            vector=vector_rows if vector_ran else None,
-            records=record_rows,
-        ),
-        decision=parsed_decision,
-        semantic=semantic,
-        results=tuple(results),
-        omissions=tuple(omissions),
-        query_digest=query_digest,
-        embedding_digest=embedding_digest,
-        limit=limit,
-        weights=weights,
-        lexical_ran=lexical_ran,
-        vector_ran=vector_ran,
-        retrieved_at=retrieved_at,
-    )
+    return results, omissions

@@ -17,6 +17,15 @@ from enum import StrEnum
 from typing import Any, Final, TypeAlias
 from uuid import UUID
 
+from pyretrieve.contract import (
+    CLASSIFICATION_ORDER,
+    DEGRADED_CONFIDENCE_FACTOR,
+    FRESHNESS_FLOOR,
+    RANK_BASE,
+    RRF_FORMULA,
+    RRF_K,
+    TRUST_LABEL,
+)
 from pyretrieve.errors import IntegrityViolation, InvalidInput
 
 __all__ = [
@@ -52,18 +61,9 @@ __all__ = [
 
 JsonValue: TypeAlias = bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"] | None
 
-# Contract constants. The SQL side mirrors these; changing one changes every score.
-RRF_K: Final = 60
-RANK_BASE: Final = 1
-RRF_FORMULA: Final = (
-    "sum of w/(60+rank) over modalities, 1-based ranks, missing modality contributes 0"
-)
-FRESHNESS_FLOOR: Final = 0.5
-DEGRADED_CONFIDENCE_FACTOR: Final = 0.75
+# The contract constants live in pyretrieve.contract; they are re-exported here, where the
+# ranker and the explanations have always found them.
 DIGEST_SIZE: Final = 32
-# A constant label, never derived from the content: retrieved text is data, whatever
-# it claims about itself.
-TRUST_LABEL: Final = "untrusted-data"
 
 _ONE_MICROSECOND: Final = timedelta(microseconds=1)
 
@@ -110,12 +110,7 @@ class Classification(StrEnum):
         return self.level >= self._level_of(other)
 
 
-_CLASSIFICATION_ORDER: Final = (
-    Classification.PUBLIC,
-    Classification.INTERNAL,
-    Classification.CONFIDENTIAL,
-    Classification.RESTRICTED,
-)
+_CLASSIFICATION_ORDER: Final = tuple(Classification(value) for value in CLASSIFICATION_ORDER)
 
 
 class FragmentState(StrEnum):
@@ -340,6 +335,9 @@ def _parse_row(row: object, spec: Mapping[str, _Parser]) -> dict[str, Any]:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Scope:
+    """Where a request reads and why: a workspace, a project in it and a purpose, each an
+    identifier (``pyretrieve.contract.IDENTIFIER_PATTERN``). A grant names all three."""
+
     workspace: str
     project: str
     purpose: str
@@ -711,6 +709,15 @@ class Omission:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SearchResult:
+    """What one search returns: the results (explained), the omissions past the limit, the
+    decision it ran under, the semantic status and the query's digests.
+
+    ``retrieval_id`` is the sha256 of the inputs that determine the output, so two searches
+    with the same id returned the same thing. ``to_plain()`` / ``to_json()`` give the
+    canonical rendering (:func:`canonical_json`); each result's part of it is the explanation
+    ``pyretrieve.search()`` returns in SQL, byte for byte.
+    """
+
     retrieval_id: str
     decision: Decision
     semantic: SemanticStatus

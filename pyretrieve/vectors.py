@@ -9,9 +9,16 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
+from pyretrieve.contract import MAX_DIMENSION
 from pyretrieve.errors import InvalidEmbedding
 
-MAX_DIMENSION = 2000
+__all__ = [
+    "MAX_DIMENSION",
+    "canonical_embedding",
+    "embedding_bytes",
+    "embedding_digest",
+    "to_pgvector_text",
+]
 
 
 def canonical_embedding(values: Sequence[float] | NDArray[np.floating]) -> NDArray[np.float32]:
@@ -21,7 +28,7 @@ def canonical_embedding(values: Sequence[float] | NDArray[np.floating]) -> NDArr
     except (TypeError, ValueError):
         raise InvalidEmbedding("embedding must be a sequence of numbers") from None
     if array.ndim != 1 or not 1 <= array.shape[0] <= MAX_DIMENSION:
-        raise InvalidEmbedding("embedding must have 1 to 2000 values")
+        raise InvalidEmbedding(f"embedding must have 1 to {MAX_DIMENSION} values")
     if not np.all(np.isfinite(array)):
         raise InvalidEmbedding("embedding must be finite (no NaN or Inf)")
     as32 = array.astype("<f4")

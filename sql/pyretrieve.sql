@@ -1339,7 +1339,35 @@ SET LOCAL ROLE pyretrieve_owner;
 --   freshness  = least(1.0, greatest(0.5, 1.0 - 0.5 * (age_us / max_age_us)))   (1.0 without max_age)
 --   final      = rrf * freshness; order by final desc, rrf desc, content_digest, fragment_id
 --   confidence = least(1, greatest(0, (rrf / ideal) * freshness * (61 / (60 + rank)) * semantic_factor))
+-- The explanation is the Python ranker's (pyretrieve/explain.py), key for key and value for value:
+-- its canonical JSON is byte-identical to the client's for the same request and decision.
 -- ---------------------------------------------------------------------------------------------
+
+-- A double as a jsonb number that reads back as the same double, and as a float: the shortest
+-- exact digits (extra_float_digits pinned), with at least one decimal place (1.0, not 1), as
+-- Python's json module renders floats.
+CREATE FUNCTION pyretrieve.json_double(p_value double precision)
+RETURNS jsonb
+LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+SET extra_float_digits = 1
+BEGIN ATOMIC
+    SELECT pg_catalog.to_jsonb(pg_catalog.round(n.v, GREATEST(pg_catalog.scale(n.v), 1)))
+      FROM (SELECT p_value::text::numeric AS v) n;
+END;
+COMMENT ON FUNCTION pyretrieve.json_double(double precision) IS
+    'A double precision value as a jsonb number with its shortest exact digits and at least one decimal place, so a JSON reader gets back the same IEEE double, as a float.';
+
+-- A timestamp as the explanation renders it: ISO 8601 in UTC, always with microseconds and Z.
+CREATE FUNCTION pyretrieve.iso_utc(p_value timestamptz)
+RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE STRICT SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT pg_catalog.to_char(p_value AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"');
+END;
+COMMENT ON FUNCTION pyretrieve.iso_utc(timestamptz) IS
+    'A timestamp in ISO 8601, in UTC, with microseconds and a Z suffix: how explanations render times.';
 
 -- sha256 of the embedding as float32 little-endian bytes, the digest the client records.
 -- vector_send() writes a 4-byte header then big-endian float4 values.
@@ -1409,6 +1437,7 @@ BEGIN
     IF v_wants_vector AND p_embedding IS NOT NULL THEN
         v_embedding_digest := pyretrieve.embedding_digest(p_embedding);
     END IF;
+    -- The client's rule (pyretrieve.contract.semantic_intent) for semantic => 'optional'.
     v_intent := CASE WHEN NOT v_wants_vector THEN 'disabled'
                      WHEN p_mode = 'vector' THEN 'required' ELSE 'optional' END;
 
@@ -1433,7 +1462,12 @@ BEGIN
         v_status := 'degraded';
         v_reason := 'disabled';
         v_evidence := jsonb_build_object('policy', 'disabled');
-    ELSIF p_embedding IS NULL OR p_model IS NULL THEN
+    ELSIF p_embedding IS NULL THEN
+        -- The client's evidence when it has no embedding and no embedder for the model.
+        v_status := 'degraded';
+        v_reason := 'missing_embedding';
+        v_evidence := jsonb_build_object('model', p_model, 'embedder_registered', false);
+    ELSIF p_model IS NULL THEN
         v_status := 'degraded';
         v_reason := 'missing_embedding';
         v_evidence := jsonb_build_object('model', p_model);
@@ -1476,7 +1510,14 @@ BEGIN
     RETURN QUERY
     WITH lex AS (
         SELECT (x->>'rank')::integer AS rank, (x->>'fragment_id')::uuid AS fragment_id,
-               (x->>'score')::double precision AS score, x->'terms' AS terms
+               (x->>'score')::double precision AS score,
+               (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                           'term', e->'term', 'tf', e->'tf', 'query_tf', e->'query_tf',
+                           'idf', pyretrieve.json_double((e->>'idf')::double precision),
+                           'length_norm', pyretrieve.json_double((e->>'length_norm')::double precision),
+                           'contribution', pyretrieve.json_double((e->>'contribution')::double precision))
+                           ORDER BY o), '[]'::jsonb)
+                  FROM jsonb_array_elements(x->'terms') WITH ORDINALITY AS u(e, o)) AS terms
           FROM jsonb_array_elements(coalesce(v_lexical, '[]'::jsonb)) x
     ), vec AS (
         SELECT (x->>'rank')::integer AS rank, (x->>'fragment_id')::uuid AS fragment_id,
@@ -1522,38 +1563,48 @@ BEGIN
     )
     SELECT t.fused_rank, t.fragment_id, t.content_digest, t.body, t.final, t.rrf, t.fresh, t.conf,
            jsonb_build_object(
+               'fused_rank', t.fused_rank,
+               'decision_id', d.decision_id,
                'fragment', jsonb_build_object('workspace_id', t.workspace_id, 'project_id', t.project_id,
-                                              'fragment_id', t.fragment_id),
+                                              'fragment_id', t.fragment_id,
+                                              'classification', t.classification),
                'content', jsonb_build_object('text', t.body, 'trust', 'untrusted-data'),
                'provenance', jsonb_build_object(
                    'source_uri', t.source_uri, 'source_revision', t.source_revision,
-                   'manifest_id', t.manifest_id, 'observed_at', t.observed_at,
-                   'retrieved_at', d.evaluated_at, 'expires_at', t.expires_at,
-                   'ingested_at', t.ingested_at, 'content_digest', encode(t.content_digest, 'hex')),
-               'lexical', CASE WHEN t.lexical_rank IS NULL THEN NULL ELSE jsonb_build_object(
-                   'rank', t.lexical_rank, 'score', t.lexical_score, 'ranking', p_ranking,
-                   'terms', t.lexical_terms,
-                   'contribution', t.lexical_contribution, 'weight', p_lexical_weight) END,
-               'vector', CASE WHEN t.vector_rank IS NULL THEN NULL ELSE jsonb_build_object(
-                   'rank', t.vector_rank, 'distance', t.distance, 'metric', 'cosine_distance',
-                   'contribution', t.vector_contribution, 'weight', p_vector_weight) END,
-               'rrf', jsonb_build_object('k', 60, 'rank_base', 1, 'score', t.rrf,
-                   'formula', 'sum over modalities of w/(60+rank), 1-based ranks, a missing modality contributes 0'),
-               'freshness', jsonb_build_object('factor', t.fresh, 'age_us', t.age_us, 'max_age_us', t.max_age_us),
-               'final_score', t.final,
-               'confidence', t.conf,
+                   'manifest_id', t.manifest_id, 'observed_at', pyretrieve.iso_utc(t.observed_at),
+                   'retrieved_at', pyretrieve.iso_utc(d.evaluated_at),
+                   'expires_at', pyretrieve.iso_utc(t.expires_at),
+                   'ingested_at', pyretrieve.iso_utc(t.ingested_at),
+                   'content_digest', encode(t.content_digest, 'hex')),
+               'modalities', jsonb_build_object(
+                   'lexical', CASE WHEN t.lexical_rank IS NULL THEN NULL ELSE jsonb_build_object(
+                       'rank', t.lexical_rank, 'score', pyretrieve.json_double(t.lexical_score),
+                       'terms', t.lexical_terms,
+                       'contribution', pyretrieve.json_double(t.lexical_contribution),
+                       'weight', pyretrieve.json_double(p_lexical_weight)) END,
+                   'vector', CASE WHEN t.vector_rank IS NULL THEN NULL ELSE jsonb_build_object(
+                       'rank', t.vector_rank, 'distance', pyretrieve.json_double(t.distance),
+                       'metric', 'cosine_distance',
+                       'contribution', pyretrieve.json_double(t.vector_contribution),
+                       'weight', pyretrieve.json_double(p_vector_weight)) END),
+               'rrf', jsonb_build_object('k', 60, 'rank_base', 1, 'score', pyretrieve.json_double(t.rrf),
+                   'formula', 'sum of w/(60+rank) over modalities, 1-based ranks, missing modality contributes 0'),
+               'freshness', jsonb_build_object('factor', pyretrieve.json_double(t.fresh),
+                                               'age_us', t.age_us, 'max_age_us', t.max_age_us),
+               'final_score', pyretrieve.json_double(t.final),
+               'confidence', pyretrieve.json_double(t.conf),
                'tie_break', encode(t.content_digest, 'hex') || ':' || t.fragment_id::text,
-               'generations', jsonb_build_object('lexical', t.lexical_generation, 'vector', t.vector_generation),
+               'generations', jsonb_build_object('lexical_generation', t.lexical_generation,
+                                                 'vector_generation', t.vector_generation),
                'semantic', jsonb_build_object('status', v_status, 'reason', v_reason, 'evidence', v_evidence,
                                               'lowers_confidence', v_status = 'degraded'),
-               'semantic_query_digest', encode(v_embedding_digest, 'hex'),
-               'decision_id', d.decision_id)
+               'semantic_query_digest', encode(v_embedding_digest, 'hex'))
       FROM top t
      ORDER BY t.fused_rank;
 END;
 $$;
 COMMENT ON FUNCTION pyretrieve.search(text, text, text, text, public.vector, text, integer, text, double precision, double precision, text) IS
-    'One fused, explained search: authorize, lexical candidates (BM25 by default, p_ranking ''ts_rank'' for comparison), vector candidates (when the mode and the grant''s semantic policy allow and an embedding and model are given), then weighted Reciprocal Rank Fusion (w / (60 + rank), 1-based ranks, k = 60, weights default 1.0, a missing modality contributes 0), a freshness factor within the grant''s max_age, a total order (final score, RRF score, content digest, fragment id), confidence and a jsonb explanation per result. Same order as the Python client. Raises PR001 on deny and PR030 when semantic retrieval is required but unavailable.';
+    'One fused, explained search: authorize, lexical candidates (BM25 by default, p_ranking ''ts_rank'' for comparison), vector candidates (when the mode and the grant''s semantic policy allow and an embedding and model are given), then weighted Reciprocal Rank Fusion (w / (60 + rank), 1-based ranks, k = 60, weights default 1.0, a missing modality contributes 0), a freshness factor within the grant''s max_age, a total order (final score, RRF score, content digest, fragment id), confidence and a jsonb explanation per result: the document the Python ranker builds (fused rank, decision, fragment, content, provenance, modalities, rrf, freshness, scores, tie-break, generations, semantic status, semantic query digest), whose canonical JSON is byte-identical to the client''s. Same order as the Python client. Raises PR001 on deny and PR030 when semantic retrieval is required but unavailable.';
 
 
 -- ==== sql/schema/50_writers.sql ====
@@ -2282,6 +2333,9 @@ GRANT EXECUTE ON FUNCTION pyretrieve.caller(), pyretrieve.caller_in(name),
 GRANT EXECUTE ON FUNCTION pyretrieve.content_digest(text), pyretrieve.or_tsquery(regconfig, text),
     pyretrieve.embedding_digest(public.vector), pyretrieve.caller()
     TO pyretrieve_reader, pyretrieve_writer, pyretrieve_admin, pyretrieve_api;
+-- The explanation's renderings (a double as a float, a time in UTC), which search() calls.
+GRANT EXECUTE ON FUNCTION pyretrieve.json_double(double precision), pyretrieve.iso_utc(timestamptz)
+    TO pyretrieve_reader;
 -- search() runs as its caller and calls the API functions in order.
 GRANT EXECUTE ON FUNCTION
     pyretrieve.search(text, text, text, text, public.vector, text, integer, text, double precision, double precision, text)
@@ -3330,7 +3384,7 @@ SET LOCAL ROLE pyretrieve_owner;
 
 -- ==== sql/schema/90_epilogue.sql ====
 INSERT INTO pyretrieve.installation (schema_version, created_vector)
-VALUES ('0004', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
+VALUES ('0005', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
 
 RESET ROLE;
 -- pyretrieve_api created the API functions; it may not create anything else.

@@ -7,11 +7,12 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from pyretrieve import contract
 from pyretrieve.cli import main
 from pyretrieve.cli.common import as_option, connect, dsn_option, handle_errors, transaction
 from pyretrieve.embedders.registry import available_models, get_embedder, register_model
 
-CLASSIFICATIONS = click.Choice(["public", "internal", "confidential", "restricted"])
+CLASSIFICATIONS = click.Choice(list(contract.CLASSIFICATION_ORDER))
 
 
 def _table(columns: list[str], rows: list[dict[str, object]]) -> None:

@@ -10,9 +10,9 @@ from typing import Any, ParamSpec, TypeVar
 
 import click
 import psycopg
-from psycopg import sql
 from psycopg.rows import dict_row, tuple_row
 
+from pyretrieve.db import session
 from pyretrieve.db.connect import resolve_dsn
 from pyretrieve.db.errors import translate
 from pyretrieve.embedded import APP_ROLE
@@ -129,8 +129,7 @@ def require_principal(conn: psycopg.Connection[Any], principal: str | None) -> N
 def transaction(
     conn: psycopg.Connection[dict[str, Any]], principal: str | None
 ) -> Iterator[psycopg.Connection[dict[str, Any]]]:
+    """One transaction as the command's principal (see :func:`pyretrieve.db.session.as_principal`)."""
     require_principal(conn, principal)
-    with conn.transaction():
-        if principal:
-            conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(principal)))
+    with session.as_principal(conn, principal or None):
         yield conn

@@ -144,6 +144,17 @@ def _connection_failure(text: str) -> PyretrieveError | None:
     return None
 
 
+def schema_errors() -> dict[str, type[PyretrieveError]]:
+    """The SQLSTATEs of class PR that the schema raises, each with the typed error it becomes
+    (a test checks this against the installed functions, both ways)."""
+    return dict(_SCHEMA_ERRORS)
+
+
+def standard_errors() -> dict[str, type[PyretrieveError]]:
+    """The standard SQLSTATEs (and two-character classes) translated, with their typed errors."""
+    return {**_STANDARD_ERRORS, **_STANDARD_CLASSES}
+
+
 def translate(exc: BaseException) -> PyretrieveError:
     """The typed error for a driver exception (or any exception from the database layer)."""
     if isinstance(exc, PyretrieveError):

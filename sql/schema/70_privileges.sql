@@ -69,6 +69,9 @@ GRANT EXECUTE ON FUNCTION pyretrieve.caller(), pyretrieve.caller_in(name),
 GRANT EXECUTE ON FUNCTION pyretrieve.content_digest(text), pyretrieve.or_tsquery(regconfig, text),
     pyretrieve.embedding_digest(public.vector), pyretrieve.caller()
     TO pyretrieve_reader, pyretrieve_writer, pyretrieve_admin, pyretrieve_api;
+-- The explanation's renderings (a double as a float, a time in UTC), which search() calls.
+GRANT EXECUTE ON FUNCTION pyretrieve.json_double(double precision), pyretrieve.iso_utc(timestamptz)
+    TO pyretrieve_reader;
 -- search() runs as its caller and calls the API functions in order.
 GRANT EXECUTE ON FUNCTION
     pyretrieve.search(text, text, text, text, public.vector, text, integer, text, double precision, double precision, text)

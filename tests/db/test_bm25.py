@@ -399,7 +399,7 @@ def test_weighted_fusion_is_the_same_in_sql_and_python(db: Database, conn: Conn)
         assert py.rrf_score == sq["rrf_score"]
         assert py.final_score == sq["final_score"]
         assert py.confidence == sq["confidence"]
-        lexical_part = sq["explanation"]["lexical"]
+        lexical_part = sq["explanation"]["modalities"]["lexical"]
         if lexical_part is not None:
             assert lexical_part["weight"] == 1.5
             assert [t["term"] for t in lexical_part["terms"]] == [t.term for t in py.lexical.terms]  # type: ignore[union-attr]

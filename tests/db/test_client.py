@@ -479,7 +479,9 @@ def test_vector_mode_never_calls_the_lexical_function(rec: RecordingConnection) 
         "fragments",
         "COMMIT",
     ]
-    assert rec.of("authorize")[0].params[4] == "optional"
+    # Vector mode cannot do without the semantic leg: the decision records it as required,
+    # as pyretrieve.search() does (pyretrieve.contract.semantic_intent).
+    assert rec.of("authorize")[0].params[4] == "required"
     assert not result.lexical_ran
     assert all(r.lexical is None and r.vector is not None for r in result.results)
 

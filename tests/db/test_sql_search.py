@@ -7,6 +7,13 @@ some of them stale), then, in ONE transaction as the principal, calls authorize,
 functions and fragments() itself, ranks with :func:`pyretrieve.ranking.rank`, and calls
 ``pyretrieve.search`` with the same arguments. Both see the same evaluation time (``now()`` is
 the transaction's start), so every score must be equal, not just close.
+
+The contract property goes further: in one transaction it runs ``pyretrieve.search`` and then
+the client's own request path (``Retriever``), across every mode, degradation (stale, missing
+embedding, unknown model, corrupt embedding, a disabling policy) and limit, and compares the
+WHOLE explanation document of every result, as canonical JSON, byte for byte; the omissions the
+client reports against the rows a wider SQL search returns past the limit; and the decisions
+both recorded.
 """
 
 from __future__ import annotations
@@ -24,9 +31,16 @@ from hypothesis import strategies as st
 from psycopg.rows import dict_row
 
 from pyretrieve import ranking
-from pyretrieve.client import Retriever
+from pyretrieve.client import Retriever, build_request
 from pyretrieve.errors import SemanticRequired
-from pyretrieve.types import DegradationReason, Scope, SearchResult, SemanticStatus
+from pyretrieve.types import (
+    DegradationReason,
+    Scope,
+    SearchResult,
+    SemanticStatus,
+    Weights,
+    canonical_json,
+)
 from pyretrieve.vectors import canonical_embedding, embedding_digest, to_pgvector_text
 from tests.conftest import Database, Server, acting_as, create_database, drop_database, role
 from tests.db.seed import grant, sha
@@ -57,6 +71,23 @@ class Case:
     query_embedding: tuple[float, ...]
     mode: str
     limit: int
+    # How the query's vector is given: "ok", "none" (no embedding), "unknown_model" or
+    # "wrong_dimension" (a corrupt one).
+    vector_input: str = "ok"
+    purpose: str = "ranked"  # "ranked" (max_age), "nomax" or "nosem" (semantic disabled)
+    weights: tuple[float, float] = (1.0, 1.0)
+
+    @property
+    def model(self) -> str:
+        return "no-such-model" if self.vector_input == "unknown_model" else MODEL
+
+    @property
+    def embedding(self) -> tuple[float, ...] | None:
+        if self.vector_input == "none":
+            return None
+        if self.vector_input == "wrong_dimension":
+            return self.query_embedding[:3]
+        return self.query_embedding
 
 
 def _nonzero(parts: tuple[list[int], int, int]) -> list[int]:
@@ -102,6 +133,28 @@ def cases(draw: st.DrawFn) -> Case:
     )
 
 
+@st.composite
+def contract_cases(draw: st.DrawFn) -> Case:
+    """:func:`cases` with every way the semantic leg can degrade, every purpose and weights."""
+    case = draw(cases())
+    return Case(
+        max_age_hours=case.max_age_hours,
+        docs=case.docs,
+        query=case.query,
+        query_embedding=case.query_embedding,
+        mode=case.mode,
+        limit=case.limit,
+        vector_input=draw(
+            st.sampled_from(["ok", "ok", "ok", "none", "unknown_model", "wrong_dimension"])
+        ),
+        purpose=draw(st.sampled_from(["ranked", "ranked", "nomax", "nosem"])),
+        weights=(
+            draw(st.sampled_from([0.5, 1.0, 1.0, 2.0])),
+            draw(st.sampled_from([0.5, 1.0, 1.0, 3.0])),
+        ),
+    )
+
+
 # --------------------------------------------------------------------------------- setup
 
 
@@ -139,6 +192,7 @@ def build_scope(conn: psycopg.Connection[Any], case: Case) -> str:
             max_age=f"{case.max_age_hours} hours",
         )
         grant(conn, role("alice"), WS, project, "nomax", "internal")
+        grant(conn, role("alice"), WS, project, "nosem", "internal", semantic_policy="disabled")
         grant(conn, role("wally"), WS, project, "ingest", "restricted")
     with acting_as(conn, "wally"):
         for doc in case.docs:
@@ -212,7 +266,10 @@ def python_ranking(
         if stale:
             if case.mode == "vector":
                 return None
-            semantic = SemanticStatus.degraded(DegradationReason.STALE)
+            semantic = SemanticStatus.degraded(
+                DegradationReason.STALE,
+                {"model": MODEL, "stale_candidates": len(stale), "candidates": len(rows)},
+            )
         else:
             vector_rows = rows
             semantic = SemanticStatus.used({"model": MODEL})
@@ -237,19 +294,39 @@ class _Undo(Exception):
 
 
 def sql_search(
-    conn: psycopg.Connection[Any], project: str, purpose: str, case: Case
+    conn: psycopg.Connection[Any],
+    project: str,
+    purpose: str,
+    case: Case,
+    *,
+    limit: int | None = None,
+    decision: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]] | None:
     """pyretrieve.search in a savepoint of the current transaction, rolled back afterwards (a
     transaction holds one decision, so the Python path can then authorize at the same time);
-    None when it raised PR030."""
-    vector = to_pgvector_text(canonical_embedding(case.query_embedding))
+    None when it raised PR030. ``decision``, when given, receives the audit row it recorded."""
+    embedding = case.embedding
+    vector = None if embedding is None else to_pgvector_text(canonical_embedding(embedding))
     rows: list[dict[str, Any]] | None = None
     try:
         with conn.transaction():
             rows = conn.execute(
-                "SELECT * FROM pyretrieve.search(%s, %s, %s, %s, %s::public.vector, %s, %s, %s)",
-                (WS, project, purpose, case.query, vector, MODEL, case.limit, case.mode),
+                "SELECT * FROM pyretrieve.search(%s, %s, %s, %s, %s::public.vector, %s, %s, %s,"
+                " %s, %s)",
+                (
+                    WS,
+                    project,
+                    purpose,
+                    case.query,
+                    vector,
+                    case.model,
+                    case.limit if limit is None else limit,
+                    case.mode,
+                    *case.weights,
+                ),
             ).fetchall()
+            if decision is not None:
+                decision.update(recorded_decision(conn, project))
             raise _Undo
     except _Undo:
         return rows
@@ -259,48 +336,133 @@ def sql_search(
         return None
 
 
-def assert_same(
-    result: SearchResult | None, rows: list[dict[str, Any]] | None, *, one_transaction: bool
+def recorded_decision(conn: psycopg.Connection[Any], project: str) -> dict[str, Any]:
+    """What the transaction's decision recorded, read at the second wall (the role is restored
+    when the caller's savepoint or transaction ends)."""
+    conn.execute("SET LOCAL ROLE pyretrieve_api")
+    row = conn.execute(
+        "SELECT decision_id, principal, purpose, grant_id, ceiling, max_age, semantic_policy, requested_limit,"
+        " candidate_limit, query_digest, semantic_intent, embedding_digest, evaluated_at"
+        " FROM pyretrieve.decisions WHERE project_id = %s AND xact_id = pg_current_xact_id()",
+        (project,),
+    ).fetchone()
+    assert row is not None
+    return dict(row)
+
+
+def client_search(conn: psycopg.Connection[Any], case: Case, project: str) -> SearchResult | None:
+    """The client's own request path, in the current transaction (which acts as alice); None
+    when it raised SemanticRequired."""
+    request = build_request(
+        case.query,
+        scope=Scope(workspace=WS, project=project, purpose=case.purpose),
+        mode=case.mode,
+        limit=case.limit,
+        embedding=None if case.embedding is None else list(case.embedding),
+        model=case.model,
+        weights=Weights(lexical=case.weights[0], vector=case.weights[1]),
+    )
+    try:
+        return Retriever(conn)._execute_in_transaction(conn, request)
+    except SemanticRequired:
+        return None
+
+
+def _differences(got: Any, want: Any, path: str = "") -> list[str]:
+    """The paths where two JSON documents differ, in value or in JSON type."""
+    if isinstance(got, dict) and isinstance(want, dict):
+        out = [f"{path}.{k}: missing on one side" for k in sorted(set(got) ^ set(want))]
+        for key in sorted(set(got) & set(want)):
+            out += _differences(got[key], want[key], f"{path}.{key}")
+        return out
+    if isinstance(got, list) and isinstance(want, list) and len(got) == len(want):
+        return [
+            d
+            for i, (g, w) in enumerate(zip(got, want, strict=True))
+            for d in _differences(g, w, f"{path}[{i}]")
+        ]
+    if type(got) is not type(want) or got != want:
+        return [f"{path}: {got!r} != {want!r}"]
+    return []
+
+
+def assert_same_documents(
+    result: SearchResult | None, rows: list[dict[str, Any]] | None, sql_decision: dict[str, Any]
 ) -> None:
-    """Same ids, order and floats; with ``one_transaction`` the ages are equal too."""
+    """Every result's whole explanation, byte for byte, and the row's columns agree with it.
+
+    The two sides ran in one transaction, so they share the evaluation time, but each recorded
+    a decision of its own (the SQL one was rolled back with its savepoint): each document must
+    name its own decision, and, with the SQL decision's id read as the client's, the documents
+    must be the same bytes."""
     if result is None or rows is None:
         assert result is None
         assert rows is None
         return
-    assert [r["fragment_id"] for r in rows] == [r.fragment_id for r in result.results]
+    sql_id = str(sql_decision["decision_id"])
+    client_id = str(result.decision.decision_id)
+    assert sql_decision["evaluated_at"] == result.decision.evaluated_at
+    documents = []
+    for row in rows:
+        document = dict(row["explanation"])
+        assert document["decision_id"] == sql_id
+        document["decision_id"] = client_id
+        documents.append(document)
+    for got, want in zip(documents, result.results, strict=True):
+        # The differing leaves first (a readable failure), then the whole documents' bytes.
+        assert _differences(got, want.to_plain()) == []
+    assert [canonical_json(d) for d in documents] == [
+        canonical_json(r.to_plain()) for r in result.results
+    ]
     for row, res in zip(rows, result.results, strict=True):
-        assert row["rank"] == res.fused_rank
-        assert row["content_digest"] == res.record.content_digest
-        assert row["body"] == res.record.body
-        # Exactly equal, not approximately: the SQL repeats the ranker's float operations.
-        assert row["rrf_score"] == res.rrf_score
-        assert row["freshness"] == res.freshness
-        assert row["final_score"] == res.final_score
-        assert row["confidence"] == res.confidence
-        explanation = row["explanation"]
-        assert explanation["tie_break"] == res.tie_break
-        freshness = res.explanation["freshness"]
-        assert isinstance(freshness, dict)
-        assert explanation["freshness"]["factor"] == freshness["factor"]
-        assert explanation["freshness"]["max_age_us"] == freshness["max_age_us"]
-        if one_transaction:
-            assert explanation["freshness"]["age_us"] == freshness["age_us"]
-        assert explanation["provenance"]["content_digest"] == res.record.content_digest.hex()
-        assert explanation["content"] == {"text": res.record.body, "trust": "untrusted-data"}
-        semantic = explanation["semantic"]
-        assert semantic["status"] == result.semantic.status.value
-        assert semantic["reason"] == (result.semantic.reason and result.semantic.reason.value)
-        assert semantic["lowers_confidence"] == result.semantic.lowers_confidence
-        if res.lexical is None:
-            assert explanation["lexical"] is None
-        else:
-            assert explanation["lexical"]["rank"] == res.lexical.rank
-            assert explanation["lexical"]["score"] == res.lexical.score
-        if res.vector is None:
-            assert explanation["vector"] is None
-        else:
-            assert explanation["vector"]["rank"] == res.vector.rank
-            assert explanation["vector"]["distance"] == res.vector.distance
+        assert (row["rank"], row["fragment_id"], row["content_digest"], row["body"]) == (
+            res.fused_rank,
+            res.fragment_id,
+            res.record.content_digest,
+            res.record.body,
+        )
+        assert (row["rrf_score"], row["freshness"], row["final_score"], row["confidence"]) == (
+            res.rrf_score,
+            res.freshness,
+            res.final_score,
+            res.confidence,
+        )
+
+
+_PER_TRANSACTION = ("decision_id", "retrieved_at", "age_us")
+
+
+def _without_transaction_fields(value: Any) -> Any:
+    """An explanation with what differs between two transactions blanked: the decision, its
+    time and the ages measured from it."""
+    if isinstance(value, dict):
+        return {
+            k: ("*" if k in _PER_TRANSACTION else _without_transaction_fields(v))
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_without_transaction_fields(v) for v in value]
+    return value
+
+
+def assert_same(result: SearchResult | None, rows: list[dict[str, Any]] | None) -> None:
+    """Same ids, order and floats, and the same explanation documents but for what differs
+    between two transactions: the decision id, its time and the ages."""
+    if result is None or rows is None:
+        assert result is None
+        assert rows is None
+        return
+    assert [canonical_json(_without_transaction_fields(row["explanation"])) for row in rows] == [
+        canonical_json(_without_transaction_fields(r.to_plain())) for r in result.results
+    ]
+    for row, res in zip(rows, result.results, strict=True):
+        assert row["fragment_id"] == res.fragment_id
+        assert (row["rrf_score"], row["freshness"], row["final_score"], row["confidence"]) == (
+            res.rrf_score,
+            res.freshness,
+            res.final_score,
+            res.confidence,
+        )
 
 
 # ---------------------------------------------------------------------------- properties
@@ -316,8 +478,9 @@ def test_sql_search_equals_the_python_ranker_in_one_transaction(
     pconn: psycopg.Connection[Any], case: Case
 ) -> None:
     project = build_scope(pconn, case)
+    sql_decision: dict[str, Any] = {}
     with acting_as(pconn, "alice"):
-        got = sql_search(pconn, project, "ranked", case)
+        got = sql_search(pconn, project, "ranked", case, decision=sql_decision)
         expected = python_ranking(pconn, project, "ranked", case)
         # Both computations saw the same decision time (now() of the one transaction); the
         # second wall shows the transaction's one decision.
@@ -327,7 +490,7 @@ def test_sql_search_equals_the_python_ranker_in_one_transaction(
             " FROM pyretrieve.decisions WHERE project_id = %s",
             (project,),
         ).fetchone()
-    assert_same(expected, got, one_transaction=True)
+    assert_same_documents(expected, got, sql_decision)
     event(
         f"mode={case.mode} results={0 if got is None else min(len(got), 3)}+"
         f" omitted={bool(expected and expected.omissions)}"
@@ -363,7 +526,56 @@ def test_sql_search_equals_the_client_without_max_age(
         client = None
     with acting_as(pconn, "alice"):
         rows = sql_search(pconn, project, "nomax", case)
-    assert_same(client, rows, one_transaction=False)
+    assert_same(client, rows)
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(case=contract_cases())
+def test_sql_search_and_the_client_explain_byte_identically(
+    pconn: psycopg.Connection[Any], case: Case
+) -> None:
+    """One contract: in one transaction (one evaluation time), pyretrieve.search() and the
+    client's request path give the same whole explanation document for every result, as
+    canonical JSON, in every mode, purpose, weighting and degradation; the client's omissions
+    are the rows a wider SQL search returns past the limit; and both decisions record the
+    same thing, semantic intent included."""
+    project = build_scope(pconn, case)
+    sql_decision: dict[str, Any] = {}
+    with acting_as(pconn, "alice"):
+        rows = sql_search(pconn, project, case.purpose, case, decision=sql_decision)
+        wider = sql_search(pconn, project, case.purpose, case, limit=100)
+        result = client_search(pconn, case, project)
+        client_decision = recorded_decision(pconn, project) if result is not None else None
+    assert_same_documents(result, rows, sql_decision)
+    if result is None:
+        event("semantic=required but not available")
+        return
+    assert rows is not None
+    assert wider is not None
+    event(f"mode={case.mode} semantic={result.semantic.status.value}")
+    event(f"reason={result.semantic.reason and result.semantic.reason.value}")
+    event(f"omitted={bool(result.omissions)}")
+    # The wider search holds the results, then exactly the omissions, in order.
+    assert [r["fragment_id"] for r in wider[: len(rows)]] == [r["fragment_id"] for r in rows]
+    past = wider[len(rows) :]
+    assert [
+        (r["rank"], r["fragment_id"], r["content_digest"], r["freshness"], r["confidence"])
+        for r in past
+    ] == [
+        (o.position, o.fragment_id, o.content_digest, o.freshness, o.confidence)
+        for o in result.omissions
+    ]
+    assert [len(r["body"].encode("utf-8")) for r in past] == [
+        o.byte_estimate for o in result.omissions
+    ]
+    assert client_decision is not None
+    assert client_decision.pop("decision_id") == result.decision.decision_id
+    sql_decision.pop("decision_id")
+    assert client_decision == sql_decision
 
 
 # ------------------------------------------------------------------------------ examples
@@ -386,7 +598,6 @@ def fixed(pconn: psycopg.Connection[Any]) -> str:
     project = build_scope(pconn, case)
     with acting_as(pconn, "adam"):
         grant(pconn, role("alice"), WS, project, "strict", "internal", semantic_policy="required")
-        grant(pconn, role("alice"), WS, project, "nosem", "internal", semantic_policy="disabled")
     return project
 
 
@@ -461,7 +672,7 @@ def test_sql_search_degrades_or_raises_like_the_client(
         disabled = _search(pconn, fixed, "nosem")
         lexical = _search(pconn, fixed, "nosem", p_mode="lexical")
     assert {r["explanation"]["semantic"]["reason"] for r in disabled} == {"disabled"}
-    assert all(r["explanation"]["vector"] is None for r in disabled)
+    assert all(r["explanation"]["modalities"]["vector"] is None for r in disabled)
     assert [r["fragment_id"] for r in disabled] == [r["fragment_id"] for r in lexical]
     for got, base in zip(disabled, lexical, strict=True):
         assert got["confidence"] == base["confidence"] * 0.75

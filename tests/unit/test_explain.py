@@ -26,6 +26,7 @@ from pyretrieve.types import (
     FragmentRecord,
     JsonValue,
     LexicalCandidate,
+    SemanticStatus,
     Weights,
 )
 
@@ -42,6 +43,7 @@ TOP_LEVEL_KEYS = {
     "confidence",
     "tie_break",
     "generations",
+    "semantic",
     "semantic_query_digest",
 }
 
@@ -83,6 +85,12 @@ def test_explanation_top_level_structure() -> None:
     out = _two_fragment_run(("alpha", "beta"))
     for result in out.results:
         assert set(result.explanation) == TOP_LEVEL_KEYS
+
+
+def test_explanation_carries_the_semantic_status() -> None:
+    out = _two_fragment_run(("alpha", "beta"))
+    for result in out.results:
+        assert result.explanation["semantic"] == out.semantic.to_plain()
 
 
 def test_explanation_content_and_trust() -> None:
@@ -200,6 +208,7 @@ def test_explain_result_requires_candidate_and_contribution_together() -> None:
             decision=Decision.from_row(decision_row()),
             retrieved_at=EVALUATED_AT,
             embedding_digest=None,
+            semantic=SemanticStatus.used({"model": "m"}),
         )
 
 

@@ -663,7 +663,13 @@ def test_lexical_only_request_under_disabling_policy_is_accepted() -> None:
 # ----------------------------------------------------------------- isolation
 
 
-PURE_MODULES = ["pyretrieve.ranking", "pyretrieve.explain", "pyretrieve.types", "pyretrieve.errors"]
+PURE_MODULES = [
+    "pyretrieve.ranking",
+    "pyretrieve.explain",
+    "pyretrieve.types",
+    "pyretrieve.errors",
+    "pyretrieve.contract",
+]
 DATABASE_PACKAGES = ("psycopg", "psycopg_pool", "sqlalchemy", "pgvector", "alembic")
 
 # The package's __init__ re-exports the client for convenience; the pure modules must
@@ -711,7 +717,12 @@ def test_import_probe_detects_a_database_import() -> None:
 @pytest.mark.parametrize("module", PURE_MODULES)
 def test_pure_modules_import_only_stdlib_and_pure_siblings(module: str) -> None:
     source = Path(importlib.import_module(module).__file__ or "").read_text(encoding="utf-8")
-    allowed_siblings = {"pyretrieve.types", "pyretrieve.errors", "pyretrieve.explain"}
+    allowed_siblings = {
+        "pyretrieve.types",
+        "pyretrieve.errors",
+        "pyretrieve.explain",
+        "pyretrieve.contract",
+    }
     imported: set[str] = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):

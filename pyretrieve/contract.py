@@ -1,0 +1,130 @@
+"""The contract's constants, written once.
+
+Every number, rule and label that the SQL schema and the Python side must agree on lives here
+and nowhere else in Python; the client, the ingestor, the CLI, the ranker and the types import
+it. The SQL schema repeats each one as a literal in its function bodies and checks, and
+``tests/db/test_contract.py`` reads the installed functions and fails when a literal there
+disagrees with the constant here.
+
+This module imports nothing (the pure ranker depends on it and must stay free of any database
+module).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+__all__ = [
+    "CANDIDATE_CAP_MAX",
+    "CANDIDATE_CAP_MIN",
+    "CLASSIFICATION_ORDER",
+    "DEGRADED_CONFIDENCE_FACTOR",
+    "FRESHNESS_FLOOR",
+    "FRESHNESS_SLOPE",
+    "IDENTIFIER_MAX_CHARS",
+    "IDENTIFIER_PATTERN",
+    "IDENTIFIER_RE",
+    "MAX_BODY_CHARS",
+    "MAX_DIMENSION",
+    "MAX_LIMIT",
+    "MAX_MODEL_ID_CHARS",
+    "MAX_PROVENANCE_CHARS",
+    "MAX_QUERY_CHARS",
+    "MAX_SOURCE_URI_CHARS",
+    "MODEL_ID_PATTERN",
+    "RANK_BASE",
+    "RRF_FORMULA",
+    "RRF_K",
+    "TRUST_LABEL",
+    "candidate_cap",
+    "is_identifier",
+    "is_stale",
+    "semantic_intent",
+]
+
+# ----------------------------------------------------------------------- identifiers
+
+# Workspace, project and purpose names (the SQL domain pyretrieve.identifier and
+# pyretrieve.check_identifier): lower-case ASCII letters, digits and _ . -, not starting with
+# one of _ . -, at most 63 characters.
+IDENTIFIER_MAX_CHARS: Final = 63
+IDENTIFIER_PATTERN: Final = "^[a-z0-9][a-z0-9_.-]{0,62}$"
+IDENTIFIER_RE: Final = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
+
+# Embedding model ids (embedding_models.model_id, register_model). The client checks only the
+# length before it asks the database; the database applies the whole pattern.
+MAX_MODEL_ID_CHARS: Final = 128
+MODEL_ID_PATTERN: Final = "^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$"
+
+
+def is_identifier(value: object) -> bool:
+    """True when ``value`` is a valid workspace, project or purpose name."""
+    return isinstance(value, str) and IDENTIFIER_RE.fullmatch(value) is not None
+
+
+# ---------------------------------------------------------------------------- limits
+
+MAX_QUERY_CHARS: Final = 4096  # authorize's caller, lexical_candidates, search
+MAX_LIMIT: Final = 1000  # the requested limit (authorize)
+CANDIDATE_CAP_MIN: Final = 100  # the candidate limit per leg: the requested limit,
+CANDIDATE_CAP_MAX: Final = 1000  # raised to 100 and capped at 1000
+MAX_BODY_CHARS: Final = 1_000_000  # fragments.body, put_fragment
+MAX_SOURCE_URI_CHARS: Final = 2048  # fragments.source_uri
+MAX_PROVENANCE_CHARS: Final = 256  # fragments.source_revision and manifest_id
+MAX_DIMENSION: Final = 2000  # embedding_models.dimension, register_model
+
+
+def candidate_cap(requested_limit: int) -> int:
+    """The decision's candidate limit for a requested limit, as authorize() computes it."""
+    return min(max(requested_limit, CANDIDATE_CAP_MIN), CANDIDATE_CAP_MAX)
+
+
+# ------------------------------------------------------------------- classification
+
+# Sensitivity, least sensitive first (the order of the SQL enum pyretrieve.classification).
+CLASSIFICATION_ORDER: Final = ("public", "internal", "confidential", "restricted")
+
+# ----------------------------------------------------------------- fusion and scores
+
+RRF_K: Final = 60
+RANK_BASE: Final = 1
+RRF_FORMULA: Final = (
+    "sum of w/(60+rank) over modalities, 1-based ranks, missing modality contributes 0"
+)
+# freshness = clamp(1 - FRESHNESS_SLOPE * age / max_age, FRESHNESS_FLOOR, 1)
+FRESHNESS_FLOOR: Final = 0.5
+FRESHNESS_SLOPE: Final = 0.5
+# Confidence is multiplied by this when the semantic leg was wanted but degraded.
+DEGRADED_CONFIDENCE_FACTOR: Final = 0.75
+
+# A constant label, never derived from the content: retrieved text is data, whatever it claims
+# about itself.
+TRUST_LABEL: Final = "untrusted-data"
+
+# ------------------------------------------------------------------------ staleness
+
+
+def is_stale(
+    *, source_digest: bytes, content_digest: bytes, vector_generation: int, lexical_generation: int
+) -> bool:
+    """An embedding is stale when it was computed from other text (its source digest is not
+    the fragment's content digest) or stamped before the fragment's current lexical
+    generation. Stale embeddings are never ranked (the same rule in SQL: ``search``)."""
+    return source_digest != content_digest or vector_generation < lexical_generation
+
+
+# ------------------------------------------------------------------- semantic intent
+
+
+def semantic_intent(mode: str, semantic: str) -> str:
+    """The semantic intent a decision records for a request: ``disabled`` when the request
+    wants no semantic leg (lexical mode, or ``semantic='disabled'``), ``required`` when it
+    cannot do without one (vector mode, or ``semantic='required'``), else ``optional``.
+    ``pyretrieve.search()`` in SQL records the same (it has no ``semantic`` argument: it asks
+    for ``optional``)."""
+    if mode == "lexical" or semantic == "disabled":
+        return "disabled"
+    if mode == "vector" or semantic == "required":
+        return "required"
+    return "optional"

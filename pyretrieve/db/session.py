@@ -1,0 +1,114 @@
+"""The session boundary: one transaction as one principal, written once.
+
+Every request and every write batch is its own transaction: the client, the ingestor and the
+CLI take a connection (from a connection or a pool), refuse one that is already inside a
+transaction (its binding, its role and its fate would be the caller's), open a transaction,
+switch identity with ``SET LOCAL ROLE`` (undone when the transaction ends) and translate
+driver errors into pyretrieve's typed errors (:func:`pyretrieve.db.errors.translate`, which
+chains nothing, so no SQL text or parameter crosses the boundary).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any, Protocol, TypeAlias, runtime_checkable
+
+import psycopg
+from psycopg import sql
+from psycopg.pq import TransactionStatus
+
+from pyretrieve.db.errors import translate
+from pyretrieve.errors import InvalidInput, PrivilegedCaller, PyretrieveError
+
+__all__ = [
+    "ConnectionPool",
+    "ConnectionSource",
+    "as_principal",
+    "connection",
+    "principal_transaction",
+    "refuse_privileged",
+]
+
+
+@runtime_checkable
+class ConnectionPool(Protocol):
+    """Anything that lends connections the way ``psycopg_pool.ConnectionPool`` does."""
+
+    def connection(self) -> AbstractContextManager[psycopg.Connection[Any]]: ...
+
+
+ConnectionSource: TypeAlias = "psycopg.Connection[Any] | ConnectionPool"
+
+
+@contextmanager
+def connection(source: ConnectionSource, *, needs: str) -> Iterator[psycopg.Connection[Any]]:
+    """A connection from ``source`` that is not inside a transaction.
+
+    A connection is used as it is; a pool lends one for the block. A connection already inside
+    a transaction is refused with :class:`InvalidInput` (``needs`` names what needs its own,
+    e.g. ``"a request"``). Errors from the pool are translated.
+    """
+    if isinstance(source, psycopg.Connection):
+        _require_idle(source, needs)
+        yield source
+        return
+    try:
+        with source.connection() as pooled:
+            _require_idle(pooled, needs)
+            yield pooled
+    except psycopg.Error as exc:
+        raise translate(exc) from None
+
+
+def _require_idle(conn: psycopg.Connection[Any], needs: str) -> None:
+    if conn.info.transaction_status != TransactionStatus.IDLE:
+        raise InvalidInput(f"the connection is inside a transaction; {needs} needs its own")
+
+
+def refuse_privileged(conn: psycopg.Connection[Any]) -> None:
+    """Raise :class:`PrivilegedCaller` when the session's current role is a superuser.
+
+    The server reports ``is_superuser`` on every change of role, so this costs no round trip;
+    the SQL API refuses superusers and ``BYPASSRLS`` roles in the database as well.
+    """
+    if conn.info.parameter_status("is_superuser") == "on":
+        raise PrivilegedCaller()
+
+
+@contextmanager
+def as_principal(
+    conn: psycopg.Connection[Any], principal: str | None, *, privileged_ok: bool = True
+) -> Iterator[psycopg.Connection[Any]]:
+    """One transaction on ``conn`` as ``principal`` (``SET LOCAL ROLE``; without a principal
+    the connection's own role). Commits when the block ends, rolls back when it raises.
+    ``privileged_ok=False`` refuses a superuser session before the block runs. Driver errors
+    become typed errors; every other exception passes unchanged."""
+    try:
+        with conn.transaction():
+            if principal is not None:
+                conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(principal)))
+            if not privileged_ok:
+                refuse_privileged(conn)
+            yield conn
+    except PyretrieveError:
+        raise
+    except psycopg.Error as exc:
+        raise translate(exc) from None
+
+
+@contextmanager
+def principal_transaction(
+    source: ConnectionSource,
+    principal: str | None,
+    *,
+    needs: str = "a request",
+    privileged_ok: bool = True,
+) -> Iterator[psycopg.Connection[Any]]:
+    """:func:`connection` then :func:`as_principal`: one transaction, as one principal, on a
+    connection that was idle."""
+    with (
+        connection(source, needs=needs) as conn,
+        as_principal(conn, principal, privileged_ok=privileged_ok),
+    ):
+        yield conn

@@ -1,0 +1,224 @@
+"""The SQL literals agree with pyretrieve.contract, and every PR SQLSTATE has a typed error.
+
+The schema writes each contract constant as a literal (a limit in a check, RRF's k in the
+fusion, the freshness floor, the degraded factor, the identifier rule); Python writes it once,
+in :mod:`pyretrieve.contract`. These tests read the installed definitions of a test database
+(``pg_get_functiondef``, ``pg_get_constraintdef``, ``pg_enum``) and fail when one side moves
+without the other.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from pyretrieve import contract
+from pyretrieve.db import errors as db_errors
+from pyretrieve.types import Classification
+from tests.conftest import Database, Server, create_database, drop_database
+
+
+@pytest.fixture(scope="module")
+def catalog(server: Server, template_db: str) -> Iterator[dict[str, str]]:
+    """Every installed function's definition and every check constraint of the schema, by
+    name (``function:<name>`` for functions, ``check:<table or domain>`` for checks)."""
+    name = create_database(server, template_db)
+    try:
+        with Database(server=server, name=name).admin(autocommit=True) as conn:
+            yield _read_catalog(conn)
+    finally:
+        drop_database(server, name)
+
+
+def _read_catalog(conn: psycopg.Connection[Any]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for row in conn.execute(
+        "SELECT p.proname AS name, pg_catalog.pg_get_functiondef(p.oid) AS def"
+        "  FROM pg_catalog.pg_proc p"
+        " WHERE p.pronamespace = 'pyretrieve'::regnamespace AND p.prokind IN ('f', 'p')"
+        " ORDER BY p.proname, p.oid"
+    ).fetchall():
+        key = f"function:{row['name']}"
+        out[key] = out.get(key, "") + row["def"]
+    for row in conn.execute(
+        "SELECT coalesce(c.relname, t.typname) AS owner, pg_catalog.pg_get_constraintdef(co.oid) AS def"
+        "  FROM pg_catalog.pg_constraint co"
+        "  LEFT JOIN pg_catalog.pg_class c ON c.oid = co.conrelid"
+        "  LEFT JOIN pg_catalog.pg_type t ON t.oid = co.contypid"
+        " WHERE co.connamespace = 'pyretrieve'::regnamespace AND co.contype = 'c'"
+        " ORDER BY 1, 2"
+    ).fetchall():
+        key = f"check:{row['owner']}"
+        out[key] = out.get(key, "") + row["def"] + "\n"
+    labels = conn.execute(
+        "SELECT e.enumlabel FROM pg_catalog.pg_enum e"
+        " WHERE e.enumtypid = 'pyretrieve.classification'::regtype ORDER BY e.enumsortorder"
+    ).fetchall()
+    out["enum:classification"] = ",".join(r["enumlabel"] for r in labels)
+    return out
+
+
+def _numbers(pattern: str, text: str) -> set[float]:
+    """Every number the pattern's group captures in ``text`` (whitespace-insensitive)."""
+    flat = re.sub(r"\s+", " ", text)
+    found = {float(m) for m in re.findall(pattern, flat)}
+    assert found, f"pattern {pattern!r} found nothing"
+    return found
+
+
+def _flat(text: str) -> str:
+    return re.sub(r"\s+", " ", text)
+
+
+# --------------------------------------------------------------------------------- limits
+
+
+def test_the_identifier_rule_is_the_contracts(catalog: dict[str, str]) -> None:
+    literal = re.escape(f"'{contract.IDENTIFIER_PATTERN}'")
+    assert re.search(literal, catalog["check:identifier"])
+    assert re.search(literal, catalog["function:check_identifier"])
+    assert f"^{contract.IDENTIFIER_RE.pattern}$" == contract.IDENTIFIER_PATTERN
+    longest = int(re.findall(r"\{0,(\d+)\}", contract.IDENTIFIER_PATTERN)[0]) + 1
+    assert longest == contract.IDENTIFIER_MAX_CHARS
+    assert contract.is_identifier("a" * contract.IDENTIFIER_MAX_CHARS)
+    assert not contract.is_identifier("a" * (contract.IDENTIFIER_MAX_CHARS + 1))
+    assert not contract.is_identifier("_leading")
+
+
+def test_the_model_id_rule_is_the_contracts(catalog: dict[str, str]) -> None:
+    literal = f"'{contract.MODEL_ID_PATTERN}'"
+    assert literal in catalog["function:register_model"]
+    assert literal in catalog["check:embedding_models"]
+    longest = int(re.findall(r"\{0,(\d+)\}", contract.MODEL_ID_PATTERN)[0]) + 1
+    assert longest == contract.MAX_MODEL_ID_CHARS
+
+
+def test_the_limits_are_the_contracts(catalog: dict[str, str]) -> None:
+    query = r"length\(p_query\) NOT BETWEEN 1 AND (\d+)"
+    for function in ("lexical_candidates", "search"):
+        assert _numbers(query, catalog[f"function:{function}"]) == {contract.MAX_QUERY_CHARS}
+    assert _numbers(
+        r"p_requested_limit NOT BETWEEN 1 AND (\d+)", catalog["function:authorize"]
+    ) == {contract.MAX_LIMIT}
+    caps = re.search(
+        r"least\(greatest\(p_requested_limit, (\d+)\), (\d+)\)",
+        _flat(catalog["function:authorize"]),
+    )
+    assert caps is not None
+    assert (int(caps[1]), int(caps[2])) == (contract.CANDIDATE_CAP_MIN, contract.CANDIDATE_CAP_MAX)
+    assert contract.candidate_cap(1) == contract.CANDIDATE_CAP_MIN
+    assert contract.candidate_cap(contract.MAX_LIMIT) == contract.CANDIDATE_CAP_MAX
+
+    put = catalog["function:put_fragment"]
+    assert _numbers(r"length\(p_body\) NOT BETWEEN 1 AND (\d+)", put) == {contract.MAX_BODY_CHARS}
+    assert _numbers(r"length\(p_source_uri\) > (\d+)", put) == {contract.MAX_SOURCE_URI_CHARS}
+    provenance = r"length\(p_(?:source_revision|manifest_id)\) > (\d+)"
+    assert _numbers(provenance, put) == {contract.MAX_PROVENANCE_CHARS}
+    fragments = catalog["check:fragments"]
+    assert _numbers(r"length\(body\) <= (\d+)", fragments) == {contract.MAX_BODY_CHARS}
+    assert _numbers(r"length\(source_uri\) <= (\d+)", fragments) == {contract.MAX_SOURCE_URI_CHARS}
+    assert _numbers(r"length\((?:source_revision|manifest_id)\) <= (\d+)", fragments) == {
+        contract.MAX_PROVENANCE_CHARS
+    }
+
+    dimension = r"p_dimension NOT BETWEEN 1 AND (\d+)"
+    assert _numbers(dimension, catalog["function:register_model"]) == {contract.MAX_DIMENSION}
+    # The check is stored deparsed: ((dimension >= 1) AND (dimension <= 2000)).
+    stored = r"dimension <= (\d+)"
+    assert _numbers(stored, catalog["check:embedding_models"]) == {contract.MAX_DIMENSION}
+
+
+def test_the_classification_order_is_the_contracts(catalog: dict[str, str]) -> None:
+    assert catalog["enum:classification"] == ",".join(contract.CLASSIFICATION_ORDER)
+    assert tuple(c.value for c in Classification) == contract.CLASSIFICATION_ORDER
+    assert sorted(Classification) == [Classification(v) for v in contract.CLASSIFICATION_ORDER]
+
+
+# ---------------------------------------------------------------------------- the scores
+
+
+def test_the_fusion_and_score_constants_are_the_contracts(catalog: dict[str, str]) -> None:
+    search = _flat(catalog["function:search"])
+    # RRF: w / (k + rank) per modality, and the explanation's k, rank base and formula.
+    assert _numbers(r"p_(?:lexical|vector)_weight / \((\d+) \+ [lv]\.rank\)", search) == {
+        contract.RRF_K
+    }
+    assert _numbers(r"'k', (\d+)", search) == {contract.RRF_K}
+    assert _numbers(r"'rank_base', (\d+)", search) == {contract.RANK_BASE}
+    assert f"'formula', '{contract.RRF_FORMULA}'" in search
+    # The ideal score and the rank decay of confidence: 1 / (k + rank base) and (k + 1)/(k + r).
+    top = float(contract.RRF_K + contract.RANK_BASE)
+    assert _numbers(r"_weight / ([\d.]+)::double precision", search) == {top}
+    decay = re.search(
+        r"\(([\d.]+)::double precision / \(([\d.]+)::double precision \+ o\.fused_rank\)\)",
+        search,
+    )
+    assert decay is not None
+    assert (float(decay[1]), float(decay[2])) == (top, float(contract.RRF_K))
+    # Freshness: clamp(1 - slope * age / max_age, floor, 1).
+    floor = _numbers(r"greatest\(([\d.]+)::double precision, 1\.0::double precision - ", search)
+    assert floor == {contract.FRESHNESS_FLOOR}
+    slope = _numbers(r"1\.0::double precision - ([\d.]+)::double precision \* \(f\.age_us", search)
+    assert slope == {contract.FRESHNESS_SLOPE}
+    # Confidence is lowered by the degraded factor.
+    factor = _numbers(r"WHEN v_status = 'degraded' THEN ([\d.]+)::double precision", search)
+    assert factor == {contract.DEGRADED_CONFIDENCE_FACTOR}
+    assert f"'trust', '{contract.TRUST_LABEL}'" in search
+
+
+def test_the_staleness_and_intent_rules_are_the_contracts(catalog: dict[str, str]) -> None:
+    search = _flat(catalog["function:search"])
+    assert (
+        "c.source_digest <> c.content_digest OR c.vector_generation < c.lexical_generation"
+        in search
+    )
+    digest, other = b"a" * 32, b"b" * 32
+    assert not contract.is_stale(
+        source_digest=digest, content_digest=digest, vector_generation=2, lexical_generation=2
+    )
+    assert contract.is_stale(
+        source_digest=other, content_digest=digest, vector_generation=2, lexical_generation=2
+    )
+    assert contract.is_stale(
+        source_digest=digest, content_digest=digest, vector_generation=1, lexical_generation=2
+    )
+    # search() has no semantic argument: it asks as a client asking for 'optional' does.
+    intent = re.search(
+        r"v_intent := CASE WHEN NOT v_wants_vector THEN '(\w+)' WHEN p_mode = 'vector' THEN"
+        r" '(\w+)' ELSE '(\w+)' END",
+        search,
+    )
+    assert intent is not None
+    assert (intent[1], intent[2], intent[3]) == (
+        contract.semantic_intent("lexical", "optional"),
+        contract.semantic_intent("vector", "optional"),
+        contract.semantic_intent("hybrid", "optional"),
+    )
+    assert contract.semantic_intent("hybrid", "disabled") == "disabled"
+    assert contract.semantic_intent("hybrid", "required") == "required"
+
+
+# ---------------------------------------------------------------------------- the errors
+
+
+def _raised_codes(catalog: dict[str, str]) -> set[str]:
+    codes: set[str] = set()
+    for key, text in catalog.items():
+        if key.startswith("function:"):
+            codes.update(re.findall(r"ERRCODE\s*=\s*'(PR\d{3})'", text))
+            codes.update(re.findall(r"RAISE\s+(?:EXCEPTION\s+)?SQLSTATE\s+'(PR\d{3})'", text))
+    return codes
+
+
+def test_every_schema_sqlstate_has_a_typed_error_and_every_mapped_one_is_raised(
+    catalog: dict[str, str],
+) -> None:
+    raised = _raised_codes(catalog)
+    assert raised, "no PR SQLSTATE found in the installed functions"
+    mapped = set(db_errors.schema_errors())
+    assert raised - mapped == set(), "raised by the schema but not translated"
+    assert mapped - raised == set(), "translated but raised nowhere in the schema"
