@@ -168,7 +168,9 @@ def recall_at(chosen: list[str], gold: dict[str, int]) -> float:
     return len(rel & set(chosen)) / len(rel) if rel else 0.0
 
 
-def evaluate(coll: dict[str, Any], dsn: str, model: str, limit: int | None) -> dict[str, Any]:
+def evaluate(
+    coll: dict[str, Any], dsn: str, model: str, limit: int | None, modes: tuple[str, ...] = MODES
+) -> dict[str, Any]:
     embedder = get_embedder(model)
     tag = secrets.token_hex(3)
     ws, pj = f"tools-{tag}", "tools"
@@ -207,7 +209,7 @@ def evaluate(coll: dict[str, Any], dsn: str, model: str, limit: int | None) -> d
                 "modes": {},
             }
             kept: dict[str, dict[str, list[sel.Scored]]] = {}
-            for mode, protect in [(m, True) for m in MODES] + [("hybrid", False)]:
+            for mode, protect in [(m, True) for m in modes] + [("hybrid", False)]:
                 key = mode if protect else "hybrid-unprotected"
                 runs: dict[str, dict[str, float]] = {}
                 kept[key] = {}
@@ -266,8 +268,8 @@ def policies(
 
 
 def similar(kept: dict[str, dict[str, list[sel.Scored]]], coll: dict[str, Any]) -> dict[str, Any]:
-    """False positives on delete/update/create requests: tools in the top 5 (and at rank 1)
-    whose operation family contradicts the request's, with and without the penalties."""
+    """False positives on delete/update/create requests: write tools in the top 5 (and at
+    rank 1) of a write family the request did not ask for, with and without the penalties."""
     titles = coll["titles"]
     qset = []
     for q in kept["hybrid"]:
@@ -285,8 +287,7 @@ def similar(kept: dict[str, dict[str, list[sel.Scored]]], coll: dict[str, Any]) 
             bad = [
                 s
                 for s in scored[:5]
-                if s.candidate.operation not in ("other", *asked)
-                and not (s.candidate.operation in sel.READ_FAMILIES and asked <= sel.READ_FAMILIES)
+                if s.candidate.operation in WRITE_FAMILIES and s.candidate.operation not in asked
             ]
             top5 += len(bad)
             top1 += bool(scored and scored[0] in bad)
@@ -308,6 +309,7 @@ def main(argv: list[str] | None = None) -> int:
         "--collections", default="bfcl,gorilla-torchhub,gorilla-tensorflowhub,gorilla-huggingface"
     )
     p.add_argument("--out", type=Path, default=OUT)
+    p.add_argument("--modes", default=",".join(MODES), help="modes besides hybrid-unprotected")
     args = p.parse_args(argv)
     loaders = {
         "bfcl": lambda: bfcl(args.datasets),
@@ -321,7 +323,9 @@ def main(argv: list[str] | None = None) -> int:
             facts = provenance(conn)
         for name in args.collections.split(","):
             coll = loaders[name]()
-            result = evaluate(coll, dsn, args.model, args.limit_queries)
+            result = evaluate(
+                coll, dsn, args.model, args.limit_queries, tuple(args.modes.split(","))
+            )
             result["settings"] = {
                 "model": args.model,
                 "pool": sel.POOL,
@@ -332,6 +336,7 @@ def main(argv: list[str] | None = None) -> int:
                 },
                 "token_method": context.count_tokens("x")[1],
                 "limit_queries": args.limit_queries,
+                "modes": args.modes,
             }
             result["provenance"] = facts
             path = args.out / f"{coll['name']}-{args.model}.json"

@@ -3,10 +3,10 @@
 Input is the authorised, fused candidate list (already rechecked by the ranker) with each
 tool's metadata. Steps, each explained per tool:
 
-1. **Similar-tool penalties.** A tool whose operation family contradicts the request's
-   (``delete`` asked, ``create`` offered; reads ``get``/``search``/``list`` are compatible with
-   each other) has its score multiplied by ``CONTRADICTION_FACTOR``; a same-family tool whose
-   name shares no entity word with the request by ``NO_ENTITY_FACTOR``. The order is then by
+1. **Similar-tool penalties** (write tools only). A delete/update/create tool whose family
+   the request did not ask for (``delete`` asked, ``create`` offered) has its score multiplied
+   by ``CONTRADICTION_FACTOR``; a write tool of an asked family whose name shares no entity
+   word with the request by ``NO_ENTITY_FACTOR``. Read tools are never penalised. The order is then by
    adjusted score, ties by the fused rank.
 2. **Confidence** from the normalised top score ``s1`` (adjusted score / the ideal fused score:
    1.0 means rank 1 in every leg that ran), the second ``s2`` and the gap ``s1 - s2``:
@@ -23,7 +23,11 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
-from pyretrieve.tools.definitions import READ_FAMILIES, entity_words, query_operations
+from pyretrieve.tools.definitions import (
+    WRITE_FAMILIES,
+    entity_words,
+    query_operations,
+)
 
 CONTRADICTION_FACTOR = 0.5
 NO_ENTITY_FACTOR = 0.8
@@ -101,7 +105,12 @@ def penalties_for(query: str, candidate: Candidate) -> tuple[Penalty, ...]:
     family = candidate.operation
     if not asked or family == "other":
         return ()
-    if family not in asked and not (family in READ_FAMILIES and asked <= READ_FAMILIES):
+    # Only write tools are protected: a delete/update/create tool the request did not ask
+    # for is contradicted; read tools are never penalised (requests mix reads with writes,
+    # "find a restaurant and book a table", and a read tool offered in excess does no harm).
+    if family not in WRITE_FAMILIES:
+        return ()
+    if family not in asked:
         return (
             Penalty(
                 "operation_contradiction",
@@ -109,7 +118,7 @@ def penalties_for(query: str, candidate: Candidate) -> tuple[Penalty, ...]:
                 {"asked": sorted(asked), "tool_family": family},
             ),
         )
-    if family in asked and not (entity_words(candidate.name) & entity_words(query)):
+    if not (entity_words(candidate.name) & entity_words(query)):
         return (Penalty("no_shared_entity", NO_ENTITY_FACTOR, {"tool_family": family}),)
     return ()
 
