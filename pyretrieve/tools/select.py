@@ -36,7 +36,7 @@ ADAPTIVE_POLICIES = ("tight", "gap", "wide")
 POLICIES = (*FIXED_POLICIES, *ADAPTIVE_POLICIES)
 # Chosen by evals/tools (docs/tools.md): the adaptive policy with the best recall at an
 # average K of at most 10 on BFCL tools.
-DEFAULT_POLICY = "wide"
+DEFAULT_POLICY = "gap"
 BASELINE_POLICY = "fixed-48"
 POOL = 48
 LEVELS = ("none", "high", "normal", "low", "fail")
