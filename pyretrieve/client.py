@@ -8,9 +8,9 @@ reaches authorize(); a deny or an error ends the request before any candidate qu
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 from uuid import UUID
 
 import numpy as np
@@ -48,6 +48,10 @@ MAX_QUERY_CHARS = contract.MAX_QUERY_CHARS
 MAX_LIMIT = contract.MAX_LIMIT
 
 Row = dict[str, Any]
+T = TypeVar("T")
+
+if TYPE_CHECKING:
+    from pyretrieve.tools.service import Discovery, Rediscovery, ToolSession
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -245,6 +249,14 @@ class Retriever:
     def execute(self, request: SearchRequest) -> SearchResult:
         """Run a validated request: one transaction, as the principal (a superuser session is
         refused), in the fixed order authorize, lexical, vector, fragments, then the ranker."""
+        result: SearchResult = self._execute(request, None)
+        return result
+
+    def _execute(
+        self, request: SearchRequest, then: Callable[[psycopg.Cursor[Row], SearchResult], T] | None
+    ) -> Any:
+        """Run one request; ``then`` runs after the ranker, in the same transaction and under
+        the same decision (tool discovery loads its metadata and schemas there)."""
         # The query is embedded before any connection is taken: a slow model holds no
         # transaction open.
         vector_input, adapter_status = self._query_embedding(request)
@@ -253,7 +265,10 @@ class Retriever:
             with principal_transaction(
                 self._source, self._principal, needs="a request", privileged_ok=False
             ) as conn:
-                return self._run(conn, request, vector_input, digest, adapter_status)
+                result = self._run(conn, request, vector_input, digest, adapter_status)
+                if then is None:
+                    return result
+                return then(conn.cursor(row_factory=dict_row), result)
         except PyretrieveError:
             raise
         except Exception as exc:
@@ -267,6 +282,47 @@ class Retriever:
         vector_input, adapter_status = self._query_embedding(request)
         digest = None if vector_input is None else embedding_digest(vector_input)
         return self._run(conn, request, vector_input, digest, adapter_status)
+
+    def discover_tools(
+        self,
+        query: str,
+        *,
+        scope: Scope,
+        policy: str | None = None,
+        mode: str = "hybrid",
+        model: str | None = None,
+        embedding: Sequence[float] | NDArray[np.floating] | None = None,
+        protect: bool = True,
+        adaptive: bool | None = None,
+        master: bool = True,
+    ) -> Discovery:
+        """Ranked authorised tools for a request, with confidence, K and the chosen schemas.
+
+        See ``pyretrieve.tools.service.discover``.
+        """
+        from pyretrieve.tools import service
+
+        return service.discover(
+            self,
+            query,
+            scope=scope,
+            policy=policy,
+            mode=mode,
+            model=model,
+            embedding=embedding,
+            protect=protect,
+            adaptive=adaptive,
+            master=master,
+        )
+
+    def rediscover_tool(self, name: str, *, scope: Scope, session: ToolSession) -> Rediscovery:
+        """A model named a tool it was not offered: check it again in a new transaction.
+
+        See ``pyretrieve.tools.service.rediscover``.
+        """
+        from pyretrieve.tools import service
+
+        return service.rediscover(self, name, scope=scope, session=session)
 
     # ------------------------------------------------------------------------------------
 

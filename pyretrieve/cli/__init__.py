@@ -109,5 +109,5 @@ def _register() -> None:
         importlib.import_module(f"pyretrieve.cli.{name}")
 
 
-_COMMAND_MODULES: tuple[str, ...] = ("search", "admin", "demo", "ingest", "audit")
+_COMMAND_MODULES: tuple[str, ...] = ("search", "admin", "demo", "ingest", "audit", "tools")
 _register()

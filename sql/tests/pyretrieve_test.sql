@@ -28,12 +28,12 @@
 \pset pager off
 
 BEGIN;
-SELECT plan(428);
+SELECT plan(486);
 
 -- The installation.
 SELECT has_schema('pyretrieve');
 SELECT schema_owner_is('pyretrieve', 'pyretrieve_owner');
-SELECT is((SELECT schema_version FROM pyretrieve.installation), '0005', 'pyretrieve schema version is 0005');
+SELECT is((SELECT schema_version FROM pyretrieve.installation), '0004', 'pyretrieve schema version is 0004');
 
 -- Roles: the owner and three groups, none of which can log in or bypass row-level security;
 -- the owner does not inherit; a writer is a reader.
@@ -61,7 +61,7 @@ SELECT is_empty(
     'the pyretrieve roles are members of no other role');
 
 -- Tables: exactly these, owned by the owner, with row-level security enabled and forced.
-SELECT tables_are('pyretrieve', ARRAY['decisions', 'embedding_models', 'embeddings', 'fragments', 'generation_log', 'grants', 'installation', 'postings', 'projects', 'scope_configs', 'workspaces', 'write_bindings']);
+SELECT tables_are('pyretrieve', ARRAY['decisions', 'embedding_models', 'embeddings', 'fragments', 'generation_log', 'grants', 'installation', 'postings', 'projects', 'scope_configs', 'tool_rollouts', 'tools', 'workspaces', 'write_bindings']);
 SELECT table_owner_is('pyretrieve', 'decisions', 'pyretrieve_owner', 'pyretrieve.decisions is owned by pyretrieve_owner');
 SELECT table_owner_is('pyretrieve', 'embedding_models', 'pyretrieve_owner', 'pyretrieve.embedding_models is owned by pyretrieve_owner');
 SELECT table_owner_is('pyretrieve', 'embeddings', 'pyretrieve_owner', 'pyretrieve.embeddings is owned by pyretrieve_owner');
@@ -72,6 +72,8 @@ SELECT table_owner_is('pyretrieve', 'installation', 'pyretrieve_owner', 'pyretri
 SELECT table_owner_is('pyretrieve', 'postings', 'pyretrieve_owner', 'pyretrieve.postings is owned by pyretrieve_owner');
 SELECT table_owner_is('pyretrieve', 'projects', 'pyretrieve_owner', 'pyretrieve.projects is owned by pyretrieve_owner');
 SELECT table_owner_is('pyretrieve', 'scope_configs', 'pyretrieve_owner', 'pyretrieve.scope_configs is owned by pyretrieve_owner');
+SELECT table_owner_is('pyretrieve', 'tool_rollouts', 'pyretrieve_owner', 'pyretrieve.tool_rollouts is owned by pyretrieve_owner');
+SELECT table_owner_is('pyretrieve', 'tools', 'pyretrieve_owner', 'pyretrieve.tools is owned by pyretrieve_owner');
 SELECT table_owner_is('pyretrieve', 'workspaces', 'pyretrieve_owner', 'pyretrieve.workspaces is owned by pyretrieve_owner');
 SELECT table_owner_is('pyretrieve', 'write_bindings', 'pyretrieve_owner', 'pyretrieve.write_bindings is owned by pyretrieve_owner');
 SELECT is((SELECT relrowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.decisions'::regclass), true, 'row-level security is enabled on pyretrieve.decisions');
@@ -94,6 +96,10 @@ SELECT is((SELECT relrowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretriev
 SELECT is((SELECT relforcerowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.projects'::regclass), true, 'row-level security is forced on pyretrieve.projects');
 SELECT is((SELECT relrowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.scope_configs'::regclass), true, 'row-level security is enabled on pyretrieve.scope_configs');
 SELECT is((SELECT relforcerowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.scope_configs'::regclass), true, 'row-level security is forced on pyretrieve.scope_configs');
+SELECT is((SELECT relrowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.tool_rollouts'::regclass), true, 'row-level security is enabled on pyretrieve.tool_rollouts');
+SELECT is((SELECT relforcerowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.tool_rollouts'::regclass), true, 'row-level security is forced on pyretrieve.tool_rollouts');
+SELECT is((SELECT relrowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.tools'::regclass), true, 'row-level security is enabled on pyretrieve.tools');
+SELECT is((SELECT relforcerowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.tools'::regclass), true, 'row-level security is forced on pyretrieve.tools');
 SELECT is((SELECT relrowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.workspaces'::regclass), true, 'row-level security is enabled on pyretrieve.workspaces');
 SELECT is((SELECT relforcerowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.workspaces'::regclass), true, 'row-level security is forced on pyretrieve.workspaces');
 SELECT is((SELECT relrowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.write_bindings'::regclass), true, 'row-level security is enabled on pyretrieve.write_bindings');
@@ -110,6 +116,8 @@ SELECT policies_are('pyretrieve', 'installation', ARRAY['installation_install', 
 SELECT policies_are('pyretrieve', 'postings', ARRAY['postings_delete', 'postings_insert', 'postings_read']);
 SELECT policies_are('pyretrieve', 'projects', ARRAY['projects_admin_insert', 'projects_admin_update', 'projects_read']);
 SELECT policies_are('pyretrieve', 'scope_configs', ARRAY['scope_configs_insert', 'scope_configs_read']);
+SELECT policies_are('pyretrieve', 'tool_rollouts', ARRAY['tool_rollouts_admin_insert', 'tool_rollouts_admin_update', 'tool_rollouts_read']);
+SELECT policies_are('pyretrieve', 'tools', ARRAY['tools_insert', 'tools_read', 'tools_update']);
 SELECT policies_are('pyretrieve', 'workspaces', ARRAY['workspaces_admin', 'workspaces_read']);
 SELECT policies_are('pyretrieve', 'write_bindings', ARRAY['write_bindings_insert', 'write_bindings_read']);
 SELECT is_empty(
@@ -168,6 +176,18 @@ SELECT policy_cmd_is('pyretrieve', 'scope_configs', 'scope_configs_insert', 'INS
 SELECT policy_roles_are('pyretrieve', 'scope_configs', 'scope_configs_insert', ARRAY['pyretrieve_api']);
 SELECT policy_cmd_is('pyretrieve', 'scope_configs', 'scope_configs_read', 'SELECT', 'policy scope_configs_read on pyretrieve.scope_configs is for SELECT');
 SELECT policy_roles_are('pyretrieve', 'scope_configs', 'scope_configs_read', ARRAY['pyretrieve_api']);
+SELECT policy_cmd_is('pyretrieve', 'tool_rollouts', 'tool_rollouts_admin_insert', 'INSERT', 'policy tool_rollouts_admin_insert on pyretrieve.tool_rollouts is for INSERT');
+SELECT policy_roles_are('pyretrieve', 'tool_rollouts', 'tool_rollouts_admin_insert', ARRAY['pyretrieve_api']);
+SELECT policy_cmd_is('pyretrieve', 'tool_rollouts', 'tool_rollouts_admin_update', 'UPDATE', 'policy tool_rollouts_admin_update on pyretrieve.tool_rollouts is for UPDATE');
+SELECT policy_roles_are('pyretrieve', 'tool_rollouts', 'tool_rollouts_admin_update', ARRAY['pyretrieve_api']);
+SELECT policy_cmd_is('pyretrieve', 'tool_rollouts', 'tool_rollouts_read', 'SELECT', 'policy tool_rollouts_read on pyretrieve.tool_rollouts is for SELECT');
+SELECT policy_roles_are('pyretrieve', 'tool_rollouts', 'tool_rollouts_read', ARRAY['pyretrieve_api']);
+SELECT policy_cmd_is('pyretrieve', 'tools', 'tools_insert', 'INSERT', 'policy tools_insert on pyretrieve.tools is for INSERT');
+SELECT policy_roles_are('pyretrieve', 'tools', 'tools_insert', ARRAY['pyretrieve_api']);
+SELECT policy_cmd_is('pyretrieve', 'tools', 'tools_read', 'SELECT', 'policy tools_read on pyretrieve.tools is for SELECT');
+SELECT policy_roles_are('pyretrieve', 'tools', 'tools_read', ARRAY['pyretrieve_api']);
+SELECT policy_cmd_is('pyretrieve', 'tools', 'tools_update', 'UPDATE', 'policy tools_update on pyretrieve.tools is for UPDATE');
+SELECT policy_roles_are('pyretrieve', 'tools', 'tools_update', ARRAY['pyretrieve_api']);
 SELECT policy_cmd_is('pyretrieve', 'workspaces', 'workspaces_admin', 'INSERT', 'policy workspaces_admin on pyretrieve.workspaces is for INSERT');
 SELECT policy_roles_are('pyretrieve', 'workspaces', 'workspaces_admin', ARRAY['pyretrieve_api']);
 SELECT policy_cmd_is('pyretrieve', 'workspaces', 'workspaces_read', 'SELECT', 'policy workspaces_read on pyretrieve.workspaces is for SELECT');
@@ -177,9 +197,9 @@ SELECT policy_roles_are('pyretrieve', 'write_bindings', 'write_bindings_insert',
 SELECT policy_cmd_is('pyretrieve', 'write_bindings', 'write_bindings_read', 'SELECT', 'policy write_bindings_read on pyretrieve.write_bindings is for SELECT');
 SELECT policy_roles_are('pyretrieve', 'write_bindings', 'write_bindings_read', ARRAY['pyretrieve_api']);
 
--- Functions: exactly these; only active_sources, active_sources_like, audit_access, audit_findings, audit_functions, audit_keys, audit_objects, audit_policies, audit_privileges, audit_roles, audit_server, audit_tables, audit_views, authorize, bind_write_scope, create_model_index, create_project, create_scope_sequence, create_workspace, created_now, embeddings_needed, fragments, grant_access, lexical_candidates, list_grants, list_models, list_projects, put_embedding, put_fragment, register_model, retract_fragment, revoke_access, schema_version, set_bm25, stale_embeddings, supersede_fragment and vector_candidates are SECURITY DEFINER, every function pins
+-- Functions: exactly these; only active_sources, active_sources_like, audit_access, audit_findings, audit_functions, audit_keys, audit_objects, audit_policies, audit_privileges, audit_roles, audit_server, audit_tables, audit_views, authorize, bind_write_scope, create_model_index, create_project, create_scope_sequence, create_workspace, created_now, embeddings_needed, fragments, grant_access, lexical_candidates, list_grants, list_models, list_projects, put_embedding, put_fragment, put_tool, register_model, retract_fragment, revoke_access, schema_version, set_bm25, set_tool_rollout, stale_embeddings, supersede_fragment, tool_by_name, tool_entries, tool_rollout, tool_schemas and vector_candidates are SECURITY DEFINER, every function pins
 -- search_path = pg_catalog, pg_temp, and none is LEAKPROOF.
-SELECT functions_are('pyretrieve', ARRAY['active_sources', 'active_sources_like', 'apply_request_timeouts', 'audit_access', 'audit_disjuncts', 'audit_expression_calls', 'audit_findings', 'audit_functions', 'audit_keys', 'audit_objects', 'audit_policies', 'audit_privileges', 'audit_roles', 'audit_server', 'audit_tables', 'audit_views', 'authorize', 'bind_write_scope', 'bound_decision', 'bound_write', 'bump_scope_lexical', 'bump_scope_vector', 'caller', 'caller_in', 'check_caller', 'check_embedding', 'check_identifier', 'check_ts_config', 'content_digest', 'create_model_index', 'create_project', 'create_scope_sequence', 'create_workspace', 'created_now', 'effective_grant', 'embedding_digest', 'embeddings_needed', 'fragments', 'grant_access', 'iso_utc', 'json_double', 'lexical_candidates', 'list_grants', 'list_models', 'list_projects', 'mirror_fragment', 'or_tsquery', 'postings_insert', 'postings_update', 'put_embedding', 'put_fragment', 'register_model', 'require_admin', 'require_decision', 'retract_fragment', 'revoke_access', 'schema_version', 'scope_sequence', 'search', 'set_bm25', 'stale_embeddings', 'stamp_lexical_generation', 'stamp_vector_generation', 'supersede_fragment', 'tsvector_length', 'vector_candidates', 'visible_successor', 'writer_ceiling']);
+SELECT functions_are('pyretrieve', ARRAY['active_sources', 'active_sources_like', 'apply_request_timeouts', 'audit_access', 'audit_disjuncts', 'audit_expression_calls', 'audit_findings', 'audit_functions', 'audit_keys', 'audit_objects', 'audit_policies', 'audit_privileges', 'audit_roles', 'audit_server', 'audit_tables', 'audit_views', 'authorize', 'bind_write_scope', 'bound_decision', 'bound_write', 'bump_scope_lexical', 'bump_scope_vector', 'caller', 'caller_in', 'check_caller', 'check_embedding', 'check_identifier', 'check_ts_config', 'content_digest', 'create_model_index', 'create_project', 'create_scope_sequence', 'create_workspace', 'created_now', 'effective_grant', 'embedding_digest', 'embeddings_needed', 'fragments', 'grant_access', 'lexical_candidates', 'list_grants', 'list_models', 'list_projects', 'mirror_fragment', 'or_tsquery', 'postings_insert', 'postings_update', 'put_embedding', 'put_fragment', 'put_tool', 'register_model', 'require_admin', 'require_decision', 'retract_fragment', 'revoke_access', 'schema_version', 'scope_sequence', 'search', 'set_bm25', 'set_tool_rollout', 'stale_embeddings', 'stamp_lexical_generation', 'stamp_vector_generation', 'supersede_fragment', 'tool_argument_lines', 'tool_by_name', 'tool_entries', 'tool_rollout', 'tool_schemas', 'tool_text', 'tsvector_length', 'vector_candidates', 'visible_successor', 'writer_ceiling']);
 SELECT is_definer('pyretrieve', 'active_sources', ARRAY['text', 'text', 'text[]'], 'pyretrieve.active_sources(text, text, text[]) is SECURITY DEFINER');
 SELECT is_definer('pyretrieve', 'active_sources_like', ARRAY['text', 'text', 'text[]'], 'pyretrieve.active_sources_like(text, text, text[]) is SECURITY DEFINER');
 SELECT is_definer('pyretrieve', 'audit_access', ARRAY[]::text[], 'pyretrieve.audit_access() is SECURITY DEFINER');
@@ -209,18 +229,24 @@ SELECT is_definer('pyretrieve', 'list_models', ARRAY[]::text[], 'pyretrieve.list
 SELECT is_definer('pyretrieve', 'list_projects', ARRAY[]::text[], 'pyretrieve.list_projects() is SECURITY DEFINER');
 SELECT ok((SELECT prosecdef FROM pg_catalog.pg_proc WHERE oid = 'pyretrieve.put_embedding(text, text, uuid, text, public.vector, bytea)'::regprocedure), 'pyretrieve.put_embedding(text, text, uuid, text, public.vector, bytea) is SECURITY DEFINER');
 SELECT ok((SELECT prosecdef FROM pg_catalog.pg_proc WHERE oid = 'pyretrieve.put_fragment(text, text, text, pyretrieve.classification, timestamp with time zone, timestamp with time zone, text, text, text, regconfig)'::regprocedure), 'pyretrieve.put_fragment(text, text, text, pyretrieve.classification, timestamp with time zone, timestamp with time zone, text, text, text, regconfig) is SECURITY DEFINER');
+SELECT ok((SELECT prosecdef FROM pg_catalog.pg_proc WHERE oid = 'pyretrieve.put_tool(text, text, jsonb, text, text[], text, pyretrieve.classification, timestamp with time zone, timestamp with time zone)'::regprocedure), 'pyretrieve.put_tool(text, text, jsonb, text, text[], text, pyretrieve.classification, timestamp with time zone, timestamp with time zone) is SECURITY DEFINER');
 SELECT is_definer('pyretrieve', 'register_model', ARRAY['text', 'integer'], 'pyretrieve.register_model(text, integer) is SECURITY DEFINER');
 SELECT is_definer('pyretrieve', 'retract_fragment', ARRAY['text', 'text', 'uuid'], 'pyretrieve.retract_fragment(text, text, uuid) is SECURITY DEFINER');
 SELECT is_definer('pyretrieve', 'revoke_access', ARRAY['regrole', 'text', 'text', 'text'], 'pyretrieve.revoke_access(regrole, text, text, text) is SECURITY DEFINER');
 SELECT is_definer('pyretrieve', 'schema_version', ARRAY[]::text[], 'pyretrieve.schema_version() is SECURITY DEFINER');
 SELECT is_definer('pyretrieve', 'set_bm25', ARRAY['text', 'text', 'double precision', 'double precision'], 'pyretrieve.set_bm25(text, text, double precision, double precision) is SECURITY DEFINER');
+SELECT is_definer('pyretrieve', 'set_tool_rollout', ARRAY['text', 'text', 'text'], 'pyretrieve.set_tool_rollout(text, text, text) is SECURITY DEFINER');
 SELECT is_definer('pyretrieve', 'stale_embeddings', ARRAY['text', 'text', 'text', 'uuid', 'integer'], 'pyretrieve.stale_embeddings(text, text, text, uuid, integer) is SECURITY DEFINER');
 SELECT ok((SELECT prosecdef FROM pg_catalog.pg_proc WHERE oid = 'pyretrieve.supersede_fragment(text, text, uuid, text, pyretrieve.classification, timestamp with time zone, timestamp with time zone, text, text, text)'::regprocedure), 'pyretrieve.supersede_fragment(text, text, uuid, text, pyretrieve.classification, timestamp with time zone, timestamp with time zone, text, text, text) is SECURITY DEFINER');
+SELECT is_definer('pyretrieve', 'tool_by_name', ARRAY['uuid', 'text'], 'pyretrieve.tool_by_name(uuid, text) is SECURITY DEFINER');
+SELECT is_definer('pyretrieve', 'tool_entries', ARRAY['uuid', 'uuid[]'], 'pyretrieve.tool_entries(uuid, uuid[]) is SECURITY DEFINER');
+SELECT is_definer('pyretrieve', 'tool_rollout', ARRAY['uuid'], 'pyretrieve.tool_rollout(uuid) is SECURITY DEFINER');
+SELECT is_definer('pyretrieve', 'tool_schemas', ARRAY['uuid', 'uuid[]'], 'pyretrieve.tool_schemas(uuid, uuid[]) is SECURITY DEFINER');
 SELECT ok((SELECT prosecdef FROM pg_catalog.pg_proc WHERE oid = 'pyretrieve.vector_candidates(uuid, text, public.vector, integer)'::regprocedure), 'pyretrieve.vector_candidates(uuid, text, public.vector, integer) is SECURITY DEFINER');
 SELECT is_empty(
     $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc p
        WHERE p.pronamespace = 'pyretrieve'::regnamespace AND p.prosecdef
-         AND p.oid NOT IN ('pyretrieve.active_sources(text, text, text[])'::regprocedure, 'pyretrieve.active_sources_like(text, text, text[])'::regprocedure, 'pyretrieve.audit_access()'::regprocedure, 'pyretrieve.audit_findings()'::regprocedure, 'pyretrieve.audit_functions()'::regprocedure, 'pyretrieve.audit_keys()'::regprocedure, 'pyretrieve.audit_objects()'::regprocedure, 'pyretrieve.audit_policies()'::regprocedure, 'pyretrieve.audit_privileges()'::regprocedure, 'pyretrieve.audit_roles()'::regprocedure, 'pyretrieve.audit_server()'::regprocedure, 'pyretrieve.audit_tables()'::regprocedure, 'pyretrieve.audit_views()'::regprocedure, 'pyretrieve.authorize(text, text, text, bytea, text, bytea, integer)'::regprocedure, 'pyretrieve.bind_write_scope(text, text)'::regprocedure, 'pyretrieve.create_model_index(text)'::regprocedure, 'pyretrieve.create_project(text, text, regconfig)'::regprocedure, 'pyretrieve.create_scope_sequence(text, text)'::regprocedure, 'pyretrieve.create_workspace(text, text)'::regprocedure, 'pyretrieve.created_now(text, text, uuid[])'::regprocedure, 'pyretrieve.embeddings_needed(text, text, text, uuid[])'::regprocedure, 'pyretrieve.fragments(uuid, uuid[])'::regprocedure, 'pyretrieve.grant_access(regrole, text, text, text, pyretrieve.classification, interval, pyretrieve.semantic_policy, timestamp with time zone)'::regprocedure, 'pyretrieve.lexical_candidates(uuid, text, integer, text)'::regprocedure, 'pyretrieve.list_grants()'::regprocedure, 'pyretrieve.list_models()'::regprocedure, 'pyretrieve.list_projects()'::regprocedure, 'pyretrieve.put_embedding(text, text, uuid, text, public.vector, bytea)'::regprocedure, 'pyretrieve.put_fragment(text, text, text, pyretrieve.classification, timestamp with time zone, timestamp with time zone, text, text, text, regconfig)'::regprocedure, 'pyretrieve.register_model(text, integer)'::regprocedure, 'pyretrieve.retract_fragment(text, text, uuid)'::regprocedure, 'pyretrieve.revoke_access(regrole, text, text, text)'::regprocedure, 'pyretrieve.schema_version()'::regprocedure, 'pyretrieve.set_bm25(text, text, double precision, double precision)'::regprocedure, 'pyretrieve.stale_embeddings(text, text, text, uuid, integer)'::regprocedure, 'pyretrieve.supersede_fragment(text, text, uuid, text, pyretrieve.classification, timestamp with time zone, timestamp with time zone, text, text, text)'::regprocedure, 'pyretrieve.vector_candidates(uuid, text, public.vector, integer)'::regprocedure)$$,
+         AND p.oid NOT IN ('pyretrieve.active_sources(text, text, text[])'::regprocedure, 'pyretrieve.active_sources_like(text, text, text[])'::regprocedure, 'pyretrieve.audit_access()'::regprocedure, 'pyretrieve.audit_findings()'::regprocedure, 'pyretrieve.audit_functions()'::regprocedure, 'pyretrieve.audit_keys()'::regprocedure, 'pyretrieve.audit_objects()'::regprocedure, 'pyretrieve.audit_policies()'::regprocedure, 'pyretrieve.audit_privileges()'::regprocedure, 'pyretrieve.audit_roles()'::regprocedure, 'pyretrieve.audit_server()'::regprocedure, 'pyretrieve.audit_tables()'::regprocedure, 'pyretrieve.audit_views()'::regprocedure, 'pyretrieve.authorize(text, text, text, bytea, text, bytea, integer)'::regprocedure, 'pyretrieve.bind_write_scope(text, text)'::regprocedure, 'pyretrieve.create_model_index(text)'::regprocedure, 'pyretrieve.create_project(text, text, regconfig)'::regprocedure, 'pyretrieve.create_scope_sequence(text, text)'::regprocedure, 'pyretrieve.create_workspace(text, text)'::regprocedure, 'pyretrieve.created_now(text, text, uuid[])'::regprocedure, 'pyretrieve.embeddings_needed(text, text, text, uuid[])'::regprocedure, 'pyretrieve.fragments(uuid, uuid[])'::regprocedure, 'pyretrieve.grant_access(regrole, text, text, text, pyretrieve.classification, interval, pyretrieve.semantic_policy, timestamp with time zone)'::regprocedure, 'pyretrieve.lexical_candidates(uuid, text, integer, text)'::regprocedure, 'pyretrieve.list_grants()'::regprocedure, 'pyretrieve.list_models()'::regprocedure, 'pyretrieve.list_projects()'::regprocedure, 'pyretrieve.put_embedding(text, text, uuid, text, public.vector, bytea)'::regprocedure, 'pyretrieve.put_fragment(text, text, text, pyretrieve.classification, timestamp with time zone, timestamp with time zone, text, text, text, regconfig)'::regprocedure, 'pyretrieve.put_tool(text, text, jsonb, text, text[], text, pyretrieve.classification, timestamp with time zone, timestamp with time zone)'::regprocedure, 'pyretrieve.register_model(text, integer)'::regprocedure, 'pyretrieve.retract_fragment(text, text, uuid)'::regprocedure, 'pyretrieve.revoke_access(regrole, text, text, text)'::regprocedure, 'pyretrieve.schema_version()'::regprocedure, 'pyretrieve.set_bm25(text, text, double precision, double precision)'::regprocedure, 'pyretrieve.set_tool_rollout(text, text, text)'::regprocedure, 'pyretrieve.stale_embeddings(text, text, text, uuid, integer)'::regprocedure, 'pyretrieve.supersede_fragment(text, text, uuid, text, pyretrieve.classification, timestamp with time zone, timestamp with time zone, text, text, text)'::regprocedure, 'pyretrieve.tool_by_name(uuid, text)'::regprocedure, 'pyretrieve.tool_entries(uuid, uuid[])'::regprocedure, 'pyretrieve.tool_rollout(uuid)'::regprocedure, 'pyretrieve.tool_schemas(uuid, uuid[])'::regprocedure, 'pyretrieve.vector_candidates(uuid, text, public.vector, integer)'::regprocedure)$$,
     'no other pyretrieve function is SECURITY DEFINER');
 SELECT is_empty(
     $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc p
@@ -349,6 +375,10 @@ SELECT function_privs_are('pyretrieve', 'put_fragment', ARRAY['text', 'text', 't
 SELECT function_privs_are('pyretrieve', 'put_fragment', ARRAY['text', 'text', 'text', 'pyretrieve.classification', 'timestamp with time zone', 'timestamp with time zone', 'text', 'text', 'text', 'regconfig'], 'pyretrieve_reader', ARRAY[]::text[]);
 SELECT function_privs_are('pyretrieve', 'put_fragment', ARRAY['text', 'text', 'text', 'pyretrieve.classification', 'timestamp with time zone', 'timestamp with time zone', 'text', 'text', 'text', 'regconfig'], 'pyretrieve_writer', ARRAY['EXECUTE']);
 SELECT function_privs_are('pyretrieve', 'put_fragment', ARRAY['text', 'text', 'text', 'pyretrieve.classification', 'timestamp with time zone', 'timestamp with time zone', 'text', 'text', 'text', 'regconfig'], 'public', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'put_tool', ARRAY['text', 'text', 'jsonb', 'text', 'text[]', 'text', 'pyretrieve.classification', 'timestamp with time zone', 'timestamp with time zone'], 'pyretrieve_admin', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'put_tool', ARRAY['text', 'text', 'jsonb', 'text', 'text[]', 'text', 'pyretrieve.classification', 'timestamp with time zone', 'timestamp with time zone'], 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'put_tool', ARRAY['text', 'text', 'jsonb', 'text', 'text[]', 'text', 'pyretrieve.classification', 'timestamp with time zone', 'timestamp with time zone'], 'pyretrieve_writer', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'put_tool', ARRAY['text', 'text', 'jsonb', 'text', 'text[]', 'text', 'pyretrieve.classification', 'timestamp with time zone', 'timestamp with time zone'], 'public', ARRAY[]::text[]);
 SELECT function_privs_are('pyretrieve', 'register_model', ARRAY['text', 'integer'], 'pyretrieve_admin', ARRAY['EXECUTE']);
 SELECT function_privs_are('pyretrieve', 'register_model', ARRAY['text', 'integer'], 'pyretrieve_reader', ARRAY[]::text[]);
 SELECT function_privs_are('pyretrieve', 'register_model', ARRAY['text', 'integer'], 'pyretrieve_writer', ARRAY[]::text[]);
@@ -369,6 +399,10 @@ SELECT function_privs_are('pyretrieve', 'set_bm25', ARRAY['text', 'text', 'doubl
 SELECT function_privs_are('pyretrieve', 'set_bm25', ARRAY['text', 'text', 'double precision', 'double precision'], 'pyretrieve_reader', ARRAY[]::text[]);
 SELECT function_privs_are('pyretrieve', 'set_bm25', ARRAY['text', 'text', 'double precision', 'double precision'], 'pyretrieve_writer', ARRAY[]::text[]);
 SELECT function_privs_are('pyretrieve', 'set_bm25', ARRAY['text', 'text', 'double precision', 'double precision'], 'public', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'set_tool_rollout', ARRAY['text', 'text', 'text'], 'pyretrieve_admin', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'set_tool_rollout', ARRAY['text', 'text', 'text'], 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'set_tool_rollout', ARRAY['text', 'text', 'text'], 'pyretrieve_writer', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'set_tool_rollout', ARRAY['text', 'text', 'text'], 'public', ARRAY[]::text[]);
 SELECT function_privs_are('pyretrieve', 'stale_embeddings', ARRAY['text', 'text', 'text', 'uuid', 'integer'], 'pyretrieve_admin', ARRAY[]::text[]);
 SELECT function_privs_are('pyretrieve', 'stale_embeddings', ARRAY['text', 'text', 'text', 'uuid', 'integer'], 'pyretrieve_reader', ARRAY[]::text[]);
 SELECT function_privs_are('pyretrieve', 'stale_embeddings', ARRAY['text', 'text', 'text', 'uuid', 'integer'], 'pyretrieve_writer', ARRAY['EXECUTE']);
@@ -377,6 +411,22 @@ SELECT function_privs_are('pyretrieve', 'supersede_fragment', ARRAY['text', 'tex
 SELECT function_privs_are('pyretrieve', 'supersede_fragment', ARRAY['text', 'text', 'uuid', 'text', 'pyretrieve.classification', 'timestamp with time zone', 'timestamp with time zone', 'text', 'text', 'text'], 'pyretrieve_reader', ARRAY[]::text[]);
 SELECT function_privs_are('pyretrieve', 'supersede_fragment', ARRAY['text', 'text', 'uuid', 'text', 'pyretrieve.classification', 'timestamp with time zone', 'timestamp with time zone', 'text', 'text', 'text'], 'pyretrieve_writer', ARRAY['EXECUTE']);
 SELECT function_privs_are('pyretrieve', 'supersede_fragment', ARRAY['text', 'text', 'uuid', 'text', 'pyretrieve.classification', 'timestamp with time zone', 'timestamp with time zone', 'text', 'text', 'text'], 'public', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'tool_by_name', ARRAY['uuid', 'text'], 'pyretrieve_admin', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'tool_by_name', ARRAY['uuid', 'text'], 'pyretrieve_reader', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'tool_by_name', ARRAY['uuid', 'text'], 'pyretrieve_writer', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'tool_by_name', ARRAY['uuid', 'text'], 'public', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'tool_entries', ARRAY['uuid', 'uuid[]'], 'pyretrieve_admin', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'tool_entries', ARRAY['uuid', 'uuid[]'], 'pyretrieve_reader', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'tool_entries', ARRAY['uuid', 'uuid[]'], 'pyretrieve_writer', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'tool_entries', ARRAY['uuid', 'uuid[]'], 'public', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'tool_rollout', ARRAY['uuid'], 'pyretrieve_admin', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'tool_rollout', ARRAY['uuid'], 'pyretrieve_reader', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'tool_rollout', ARRAY['uuid'], 'pyretrieve_writer', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'tool_rollout', ARRAY['uuid'], 'public', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'tool_schemas', ARRAY['uuid', 'uuid[]'], 'pyretrieve_admin', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'tool_schemas', ARRAY['uuid', 'uuid[]'], 'pyretrieve_reader', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'tool_schemas', ARRAY['uuid', 'uuid[]'], 'pyretrieve_writer', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'tool_schemas', ARRAY['uuid', 'uuid[]'], 'public', ARRAY[]::text[]);
 SELECT function_privs_are('pyretrieve', 'vector_candidates', ARRAY['uuid', 'text', 'public.vector', 'integer'], 'pyretrieve_admin', ARRAY[]::text[]);
 SELECT function_privs_are('pyretrieve', 'vector_candidates', ARRAY['uuid', 'text', 'public.vector', 'integer'], 'pyretrieve_reader', ARRAY['EXECUTE']);
 SELECT function_privs_are('pyretrieve', 'vector_candidates', ARRAY['uuid', 'text', 'public.vector', 'integer'], 'pyretrieve_writer', ARRAY['EXECUTE']);
@@ -442,8 +492,6 @@ SELECT results_eq(
     ('pyretrieve.embeddings_needed(text, text, text, uuid[])', 'pyretrieve_writer'),
     ('pyretrieve.fragments(uuid, uuid[])', 'pyretrieve_reader'),
     ('pyretrieve.grant_access(regrole, text, text, text, pyretrieve.classification, interval, pyretrieve.semantic_policy, timestamp with time zone)', 'pyretrieve_admin'),
-    ('pyretrieve.iso_utc(timestamp with time zone)', 'pyretrieve_reader'),
-    ('pyretrieve.json_double(double precision)', 'pyretrieve_reader'),
     ('pyretrieve.lexical_candidates(uuid, text, integer, text)', 'pyretrieve_reader'),
     ('pyretrieve.list_grants()', 'pyretrieve_admin'),
     ('pyretrieve.list_models()', 'pyretrieve_admin'),
@@ -456,6 +504,7 @@ SELECT results_eq(
     ('pyretrieve.or_tsquery(regconfig, text)', 'pyretrieve_writer'),
     ('pyretrieve.put_embedding(text, text, uuid, text, public.vector, bytea)', 'pyretrieve_writer'),
     ('pyretrieve.put_fragment(text, text, text, pyretrieve.classification, timestamp with time zone, timestamp with time zone, text, text, text, regconfig)', 'pyretrieve_writer'),
+    ('pyretrieve.put_tool(text, text, jsonb, text, text[], text, pyretrieve.classification, timestamp with time zone, timestamp with time zone)', 'pyretrieve_writer'),
     ('pyretrieve.register_model(text, integer)', 'pyretrieve_admin'),
     ('pyretrieve.require_admin()', 'pyretrieve_api'),
     ('pyretrieve.require_decision(uuid)', 'pyretrieve_api'),
@@ -467,8 +516,21 @@ SELECT results_eq(
     ('pyretrieve.scope_sequence(text, text)', 'pyretrieve_api'),
     ('pyretrieve.search(text, text, text, text, public.vector, text, integer, text, double precision, double precision, text)', 'pyretrieve_reader'),
     ('pyretrieve.set_bm25(text, text, double precision, double precision)', 'pyretrieve_admin'),
+    ('pyretrieve.set_tool_rollout(text, text, text)', 'pyretrieve_admin'),
     ('pyretrieve.stale_embeddings(text, text, text, uuid, integer)', 'pyretrieve_writer'),
     ('pyretrieve.supersede_fragment(text, text, uuid, text, pyretrieve.classification, timestamp with time zone, timestamp with time zone, text, text, text)', 'pyretrieve_writer'),
+    ('pyretrieve.tool_argument_lines(jsonb, text)', 'pyretrieve_admin'),
+    ('pyretrieve.tool_argument_lines(jsonb, text)', 'pyretrieve_api'),
+    ('pyretrieve.tool_argument_lines(jsonb, text)', 'pyretrieve_reader'),
+    ('pyretrieve.tool_argument_lines(jsonb, text)', 'pyretrieve_writer'),
+    ('pyretrieve.tool_by_name(uuid, text)', 'pyretrieve_reader'),
+    ('pyretrieve.tool_entries(uuid, uuid[])', 'pyretrieve_reader'),
+    ('pyretrieve.tool_rollout(uuid)', 'pyretrieve_reader'),
+    ('pyretrieve.tool_schemas(uuid, uuid[])', 'pyretrieve_reader'),
+    ('pyretrieve.tool_text(jsonb)', 'pyretrieve_admin'),
+    ('pyretrieve.tool_text(jsonb)', 'pyretrieve_api'),
+    ('pyretrieve.tool_text(jsonb)', 'pyretrieve_reader'),
+    ('pyretrieve.tool_text(jsonb)', 'pyretrieve_writer'),
     ('pyretrieve.tsvector_length(tsvector)', 'pyretrieve_api'),
     ('pyretrieve.vector_candidates(uuid, text, public.vector, integer)', 'pyretrieve_reader'),
     ('pyretrieve.visible_successor(text, text, uuid)', 'pyretrieve_api'),
@@ -518,6 +580,14 @@ SELECT table_privs_are('pyretrieve', 'scope_configs', 'public', ARRAY[]::text[])
 SELECT table_privs_are('pyretrieve', 'scope_configs', 'pyretrieve_admin', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'scope_configs', 'pyretrieve_reader', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'scope_configs', 'pyretrieve_writer', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'tool_rollouts', 'public', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'tool_rollouts', 'pyretrieve_admin', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'tool_rollouts', 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'tool_rollouts', 'pyretrieve_writer', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'tools', 'public', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'tools', 'pyretrieve_admin', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'tools', 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'tools', 'pyretrieve_writer', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'workspaces', 'public', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'workspaces', 'pyretrieve_admin', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'workspaces', 'pyretrieve_reader', ARRAY[]::text[]);
@@ -593,6 +663,30 @@ SELECT results_eq(
     ('projects', 'project_id', 'pyretrieve_api', 'INSERT'),
     ('projects', 'ts_config', 'pyretrieve_api', 'INSERT'),
     ('projects', 'workspace_id', 'pyretrieve_api', 'INSERT'),
+    ('tool_rollouts', 'project_id', 'pyretrieve_api', 'INSERT'),
+    ('tool_rollouts', 'stage', 'pyretrieve_api', 'INSERT'),
+    ('tool_rollouts', 'stage', 'pyretrieve_api', 'UPDATE'),
+    ('tool_rollouts', 'updated_at', 'pyretrieve_api', 'UPDATE'),
+    ('tool_rollouts', 'updated_by', 'pyretrieve_api', 'INSERT'),
+    ('tool_rollouts', 'updated_by', 'pyretrieve_api', 'UPDATE'),
+    ('tool_rollouts', 'workspace_id', 'pyretrieve_api', 'INSERT'),
+    ('tools', 'classification', 'pyretrieve_api', 'INSERT'),
+    ('tools', 'expires_at', 'pyretrieve_api', 'INSERT'),
+    ('tools', 'fragment_id', 'pyretrieve_api', 'INSERT'),
+    ('tools', 'name', 'pyretrieve_api', 'INSERT'),
+    ('tools', 'observed_at', 'pyretrieve_api', 'INSERT'),
+    ('tools', 'operation', 'pyretrieve_api', 'INSERT'),
+    ('tools', 'operation', 'pyretrieve_api', 'UPDATE'),
+    ('tools', 'project_id', 'pyretrieve_api', 'INSERT'),
+    ('tools', 'schema', 'pyretrieve_api', 'INSERT'),
+    ('tools', 'schema', 'pyretrieve_api', 'UPDATE'),
+    ('tools', 'schema_version', 'pyretrieve_api', 'INSERT'),
+    ('tools', 'schema_version', 'pyretrieve_api', 'UPDATE'),
+    ('tools', 'server', 'pyretrieve_api', 'INSERT'),
+    ('tools', 'server', 'pyretrieve_api', 'UPDATE'),
+    ('tools', 'tags', 'pyretrieve_api', 'INSERT'),
+    ('tools', 'tags', 'pyretrieve_api', 'UPDATE'),
+    ('tools', 'workspace_id', 'pyretrieve_api', 'INSERT'),
     ('workspaces', 'display_name', 'pyretrieve_api', 'INSERT'),
     ('workspaces', 'workspace_id', 'pyretrieve_api', 'INSERT'),
     ('write_bindings', 'ceiling', 'pyretrieve_api', 'INSERT'),

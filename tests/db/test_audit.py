@@ -103,7 +103,7 @@ def test_the_shipped_schema_audits_clean(db: Database) -> None:
     }
 
     # The inventory covers the whole schema.
-    assert len(report.tables) == 12
+    assert len(report.tables) == 14
     assert all(t.rls_enabled and t.rls_forced and t.policies >= 1 for t in report.tables)
     assert all(t.owner == "pyretrieve_owner" for t in report.tables)
     assert all(
