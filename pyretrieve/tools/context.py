@@ -84,7 +84,7 @@ def tool_context_fingerprint(tools: Iterable[tuple[str, int]]) -> str:
 @lru_cache(maxsize=1)
 def _encoder() -> Callable[[str], int] | None:
     try:
-        import bpe_openai  # type: ignore[import-untyped]
+        import bpe_openai
     except ImportError:
         return None
     encoding = bpe_openai.get_encoding("o200k_base")
