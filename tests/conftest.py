@@ -303,3 +303,20 @@ def at_second_wall(conn: psycopg.Connection[Any]) -> Iterator[psycopg.Connection
         yield conn
     finally:
         conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(user)))
+
+
+class _Undo(Exception):
+    """Rolls a savepoint back on purpose."""
+
+
+@contextlib.contextmanager
+def rolled_back(conn: psycopg.Connection[Any]) -> Iterator[psycopg.Connection[Any]]:
+    """A savepoint of the current transaction that is rolled back when the block ends: a
+    transaction holds one decision, so a search whose decision must not stay (the next step
+    authorizes again at the same now()) runs in here. Errors raised in the block propagate."""
+    try:
+        with conn.transaction():
+            yield conn
+            raise _Undo
+    except _Undo:
+        pass

@@ -15,7 +15,7 @@ import pytest
 
 from pyretrieve import ranking
 from pyretrieve.types import SemanticStatus, Weights
-from tests.conftest import Database, acting_as, role
+from tests.conftest import Database, acting_as, role, rolled_back
 
 Conn = psycopg.Connection[Any]
 PURPOSE = "support"
@@ -354,13 +354,12 @@ def test_weighted_fusion_is_the_same_in_sql_and_python(db: Database, conn: Conn)
     with acting_as(conn, "alice"):
         # search() first, in a savepoint rolled back afterwards (one decision per
         # transaction), then the same steps by hand at the same now().
-        conn.execute("SAVEPOINT sql_search")
-        sql_rows = conn.execute(
-            "SELECT * FROM pyretrieve.search('acme', 'docs', %s, %s, %s::vector, 'm3', 5,"
-            " p_lexical_weight => 1.5, p_vector_weight => 0.5)",
-            (PURPOSE, QUERY, embedding),
-        ).fetchall()
-        conn.execute("ROLLBACK TO SAVEPOINT sql_search")
+        with rolled_back(conn):
+            sql_rows = conn.execute(
+                "SELECT * FROM pyretrieve.search('acme', 'docs', %s, %s, %s::vector, 'm3', 5,"
+                " p_lexical_weight => 1.5, p_vector_weight => 0.5)",
+                (PURPOSE, QUERY, embedding),
+            ).fetchall()
         d = conn.execute(
             "SELECT * FROM pyretrieve.authorize('acme', 'docs', %s, %s, 'optional',"
             " pyretrieve.embedding_digest(%s::vector), 5)",

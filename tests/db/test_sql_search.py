@@ -42,7 +42,15 @@ from pyretrieve.types import (
     canonical_json,
 )
 from pyretrieve.vectors import canonical_embedding, embedding_digest, to_pgvector_text
-from tests.conftest import Database, Server, acting_as, create_database, drop_database, role
+from tests.conftest import (
+    Database,
+    Server,
+    acting_as,
+    create_database,
+    drop_database,
+    role,
+    rolled_back,
+)
 from tests.db.seed import grant, sha
 
 WS = "prop"
@@ -289,10 +297,6 @@ def python_ranking(
     )
 
 
-class _Undo(Exception):
-    """Rolls a savepoint back on purpose."""
-
-
 def sql_search(
     conn: psycopg.Connection[Any],
     project: str,
@@ -307,9 +311,8 @@ def sql_search(
     None when it raised PR030. ``decision``, when given, receives the audit row it recorded."""
     embedding = case.embedding
     vector = None if embedding is None else to_pgvector_text(canonical_embedding(embedding))
-    rows: list[dict[str, Any]] | None = None
     try:
-        with conn.transaction():
+        with rolled_back(conn):
             rows = conn.execute(
                 "SELECT * FROM pyretrieve.search(%s, %s, %s, %s, %s::public.vector, %s, %s, %s,"
                 " %s, %s)",
@@ -327,8 +330,6 @@ def sql_search(
             ).fetchall()
             if decision is not None:
                 decision.update(recorded_decision(conn, project))
-            raise _Undo
-    except _Undo:
         return rows
     except psycopg.Error as exc:
         if exc.sqlstate != "PR030":
@@ -623,13 +624,8 @@ def _search(
     cur = conn.cursor(row_factory=dict_row)
     if keep:
         return cur.execute(f"SELECT * FROM pyretrieve.search({names})", args).fetchall()
-    rows: list[Any] = []
-    try:
-        with conn.transaction():
-            rows = cur.execute(f"SELECT * FROM pyretrieve.search({names})", args).fetchall()
-            raise _Undo
-    except _Undo:
-        pass
+    with rolled_back(conn):
+        rows: list[Any] = cur.execute(f"SELECT * FROM pyretrieve.search({names})", args).fetchall()
     return rows
 
 
