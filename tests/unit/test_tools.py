@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -73,3 +75,69 @@ def test_bad_definitions_are_refused() -> None:
         parse_definitions([{"name": "a"}, {"name": "a"}])
     with pytest.raises(InvalidInput):
         parse_definitions({"name": "a", "parameters": []})
+
+
+# ---------------------------------------------------------------------------------------------
+# Token counting: o200k_base from the tokens extra, else the documented estimate
+# ---------------------------------------------------------------------------------------------
+def _without_tokenizer(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A None entry in sys.modules makes the import fail as if the package were absent.
+    monkeypatch.setitem(__import__("sys").modules, "bpe_openai", None)
+    context._encoder.cache_clear()
+
+
+def test_counts_are_o200k_base_when_the_tokens_extra_is_installed() -> None:
+    bpe_openai = pytest.importorskip("bpe_openai")
+    context._encoder.cache_clear()
+    encoding = bpe_openai.get_encoding("o200k_base")
+    text = '{"type":"function","function":{"name":"get_current_weather"}}'
+    count, method = context.count_tokens(text)
+    assert method == "o200k_base"
+    assert count == len(encoding.encode(text))
+    # BPE merges: far fewer tokens than characters, and not the estimate.
+    assert count < len(text) / 2
+    assert count != context.estimate_tokens(text)
+    schema = {"name": "f", "description": "Get the weather.", "parameters": {"type": "dict"}}
+    tokens, method = context.schema_tokens([schema])
+    rendered = '[{"type":"function","function":{"name":"f","description":"Get the weather.","parameters":{"type":"object"}}}]'
+    assert (tokens, method) == (len(encoding.encode(rendered)), "o200k_base")
+
+
+def test_counts_fall_back_to_the_estimate_without_the_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _without_tokenizer(monkeypatch)
+    try:
+        assert context.count_tokens("abcdefghi") == (3, "estimate-chars/4")
+        assert context.schema_tokens([]) == (0, "estimate-chars/4")
+        tokens, method = context.schema_tokens([{"name": "f", "description": "d"}])
+        assert method == "estimate-chars/4"
+        assert tokens == -(
+            -len(
+                context.json.dumps(
+                    context.openai_tools([{"name": "f", "description": "d"}]), separators=(",", ":")
+                )
+            )
+            // 4
+        )
+    finally:
+        monkeypatch.undo()
+        context._encoder.cache_clear()
+
+
+BFCL = Path(__file__).resolve().parents[2].parent / "shared" / "datasets" / "bfcl_tools"
+
+
+@pytest.mark.skipif(not (BFCL / "corpus.jsonl").exists(), reason="BFCL tools is not available")
+def test_the_estimate_errs_as_documented_on_bfcl_schemas() -> None:
+    """docs/tools.md: ceil(chars / 4) is about 17% high against o200k_base on BFCL schemas."""
+    pytest.importorskip("bpe_openai")
+    context._encoder.cache_clear()
+    lines = (BFCL / "corpus.jsonl").read_text(encoding="utf-8").splitlines()[:400]
+    exact = estimate = 0
+    for line in lines:
+        schema = json.loads(line)["schema"]
+        text = json.dumps(context.openai_tools([schema]), separators=(",", ":"))
+        exact += context.count_tokens(text)[0]
+        estimate += context.estimate_tokens(text)
+    assert 1.08 <= estimate / exact <= 1.28
