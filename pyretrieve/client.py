@@ -295,10 +295,13 @@ class Retriever:
         protect: bool = True,
         adaptive: bool | None = None,
         master: bool = True,
+        weights: Weights | None = None,
     ) -> Discovery:
         """Ranked authorised tools for a request, with confidence, K and the chosen schemas.
 
-        See ``pyretrieve.tools.service.discover``.
+        ``weights``: per-leg RRF weights, as for :meth:`search`. See
+        ``pyretrieve.tools.service.discover``; SQL callers get the same document from
+        ``pyretrieve.discover_tools(...)``.
         """
         from pyretrieve.tools import service
 
@@ -313,6 +316,7 @@ class Retriever:
             protect=protect,
             adaptive=adaptive,
             master=master,
+            weights=weights,
         )
 
     def rediscover_tool(self, name: str, *, scope: Scope, session: ToolSession) -> Rediscovery:

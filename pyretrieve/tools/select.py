@@ -39,6 +39,8 @@ POLICIES = (*FIXED_POLICIES, *ADAPTIVE_POLICIES)
 DEFAULT_POLICY = "gap"
 BASELINE_POLICY = "fixed-48"
 POOL = 48
+# Candidates per leg: the depth both legs search before fusion.
+CANDIDATES = 100
 LEVELS = ("none", "high", "normal", "low", "fail")
 _TIGHT = {"none": 0, "high": 3, "normal": 5, "low": 10, "fail": 15}
 _WIDE = {"none": 0, "high": 5, "normal": 8, "low": 12, "fail": 15}

@@ -32,13 +32,13 @@ from psycopg.rows import dict_row, tuple_row
 from psycopg.types.json import Jsonb
 
 from pyretrieve import ranking
-from pyretrieve.client import Row, build_request
+from pyretrieve.client import Row, SearchRequest, build_request
 from pyretrieve.db.errors import translate
 from pyretrieve.embedders import Embedder
 from pyretrieve.errors import AccessDenied, InvalidInput, PyretrieveError
 from pyretrieve.tools import context, events, select
 from pyretrieve.tools.definitions import NAME_RE, ToolDefinition, definitions
-from pyretrieve.types import Scope, SearchResult
+from pyretrieve.types import Scope, SearchResult, Weights
 from pyretrieve.vectors import canonical_embedding, to_pgvector_text
 
 if TYPE_CHECKING:
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 
 CLASSIFICATIONS = ("public", "internal", "confidential", "restricted")
 MAX_RETRIES = 1
+EMBED_BATCH = 32
 
 
 # ---------------------------------------------------------------------------------------------
@@ -151,23 +152,27 @@ def _embed(
     todo = [(fid, schema) for fid, schema in fresh if fid in wanted]
     if not todo:
         return 0
-    bodies = [
-        str(cur.execute("SELECT pyretrieve.tool_text(%s) AS t", (Jsonb(s),)).fetchone()["t"])  # type: ignore[index]
-        for _, s in todo
-    ]
-    vectors = embedder.embed_documents(bodies)
-    for (fid, _), body, vector in zip(todo, bodies, vectors, strict=True):
-        cur.execute(
-            "SELECT pyretrieve.put_embedding(%s, %s, %s, %s, %s::public.vector, %s)",
-            (
-                workspace,
-                project,
-                fid,
-                embedder.model_id,
-                to_pgvector_text(canonical_embedding(vector)),
-                hashlib.sha256(body.encode("utf-8")).digest(),
-            ),
-        )
+    # In batches: the write transaction must not sit idle while a slow model embeds every
+    # tool at once (a request's idle_in_transaction_session_timeout is 60 s).
+    for start in range(0, len(todo), EMBED_BATCH):
+        batch = todo[start : start + EMBED_BATCH]
+        bodies = [
+            str(cur.execute("SELECT pyretrieve.tool_text(%s) AS t", (Jsonb(s),)).fetchone()["t"])  # type: ignore[index]
+            for _, s in batch
+        ]
+        vectors = embedder.embed_documents(bodies)
+        for (fid, _), body, vector in zip(batch, bodies, vectors, strict=True):
+            cur.execute(
+                "SELECT pyretrieve.put_embedding(%s, %s, %s, %s, %s::public.vector, %s)",
+                (
+                    workspace,
+                    project,
+                    fid,
+                    embedder.model_id,
+                    to_pgvector_text(canonical_embedding(vector)),
+                    hashlib.sha256(body.encode("utf-8")).digest(),
+                ),
+            )
     return len(todo)
 
 
@@ -241,6 +246,17 @@ class Discovery:
 
     def mcp_tools_list(self) -> dict[str, Any]:
         return context.mcp_tools_list(self.schemas)
+
+    def document(self) -> dict[str, Any]:
+        """The discovery as ``pyretrieve.discover_tools(...)`` returns it to SQL callers: the
+        same keys and values (its canonical JSON is byte-identical for the same request and
+        decision). Everything but the retrieval id and the token count, which only the client
+        computes."""
+        plain = self.to_plain()
+        for key in ("retrieval_id", "schema_tokens", "token_method"):
+            del plain[key]
+        plain["schemas"] = [dict(s) for s in self.schemas]
+        return plain
 
     def to_plain(self) -> dict[str, Any]:
         return {
@@ -316,6 +332,29 @@ def _explanation(s: select.Scored, k: int, adaptive_k: int, applied: bool) -> di
     }
 
 
+def discovery_request(
+    query: str,
+    *,
+    scope: Scope,
+    mode: str = "hybrid",
+    model: str | None = None,
+    embedding: Sequence[float] | NDArray[np.floating] | None = None,
+    weights: Weights | None = None,
+) -> SearchRequest:
+    """The search a discovery runs: a pool of ``POOL`` fused candidates from ``CANDIDATES``
+    per leg (what ``pyretrieve.discover_tools`` runs in SQL too)."""
+    return build_request(
+        query,
+        scope=scope,
+        mode=mode,
+        limit=select.POOL,
+        candidate_limit=select.CANDIDATES,
+        model=model,
+        embedding=embedding,
+        weights=weights,
+    )
+
+
 def discover(
     retriever: Retriever,
     query: str,
@@ -328,102 +367,119 @@ def discover(
     protect: bool = True,
     adaptive: bool | None = None,
     master: bool = True,
+    weights: Weights | None = None,
 ) -> Discovery:
-    policy = policy or select.DEFAULT_POLICY
-    if policy not in select.POLICIES:
-        raise InvalidInput(f"policy must be one of {', '.join(select.POLICIES)}")
-    request = build_request(
-        query,
-        scope=scope,
-        mode=mode,
-        limit=select.POOL,
-        candidate_limit=100,
-        model=model,
-        embedding=embedding,
+    policy = _check_policy(policy)
+    request = discovery_request(
+        query, scope=scope, mode=mode, model=model, embedding=embedding, weights=weights
     )
 
     def then(cur: psycopg.Cursor[Row], result: SearchResult) -> Discovery:
-        decision = result.decision
-        ids = [r.fragment_id for r in result.results]
-        entries = {
-            e["fragment_id"]: e
-            for e in cur.execute(
-                "SELECT * FROM pyretrieve.tool_entries(p_decision => %s, p_ids => %s)",
-                (decision.decision_id, ids),
-            ).fetchall()
-        }
-        row = cur.execute("SELECT pyretrieve.tool_rollout(%s) AS s", (decision.decision_id,))
-        stage = str(row.fetchone()["s"])  # type: ignore[index]
-        ideal = ranking.ideal_score(
-            result.weights, lexical_ran=result.lexical_ran, vector_ran=result.vector_ran
-        )
-        scored = select.score(query, _candidates(result, entries), ideal, protect=protect)
-        conf = select.assess(scored, policy)
-        baseline = select.recommended_k(select.BASELINE_POLICY, conf.level, scored)
-        if policy in select.FIXED_POLICIES:
-            applied = True
-        elif adaptive is not None:
-            applied = adaptive and master
-        else:
-            applied = select.adaptive_applies(
-                stage, decision.workspace_id, decision.principal, master=master
-            )
-        # Adaptive K only truncates: it is never more than the baseline or the candidates.
-        k = min(conf.recommended_k, baseline) if applied else baseline
-        chosen_ids = [s.candidate.fragment_id for s in scored[:k]]
-        schemas = {
-            r["fragment_id"]: r["schema"]
-            for r in cur.execute(
-                "SELECT * FROM pyretrieve.tool_schemas(p_decision => %s, p_ids => %s)",
-                (decision.decision_id, chosen_ids),
-            ).fetchall()
-        }
-        ranked = tuple(
-            DiscoveredTool(
-                name=s.candidate.name,
-                fragment_id=s.candidate.fragment_id,
-                schema_version=s.candidate.schema_version,
-                operation=s.candidate.operation,
-                rank=s.rank,
-                chosen=s.rank <= k and s.candidate.fragment_id in schemas,
-                explanation=_explanation(s, k, conf.recommended_k, applied),
-                schema=schemas.get(s.candidate.fragment_id) if s.rank <= k else None,
-            )
-            for s in scored
-        )
-        omissions = tuple(
-            ToolOmission(
-                name=s.candidate.name,
-                fragment_id=s.candidate.fragment_id,
-                position=s.rank,
-                reason="cut_by_k",
-                score=s.adjusted,
-            )
-            for s in scored[k:]
-        )
-        chosen = [t for t in ranked if t.chosen]
-        tokens, method = context.schema_tokens([t.schema for t in chosen if t.schema])
-        return Discovery(
-            retrieval_id=result.retrieval_id,
-            decision_id=decision.decision_id,
-            query_digest=request.query_digest.hex(),
-            policy=policy,
-            stage=stage,
-            applied=applied,
-            confidence=conf,
-            k=len(chosen),
-            ranked=ranked,
-            omissions=omissions,
-            fingerprint=context.tool_context_fingerprint(
-                (t.name, t.schema_version) for t in chosen
-            ),
-            schema_tokens=tokens,
-            token_method=method,
+        return select_tools(
+            cur, result, request, policy=policy, protect=protect, adaptive=adaptive, master=master
         )
 
     discovery: Discovery = retriever._execute(request, then)
     _discovery_events(discovery)
     return discovery
+
+
+def _check_policy(policy: str | None) -> str:
+    policy = policy or select.DEFAULT_POLICY
+    if policy not in select.POLICIES:
+        raise InvalidInput(f"policy must be one of {', '.join(select.POLICIES)}")
+    return policy
+
+
+def select_tools(
+    cur: psycopg.Cursor[Row],
+    result: SearchResult,
+    request: SearchRequest,
+    *,
+    policy: str | None = None,
+    protect: bool = True,
+    adaptive: bool | None = None,
+    master: bool = True,
+) -> Discovery:
+    """After the search, in its transaction and under its decision: the tools among the
+    results, penalties, confidence, K (by policy and rollout) and the chosen schemas."""
+    policy = _check_policy(policy)
+    query = request.query
+    decision = result.decision
+    ids = [r.fragment_id for r in result.results]
+    entries = {
+        e["fragment_id"]: e
+        for e in cur.execute(
+            "SELECT * FROM pyretrieve.tool_entries(p_decision => %s, p_ids => %s)",
+            (decision.decision_id, ids),
+        ).fetchall()
+    }
+    row = cur.execute("SELECT pyretrieve.tool_rollout(%s) AS s", (decision.decision_id,))
+    stage = str(row.fetchone()["s"])  # type: ignore[index]
+    ideal = ranking.ideal_score(
+        result.weights, lexical_ran=result.lexical_ran, vector_ran=result.vector_ran
+    )
+    scored = select.score(query, _candidates(result, entries), ideal, protect=protect)
+    conf = select.assess(scored, policy)
+    baseline = select.recommended_k(select.BASELINE_POLICY, conf.level, scored)
+    if policy in select.FIXED_POLICIES:
+        applied = True
+    elif adaptive is not None:
+        applied = adaptive and master
+    else:
+        applied = select.adaptive_applies(
+            stage, decision.workspace_id, decision.principal, master=master
+        )
+    # Adaptive K only truncates: it is never more than the baseline or the candidates.
+    k = min(conf.recommended_k, baseline) if applied else baseline
+    chosen_ids = [s.candidate.fragment_id for s in scored[:k]]
+    schemas = {
+        r["fragment_id"]: r["schema"]
+        for r in cur.execute(
+            "SELECT * FROM pyretrieve.tool_schemas(p_decision => %s, p_ids => %s)",
+            (decision.decision_id, chosen_ids),
+        ).fetchall()
+    }
+    ranked = tuple(
+        DiscoveredTool(
+            name=s.candidate.name,
+            fragment_id=s.candidate.fragment_id,
+            schema_version=s.candidate.schema_version,
+            operation=s.candidate.operation,
+            rank=s.rank,
+            chosen=s.rank <= k and s.candidate.fragment_id in schemas,
+            explanation=_explanation(s, k, conf.recommended_k, applied),
+            schema=schemas.get(s.candidate.fragment_id) if s.rank <= k else None,
+        )
+        for s in scored
+    )
+    omissions = tuple(
+        ToolOmission(
+            name=s.candidate.name,
+            fragment_id=s.candidate.fragment_id,
+            position=s.rank,
+            reason="cut_by_k",
+            score=s.adjusted,
+        )
+        for s in scored[k:]
+    )
+    chosen = [t for t in ranked if t.chosen]
+    tokens, method = context.schema_tokens([t.schema for t in chosen if t.schema])
+    return Discovery(
+        retrieval_id=result.retrieval_id,
+        decision_id=decision.decision_id,
+        query_digest=request.query_digest.hex(),
+        policy=policy,
+        stage=stage,
+        applied=applied,
+        confidence=conf,
+        k=len(chosen),
+        ranked=ranked,
+        omissions=omissions,
+        fingerprint=context.tool_context_fingerprint((t.name, t.schema_version) for t in chosen),
+        schema_tokens=tokens,
+        token_method=method,
+    )
 
 
 def _discovery_events(d: Discovery) -> None:
