@@ -305,6 +305,8 @@ def _candidates(result: SearchResult, entries: dict[UUID, Row]) -> list[select.C
                 lexical_rank=None if r.lexical is None else r.lexical.rank,
                 vector_rank=None if r.vector is None else r.vector.rank,
                 schema_chars=e["schema_chars"],
+                lexical_score=None if r.lexical is None else r.lexical.score,
+                vector_distance=None if r.vector is None else r.vector.distance,
             )
         )
     return out
@@ -320,6 +322,8 @@ def _explanation(s: select.Scored, k: int, adaptive_k: int, applied: bool) -> di
         "fused_rank": c.fused_rank,
         "lexical_rank": c.lexical_rank,
         "vector_rank": c.vector_rank,
+        "lexical_score": c.lexical_score,
+        "vector_distance": c.vector_distance,
         "operation": c.operation,
         "fused_score": c.score,
         "normalized_score": s.normalized,

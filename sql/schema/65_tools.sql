@@ -552,9 +552,12 @@ END;
 COMMENT ON FUNCTION pyretrieve.tool_rollout_bucket(text, text) IS
     'The rollout bucket (0..99) of a principal in a workspace: sha256 of workspace, NUL, principal; first 8 bytes as an unsigned big-endian integer, modulo 100 (pyretrieve.tools.select.rollout_bucket).';
 
--- The K a policy recommends for a confidence level and the adjusted scores in order
+-- The K a policy recommends for a confidence level and, in the selection's order, the adjusted
+-- scores, the BM25 scores and the cosine distances (NULL where a leg did not find the tool)
 -- (pyretrieve.tools.select.recommended_k); never more than the candidates there are.
-CREATE FUNCTION pyretrieve.tool_recommended_k(p_policy text, p_level text, p_scores double precision[])
+CREATE FUNCTION pyretrieve.tool_recommended_k(
+    p_policy text, p_level text, p_scores double precision[],
+    p_lexical double precision[], p_distances double precision[])
 RETURNS integer
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
@@ -565,6 +568,12 @@ DECLARE
     v_best double precision;
     v_drop double precision;
     v_high integer;
+    -- near: the parameters pyretrieve.tools.select.NEAR_DEFAULT (BM25 ratio, distance margin, kmin).
+    c_a constant double precision := 0.7;
+    c_b constant double precision := 0.1;
+    c_kmin constant integer := 5;
+    v_best_lexical double precision;
+    v_best_distance double precision;
 BEGIN
     CASE p_policy
     WHEN 'fixed-10' THEN v_k := 10;
@@ -595,14 +604,31 @@ BEGIN
                 v_k := v_high;
             END IF;
         END IF;
+    WHEN 'near' THEN
+        -- Up to the last tool whose BM25 is at least a times the pool's best, or whose cosine
+        -- distance is at most the best plus b; at least kmin.
+        IF p_level = 'none' THEN
+            v_k := 0;
+        ELSE
+            SELECT max(x) INTO v_best_lexical FROM unnest(p_lexical) AS x;
+            SELECT min(x) INTO v_best_distance FROM unnest(p_distances) AS x;
+            v_k := 0;
+            FOR i IN 1 .. v_n LOOP
+                IF (p_lexical[i] IS NOT NULL AND v_best_lexical > 0 AND p_lexical[i] >= c_a * v_best_lexical)
+                   OR (p_distances[i] IS NOT NULL AND p_distances[i] <= v_best_distance + c_b) THEN
+                    v_k := i;
+                END IF;
+            END LOOP;
+            v_k := greatest(c_kmin, v_k);
+        END IF;
     ELSE
         RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'unknown K policy';
     END CASE;
     RETURN least(v_k, v_n);
 END;
 $$;
-COMMENT ON FUNCTION pyretrieve.tool_recommended_k(text, text, double precision[]) IS
-    'The K a tool-selection policy recommends for a confidence level and the adjusted scores in order (pyretrieve.tools.select.recommended_k), never more than the candidates.';
+COMMENT ON FUNCTION pyretrieve.tool_recommended_k(text, text, double precision[], double precision[], double precision[]) IS
+    'The K a tool-selection policy recommends for a confidence level and, in the selection''s order, the adjusted scores, BM25 scores and cosine distances (pyretrieve.tools.select.recommended_k), never more than the candidates.';
 
 SET LOCAL ROLE pyretrieve_api;
 
@@ -630,7 +656,7 @@ DECLARE
     c_pool constant integer := 48;
     c_formula constant text := 'normalized = fused / ideal fused score (1-based RRF, k = 60); '
                                'adjusted = normalized * product of penalty factors';
-    v_policy text := coalesce(p_policy, 'gap');
+    v_policy text := coalesce(p_policy, 'near');
     d pyretrieve.decisions;
     v_hits jsonb;
     v_ideal double precision := 0.0;
@@ -652,9 +678,9 @@ DECLARE
     v_omissions jsonb;
     v_fingerprint text;
 BEGIN
-    IF v_policy NOT IN ('fixed-10', 'fixed-15', 'fixed-20', 'fixed-48', 'tight', 'gap', 'wide') THEN
+    IF v_policy NOT IN ('fixed-10', 'fixed-15', 'fixed-20', 'fixed-48', 'tight', 'gap', 'wide', 'near') THEN
         RAISE EXCEPTION USING ERRCODE = 'PR010',
-            MESSAGE = 'policy must be one of fixed-10, fixed-15, fixed-20, fixed-48, tight, gap, wide';
+            MESSAGE = 'policy must be one of fixed-10, fixed-15, fixed-20, fixed-48, tight, gap, wide, near';
     END IF;
     IF p_protect IS NULL OR p_master IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'protect and master must not be null';
@@ -665,6 +691,8 @@ BEGIN
                'fragment_id', s.fragment_id, 'fused_rank', s.rank, 'score', s.final_score,
                'lexical_rank', s.explanation -> 'modalities' -> 'lexical' -> 'rank',
                'vector_rank', s.explanation -> 'modalities' -> 'vector' -> 'rank',
+               'lexical_score', s.explanation -> 'modalities' -> 'lexical' -> 'score',
+               'vector_distance', s.explanation -> 'modalities' -> 'vector' -> 'distance',
                'vector_used', s.explanation -> 'semantic' ->> 'status' = 'used') ORDER BY s.rank),
            '[]'::jsonb)
       INTO v_hits
@@ -690,7 +718,8 @@ BEGIN
     WITH hit AS (
         SELECT (h ->> 'fragment_id')::uuid AS fragment_id, (h ->> 'fused_rank')::integer AS fused_rank,
                (h ->> 'score')::double precision AS score, h -> 'lexical_rank' AS lexical_rank,
-               h -> 'vector_rank' AS vector_rank
+               h -> 'vector_rank' AS vector_rank, h -> 'lexical_score' AS lexical_score,
+               h -> 'vector_distance' AS vector_distance
           FROM jsonb_array_elements(v_hits) AS h
     ), tool AS (
         SELECT h.*, e.name, e.schema_version, e.operation,
@@ -745,8 +774,10 @@ BEGIN
 
     -- 4. K: the policy's, applied by the rollout stage (or the caller's choice), never more than
     --    the baseline K of 48 or the candidates.
-    v_recommended := pyretrieve.tool_recommended_k(v_policy, v_level, ARRAY(
-        SELECT (x ->> 'adjusted')::double precision FROM jsonb_array_elements(v_scored) AS x));
+    v_recommended := pyretrieve.tool_recommended_k(v_policy, v_level,
+        ARRAY(SELECT (x ->> 'adjusted')::double precision FROM jsonb_array_elements(v_scored) AS x),
+        ARRAY(SELECT (x ->> 'lexical_score')::double precision FROM jsonb_array_elements(v_scored) AS x),
+        ARRAY(SELECT (x ->> 'vector_distance')::double precision FROM jsonb_array_elements(v_scored) AS x));
     v_baseline := least(48, v_n);
     v_stage := pyretrieve.tool_rollout(d.decision_id);
     v_applied := CASE
@@ -768,6 +799,7 @@ BEGIN
                'name', x ->> 'name', 'schema_version', (x ->> 'schema_version')::integer,
                'rank', (x ->> 'rank')::integer, 'fused_rank', (x ->> 'fused_rank')::integer,
                'lexical_rank', x -> 'lexical_rank', 'vector_rank', x -> 'vector_rank',
+               'lexical_score', x -> 'lexical_score', 'vector_distance', x -> 'vector_distance',
                'operation', x ->> 'operation',
                'fused_score', pyretrieve.json_double((x ->> 'score')::double precision),
                'normalized_score', pyretrieve.json_double((x ->> 'normalized')::double precision),
@@ -822,7 +854,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION pyretrieve.discover_tools(text, text, text, text, public.vector, text, text, text, double precision, double precision, boolean, boolean, boolean) IS
-    'Tool discovery for an agent request, as one jsonb document: the ranked tools the caller may use (search''s authorization, legs, fusion and freshness for a pool of 48, then only tools the decision admits), each with its explanation (fused, lexical and vector ranks, fused, normalised and adjusted scores, similar-tool penalties, chosen, why cut), the confidence (level none/high/normal/low/fail, score, reason, recommended K, top and second score, gap), K, omissions for authorised tools cut by K, the context fingerprint and the schemas of the chosen K only. p_policy: fixed-10, fixed-15, fixed-20, fixed-48, tight, gap or wide (default: the evaluated default); adaptive K only truncates and is applied by the project''s rollout stage unless p_adaptive says otherwise; p_master false turns it off. Byte-identical, as canonical JSON, to the Python client''s Discovery.document() for the same request and decision. Raises what search raises (PR001 on deny, PR010 on bad input, PR030). SECURITY DEFINER (runs as pyretrieve_api): it calls helpers that principals are not granted (the bound decision, the word lists, the rollout bucket) and principals reach the tables only through the SQL API.';
+    'Tool discovery for an agent request, as one jsonb document: the ranked tools the caller may use (search''s authorization, legs, fusion and freshness for a pool of 48, then only tools the decision admits), each with its explanation (fused, lexical and vector ranks, fused, normalised and adjusted scores, similar-tool penalties, chosen, why cut), the confidence (level none/high/normal/low/fail, score, reason, recommended K, top and second score, gap), K, omissions for authorised tools cut by K, the context fingerprint and the schemas of the chosen K only. p_policy: fixed-10, fixed-15, fixed-20, fixed-48, tight, gap, wide or near (default near, the evaluated default); adaptive K only truncates and is applied by the project''s rollout stage unless p_adaptive says otherwise; p_master false turns it off. Byte-identical, as canonical JSON, to the Python client''s Discovery.document() for the same request and decision. Raises what search raises (PR001 on deny, PR010 on bad input, PR030). SECURITY DEFINER (runs as pyretrieve_api): it calls helpers that principals are not granted (the bound decision, the word lists, the rollout bucket) and principals reach the tables only through the SQL API.';
 
 REVOKE ALL ON FUNCTION
     pyretrieve.discover_tools(text, text, text, text, public.vector, text, text, text, double precision, double precision, boolean, boolean, boolean)
@@ -834,11 +866,11 @@ GRANT EXECUTE ON FUNCTION
 SET LOCAL ROLE pyretrieve_owner;
 REVOKE ALL ON FUNCTION pyretrieve.tool_operation_words(), pyretrieve.tool_stop_words(),
     pyretrieve.tool_words(text), pyretrieve.tool_entity_words(text), pyretrieve.tool_query_operations(text),
-    pyretrieve.tool_rollout_bucket(text, text), pyretrieve.tool_recommended_k(text, text, double precision[])
+    pyretrieve.tool_rollout_bucket(text, text), pyretrieve.tool_recommended_k(text, text, double precision[], double precision[], double precision[])
     FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION pyretrieve.tool_operation_words(), pyretrieve.tool_stop_words(),
     pyretrieve.tool_words(text), pyretrieve.tool_entity_words(text), pyretrieve.tool_query_operations(text),
-    pyretrieve.tool_rollout_bucket(text, text), pyretrieve.tool_recommended_k(text, text, double precision[])
+    pyretrieve.tool_rollout_bucket(text, text), pyretrieve.tool_recommended_k(text, text, double precision[], double precision[], double precision[])
     TO pyretrieve_api;
 -- discover_tools (as pyretrieve_api) runs search() and the renderings it calls.
 GRANT EXECUTE ON FUNCTION

@@ -22,7 +22,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from psycopg.rows import dict_row
 
@@ -79,7 +79,7 @@ _vector = st.lists(st.integers(-2, 2), min_size=DIM, max_size=DIM).map(
 def cases(draw: st.DrawFn) -> Case:
     tools = []
     seen = set()
-    for _ in range(draw(st.integers(1, 9))):
+    for _ in range(draw(st.integers(14, 40))):
         verb, entity = draw(st.sampled_from(VERBS)), draw(st.sampled_from(ENTITIES))
         if (verb, entity) in seen:
             continue
@@ -89,9 +89,9 @@ def cases(draw: st.DrawFn) -> Case:
                 verb=verb,
                 entity=entity,
                 words=tuple(draw(st.lists(st.sampled_from(VOCAB), min_size=1, max_size=4))),
-                classification=draw(st.sampled_from(CLASSIFICATIONS)),
+                classification=draw(st.sampled_from([*CLASSIFICATIONS, "internal", "public"])),
                 expired=draw(st.sampled_from([False] * 5 + [True])),
-                embedding=draw(_vector) if draw(st.booleans()) or draw(st.booleans()) else None,
+                embedding=draw(_vector) if draw(st.integers(0, 5)) else None,
             )
         )
     words = draw(
@@ -215,6 +215,8 @@ def test_sql_and_python_discover_the_same_document(
     assert got["decision_id"] != want["decision_id"]
     got["decision_id"] = want["decision_id"]
     assert canonical_json(got) == canonical_json(want)
+    event(f"policy={got['policy']} cut={got['k'] < len(got['tools'])}")
+    event(f"penalties={any(t['penalties'] for t in got['tools'])}")
     # Hidden tools (above the ceiling, expired) never appear, whatever the policy.
     hidden = {
         f"{t.verb}_{t.entity}"
@@ -251,3 +253,12 @@ def _word_lists_match(pconn: psycopg.Connection[Any]) -> None:
     ).fetchone()
     assert default is not None
     assert f"coalesce(p_policy, '{sel.DEFAULT_POLICY}')" in default["d"]
+    k = pconn.execute(
+        "SELECT pg_get_functiondef('pyretrieve.tool_recommended_k(text, text, double precision[],"
+        " double precision[], double precision[])'::regprocedure) AS d"
+    ).fetchone()
+    assert k is not None
+    a, b, kmin = sel.NEAR_DEFAULT
+    assert f"c_a constant double precision := {a!r};" in k["d"]
+    assert f"c_b constant double precision := {b!r};" in k["d"]
+    assert f"c_kmin constant integer := {kmin!r};" in k["d"]
