@@ -4265,7 +4265,7 @@ SET LOCAL ROLE pyretrieve_owner;
 
 -- ==== sql/schema/90_epilogue.sql ====
 INSERT INTO pyretrieve.installation (schema_version, created_vector)
-VALUES ('0006', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
+VALUES ('0007', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
 
 RESET ROLE;
 -- pyretrieve_api created the API functions; it may not create anything else.
