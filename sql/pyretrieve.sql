@@ -2553,12 +2553,14 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'between 0 and 1000 ids';
     END IF;
     RETURN QUERY
+    -- The ids as an index condition (= ANY): one key look-up per id, whatever the size of the
+    -- scope's catalog (a join with unnest() let the planner read the whole scope).
     SELECT t.fragment_id, t.name, t.schema_version, t.operation, t.tags, t.server,
            length(t.schema::text)
-      FROM unnest(p_ids) AS u(id)
-      JOIN pyretrieve.tools t ON t.workspace_id = d.workspace_id AND t.fragment_id = u.id
+      FROM pyretrieve.tools t
       JOIN pyretrieve.fragments f ON f.workspace_id = t.workspace_id AND f.fragment_id = t.fragment_id
-     WHERE t.project_id = d.project_id AND f.project_id = d.project_id
+     WHERE t.workspace_id = d.workspace_id AND t.fragment_id = ANY (p_ids)
+       AND t.project_id = d.project_id AND f.project_id = d.project_id
        AND f.state = 'active'
        AND f.classification <= d.ceiling AND t.classification <= d.ceiling
        AND f.observed_at <= d.evaluated_at
@@ -2584,10 +2586,10 @@ BEGIN
     END IF;
     RETURN QUERY
     SELECT t.fragment_id, t.name, t.schema_version, t.schema
-      FROM unnest(p_ids) AS u(id)
-      JOIN pyretrieve.tools t ON t.workspace_id = d.workspace_id AND t.fragment_id = u.id
+      FROM pyretrieve.tools t
       JOIN pyretrieve.fragments f ON f.workspace_id = t.workspace_id AND f.fragment_id = t.fragment_id
-     WHERE t.project_id = d.project_id AND f.project_id = d.project_id
+     WHERE t.workspace_id = d.workspace_id AND t.fragment_id = ANY (p_ids)
+       AND t.project_id = d.project_id AND f.project_id = d.project_id
        AND f.state = 'active'
        AND f.classification <= d.ceiling AND t.classification <= d.ceiling
        AND f.observed_at <= d.evaluated_at
