@@ -28,12 +28,12 @@
 \pset pager off
 
 BEGIN;
-SELECT plan(486);
+SELECT plan(491);
 
 -- The installation.
 SELECT has_schema('pyretrieve');
 SELECT schema_owner_is('pyretrieve', 'pyretrieve_owner');
-SELECT is((SELECT schema_version FROM pyretrieve.installation), '0006', 'pyretrieve schema version is 0006');
+SELECT is((SELECT schema_version FROM pyretrieve.installation), '0007', 'pyretrieve schema version is 0007');
 
 -- Roles: the owner and three groups, none of which can log in or bypass row-level security;
 -- the owner does not inherit; a writer is a reader.
@@ -197,9 +197,9 @@ SELECT policy_roles_are('pyretrieve', 'write_bindings', 'write_bindings_insert',
 SELECT policy_cmd_is('pyretrieve', 'write_bindings', 'write_bindings_read', 'SELECT', 'policy write_bindings_read on pyretrieve.write_bindings is for SELECT');
 SELECT policy_roles_are('pyretrieve', 'write_bindings', 'write_bindings_read', ARRAY['pyretrieve_api']);
 
--- Functions: exactly these; only active_sources, active_sources_like, audit_access, audit_findings, audit_functions, audit_keys, audit_objects, audit_policies, audit_privileges, audit_roles, audit_server, audit_tables, audit_views, authorize, bind_write_scope, create_model_index, create_project, create_scope_sequence, create_workspace, created_now, embeddings_needed, fragments, grant_access, lexical_candidates, list_grants, list_models, list_projects, put_embedding, put_fragment, put_tool, register_model, retract_fragment, revoke_access, schema_version, set_bm25, set_tool_rollout, stale_embeddings, supersede_fragment, tool_by_name, tool_entries, tool_rollout, tool_schemas and vector_candidates are SECURITY DEFINER, every function pins
+-- Functions: exactly these; only active_sources, active_sources_like, audit_access, audit_findings, audit_functions, audit_keys, audit_objects, audit_policies, audit_privileges, audit_roles, audit_server, audit_tables, audit_views, authorize, bind_write_scope, create_model_index, create_project, create_scope_sequence, create_workspace, created_now, discover_tools, embeddings_needed, fragments, grant_access, lexical_candidates, list_grants, list_models, list_projects, put_embedding, put_fragment, put_tool, register_model, retract_fragment, revoke_access, schema_version, set_bm25, set_tool_rollout, stale_embeddings, supersede_fragment, tool_by_name, tool_entries, tool_rollout, tool_schemas and vector_candidates are SECURITY DEFINER, every function pins
 -- search_path = pg_catalog, pg_temp, and none is LEAKPROOF.
-SELECT functions_are('pyretrieve', ARRAY['active_sources', 'active_sources_like', 'apply_request_timeouts', 'audit_access', 'audit_disjuncts', 'audit_expression_calls', 'audit_findings', 'audit_functions', 'audit_keys', 'audit_objects', 'audit_policies', 'audit_privileges', 'audit_roles', 'audit_server', 'audit_tables', 'audit_views', 'authorize', 'bind_write_scope', 'bound_decision', 'bound_write', 'bump_scope_lexical', 'bump_scope_vector', 'caller', 'caller_in', 'check_caller', 'check_embedding', 'check_identifier', 'check_ts_config', 'content_digest', 'create_model_index', 'create_project', 'create_scope_sequence', 'create_workspace', 'created_now', 'effective_grant', 'embedding_digest', 'embeddings_needed', 'fragments', 'grant_access', 'iso_utc', 'json_double', 'lexical_candidates', 'list_grants', 'list_models', 'list_projects', 'mirror_fragment', 'or_tsquery', 'postings_insert', 'postings_update', 'put_embedding', 'put_fragment', 'put_tool', 'register_model', 'require_admin', 'require_decision', 'retract_fragment', 'revoke_access', 'schema_version', 'scope_sequence', 'search', 'set_bm25', 'set_tool_rollout', 'stale_embeddings', 'stamp_lexical_generation', 'stamp_vector_generation', 'supersede_fragment', 'tool_argument_lines', 'tool_by_name', 'tool_entries', 'tool_rollout', 'tool_schemas', 'tool_text', 'tsvector_length', 'vector_candidates', 'visible_successor', 'writer_ceiling']);
+SELECT functions_are('pyretrieve', ARRAY['active_sources', 'active_sources_like', 'apply_request_timeouts', 'audit_access', 'audit_disjuncts', 'audit_expression_calls', 'audit_findings', 'audit_functions', 'audit_keys', 'audit_objects', 'audit_policies', 'audit_privileges', 'audit_roles', 'audit_server', 'audit_tables', 'audit_views', 'authorize', 'bind_write_scope', 'bound_decision', 'bound_write', 'bump_scope_lexical', 'bump_scope_vector', 'caller', 'caller_in', 'check_caller', 'check_embedding', 'check_identifier', 'check_ts_config', 'content_digest', 'create_model_index', 'create_project', 'create_scope_sequence', 'create_workspace', 'created_now', 'discover_tools', 'effective_grant', 'embedding_digest', 'embeddings_needed', 'fragments', 'grant_access', 'iso_utc', 'json_double', 'lexical_candidates', 'list_grants', 'list_models', 'list_projects', 'mirror_fragment', 'or_tsquery', 'postings_insert', 'postings_update', 'put_embedding', 'put_fragment', 'put_tool', 'register_model', 'require_admin', 'require_decision', 'retract_fragment', 'revoke_access', 'schema_version', 'scope_sequence', 'search', 'set_bm25', 'set_tool_rollout', 'stale_embeddings', 'stamp_lexical_generation', 'stamp_vector_generation', 'supersede_fragment', 'tool_argument_lines', 'tool_by_name', 'tool_entity_words', 'tool_entries', 'tool_operation_words', 'tool_query_operations', 'tool_recommended_k', 'tool_rollout', 'tool_rollout_bucket', 'tool_schemas', 'tool_stop_words', 'tool_text', 'tool_words', 'tsvector_length', 'vector_candidates', 'visible_successor', 'writer_ceiling']);
 SELECT is_definer('pyretrieve', 'active_sources', ARRAY['text', 'text', 'text[]'], 'pyretrieve.active_sources(text, text, text[]) is SECURITY DEFINER');
 SELECT is_definer('pyretrieve', 'active_sources_like', ARRAY['text', 'text', 'text[]'], 'pyretrieve.active_sources_like(text, text, text[]) is SECURITY DEFINER');
 SELECT is_definer('pyretrieve', 'audit_access', ARRAY[]::text[], 'pyretrieve.audit_access() is SECURITY DEFINER');
@@ -220,6 +220,7 @@ SELECT is_definer('pyretrieve', 'create_project', ARRAY['text', 'text', 'regconf
 SELECT is_definer('pyretrieve', 'create_scope_sequence', ARRAY['text', 'text'], 'pyretrieve.create_scope_sequence(text, text) is SECURITY DEFINER');
 SELECT is_definer('pyretrieve', 'create_workspace', ARRAY['text', 'text'], 'pyretrieve.create_workspace(text, text) is SECURITY DEFINER');
 SELECT is_definer('pyretrieve', 'created_now', ARRAY['text', 'text', 'uuid[]'], 'pyretrieve.created_now(text, text, uuid[]) is SECURITY DEFINER');
+SELECT ok((SELECT prosecdef FROM pg_catalog.pg_proc WHERE oid = 'pyretrieve.discover_tools(text, text, text, text, public.vector, text, text, text, double precision, double precision, boolean, boolean, boolean)'::regprocedure), 'pyretrieve.discover_tools(text, text, text, text, public.vector, text, text, text, double precision, double precision, boolean, boolean, boolean) is SECURITY DEFINER');
 SELECT is_definer('pyretrieve', 'embeddings_needed', ARRAY['text', 'text', 'text', 'uuid[]'], 'pyretrieve.embeddings_needed(text, text, text, uuid[]) is SECURITY DEFINER');
 SELECT is_definer('pyretrieve', 'fragments', ARRAY['uuid', 'uuid[]'], 'pyretrieve.fragments(uuid, uuid[]) is SECURITY DEFINER');
 SELECT ok((SELECT prosecdef FROM pg_catalog.pg_proc WHERE oid = 'pyretrieve.grant_access(regrole, text, text, text, pyretrieve.classification, interval, pyretrieve.semantic_policy, timestamp with time zone)'::regprocedure), 'pyretrieve.grant_access(regrole, text, text, text, pyretrieve.classification, interval, pyretrieve.semantic_policy, timestamp with time zone) is SECURITY DEFINER');
@@ -246,7 +247,7 @@ SELECT ok((SELECT prosecdef FROM pg_catalog.pg_proc WHERE oid = 'pyretrieve.vect
 SELECT is_empty(
     $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc p
        WHERE p.pronamespace = 'pyretrieve'::regnamespace AND p.prosecdef
-         AND p.oid NOT IN ('pyretrieve.active_sources(text, text, text[])'::regprocedure, 'pyretrieve.active_sources_like(text, text, text[])'::regprocedure, 'pyretrieve.audit_access()'::regprocedure, 'pyretrieve.audit_findings()'::regprocedure, 'pyretrieve.audit_functions()'::regprocedure, 'pyretrieve.audit_keys()'::regprocedure, 'pyretrieve.audit_objects()'::regprocedure, 'pyretrieve.audit_policies()'::regprocedure, 'pyretrieve.audit_privileges()'::regprocedure, 'pyretrieve.audit_roles()'::regprocedure, 'pyretrieve.audit_server()'::regprocedure, 'pyretrieve.audit_tables()'::regprocedure, 'pyretrieve.audit_views()'::regprocedure, 'pyretrieve.authorize(text, text, text, bytea, text, bytea, integer)'::regprocedure, 'pyretrieve.bind_write_scope(text, text)'::regprocedure, 'pyretrieve.create_model_index(text)'::regprocedure, 'pyretrieve.create_project(text, text, regconfig)'::regprocedure, 'pyretrieve.create_scope_sequence(text, text)'::regprocedure, 'pyretrieve.create_workspace(text, text)'::regprocedure, 'pyretrieve.created_now(text, text, uuid[])'::regprocedure, 'pyretrieve.embeddings_needed(text, text, text, uuid[])'::regprocedure, 'pyretrieve.fragments(uuid, uuid[])'::regprocedure, 'pyretrieve.grant_access(regrole, text, text, text, pyretrieve.classification, interval, pyretrieve.semantic_policy, timestamp with time zone)'::regprocedure, 'pyretrieve.lexical_candidates(uuid, text, integer, text)'::regprocedure, 'pyretrieve.list_grants()'::regprocedure, 'pyretrieve.list_models()'::regprocedure, 'pyretrieve.list_projects()'::regprocedure, 'pyretrieve.put_embedding(text, text, uuid, text, public.vector, bytea)'::regprocedure, 'pyretrieve.put_fragment(text, text, text, pyretrieve.classification, timestamp with time zone, timestamp with time zone, text, text, text, regconfig)'::regprocedure, 'pyretrieve.put_tool(text, text, jsonb, text, text[], text, pyretrieve.classification, timestamp with time zone, timestamp with time zone)'::regprocedure, 'pyretrieve.register_model(text, integer)'::regprocedure, 'pyretrieve.retract_fragment(text, text, uuid)'::regprocedure, 'pyretrieve.revoke_access(regrole, text, text, text)'::regprocedure, 'pyretrieve.schema_version()'::regprocedure, 'pyretrieve.set_bm25(text, text, double precision, double precision)'::regprocedure, 'pyretrieve.set_tool_rollout(text, text, text)'::regprocedure, 'pyretrieve.stale_embeddings(text, text, text, uuid, integer)'::regprocedure, 'pyretrieve.supersede_fragment(text, text, uuid, text, pyretrieve.classification, timestamp with time zone, timestamp with time zone, text, text, text)'::regprocedure, 'pyretrieve.tool_by_name(uuid, text)'::regprocedure, 'pyretrieve.tool_entries(uuid, uuid[])'::regprocedure, 'pyretrieve.tool_rollout(uuid)'::regprocedure, 'pyretrieve.tool_schemas(uuid, uuid[])'::regprocedure, 'pyretrieve.vector_candidates(uuid, text, public.vector, integer)'::regprocedure)$$,
+         AND p.oid NOT IN ('pyretrieve.active_sources(text, text, text[])'::regprocedure, 'pyretrieve.active_sources_like(text, text, text[])'::regprocedure, 'pyretrieve.audit_access()'::regprocedure, 'pyretrieve.audit_findings()'::regprocedure, 'pyretrieve.audit_functions()'::regprocedure, 'pyretrieve.audit_keys()'::regprocedure, 'pyretrieve.audit_objects()'::regprocedure, 'pyretrieve.audit_policies()'::regprocedure, 'pyretrieve.audit_privileges()'::regprocedure, 'pyretrieve.audit_roles()'::regprocedure, 'pyretrieve.audit_server()'::regprocedure, 'pyretrieve.audit_tables()'::regprocedure, 'pyretrieve.audit_views()'::regprocedure, 'pyretrieve.authorize(text, text, text, bytea, text, bytea, integer)'::regprocedure, 'pyretrieve.bind_write_scope(text, text)'::regprocedure, 'pyretrieve.create_model_index(text)'::regprocedure, 'pyretrieve.create_project(text, text, regconfig)'::regprocedure, 'pyretrieve.create_scope_sequence(text, text)'::regprocedure, 'pyretrieve.create_workspace(text, text)'::regprocedure, 'pyretrieve.created_now(text, text, uuid[])'::regprocedure, 'pyretrieve.discover_tools(text, text, text, text, public.vector, text, text, text, double precision, double precision, boolean, boolean, boolean)'::regprocedure, 'pyretrieve.embeddings_needed(text, text, text, uuid[])'::regprocedure, 'pyretrieve.fragments(uuid, uuid[])'::regprocedure, 'pyretrieve.grant_access(regrole, text, text, text, pyretrieve.classification, interval, pyretrieve.semantic_policy, timestamp with time zone)'::regprocedure, 'pyretrieve.lexical_candidates(uuid, text, integer, text)'::regprocedure, 'pyretrieve.list_grants()'::regprocedure, 'pyretrieve.list_models()'::regprocedure, 'pyretrieve.list_projects()'::regprocedure, 'pyretrieve.put_embedding(text, text, uuid, text, public.vector, bytea)'::regprocedure, 'pyretrieve.put_fragment(text, text, text, pyretrieve.classification, timestamp with time zone, timestamp with time zone, text, text, text, regconfig)'::regprocedure, 'pyretrieve.put_tool(text, text, jsonb, text, text[], text, pyretrieve.classification, timestamp with time zone, timestamp with time zone)'::regprocedure, 'pyretrieve.register_model(text, integer)'::regprocedure, 'pyretrieve.retract_fragment(text, text, uuid)'::regprocedure, 'pyretrieve.revoke_access(regrole, text, text, text)'::regprocedure, 'pyretrieve.schema_version()'::regprocedure, 'pyretrieve.set_bm25(text, text, double precision, double precision)'::regprocedure, 'pyretrieve.set_tool_rollout(text, text, text)'::regprocedure, 'pyretrieve.stale_embeddings(text, text, text, uuid, integer)'::regprocedure, 'pyretrieve.supersede_fragment(text, text, uuid, text, pyretrieve.classification, timestamp with time zone, timestamp with time zone, text, text, text)'::regprocedure, 'pyretrieve.tool_by_name(uuid, text)'::regprocedure, 'pyretrieve.tool_entries(uuid, uuid[])'::regprocedure, 'pyretrieve.tool_rollout(uuid)'::regprocedure, 'pyretrieve.tool_schemas(uuid, uuid[])'::regprocedure, 'pyretrieve.vector_candidates(uuid, text, public.vector, integer)'::regprocedure)$$,
     'no other pyretrieve function is SECURITY DEFINER');
 SELECT is_empty(
     $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc p
@@ -339,6 +340,10 @@ SELECT function_privs_are('pyretrieve', 'created_now', ARRAY['text', 'text', 'uu
 SELECT function_privs_are('pyretrieve', 'created_now', ARRAY['text', 'text', 'uuid[]'], 'pyretrieve_reader', ARRAY[]::text[]);
 SELECT function_privs_are('pyretrieve', 'created_now', ARRAY['text', 'text', 'uuid[]'], 'pyretrieve_writer', ARRAY['EXECUTE']);
 SELECT function_privs_are('pyretrieve', 'created_now', ARRAY['text', 'text', 'uuid[]'], 'public', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'discover_tools', ARRAY['text', 'text', 'text', 'text', 'public.vector', 'text', 'text', 'text', 'double precision', 'double precision', 'boolean', 'boolean', 'boolean'], 'pyretrieve_admin', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'discover_tools', ARRAY['text', 'text', 'text', 'text', 'public.vector', 'text', 'text', 'text', 'double precision', 'double precision', 'boolean', 'boolean', 'boolean'], 'pyretrieve_reader', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'discover_tools', ARRAY['text', 'text', 'text', 'text', 'public.vector', 'text', 'text', 'text', 'double precision', 'double precision', 'boolean', 'boolean', 'boolean'], 'pyretrieve_writer', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'discover_tools', ARRAY['text', 'text', 'text', 'text', 'public.vector', 'text', 'text', 'text', 'double precision', 'double precision', 'boolean', 'boolean', 'boolean'], 'public', ARRAY[]::text[]);
 SELECT function_privs_are('pyretrieve', 'embeddings_needed', ARRAY['text', 'text', 'text', 'uuid[]'], 'pyretrieve_admin', ARRAY[]::text[]);
 SELECT function_privs_are('pyretrieve', 'embeddings_needed', ARRAY['text', 'text', 'text', 'uuid[]'], 'pyretrieve_reader', ARRAY[]::text[]);
 SELECT function_privs_are('pyretrieve', 'embeddings_needed', ARRAY['text', 'text', 'text', 'uuid[]'], 'pyretrieve_writer', ARRAY['EXECUTE']);
@@ -484,6 +489,7 @@ SELECT results_eq(
     ('pyretrieve.create_scope_sequence(text, text)', 'pyretrieve_api'),
     ('pyretrieve.create_workspace(text, text)', 'pyretrieve_admin'),
     ('pyretrieve.created_now(text, text, uuid[])', 'pyretrieve_writer'),
+    ('pyretrieve.discover_tools(text, text, text, text, public.vector, text, text, text, double precision, double precision, boolean, boolean, boolean)', 'pyretrieve_reader'),
     ('pyretrieve.effective_grant(text, text, text)', 'pyretrieve_api'),
     ('pyretrieve.embedding_digest(public.vector)', 'pyretrieve_admin'),
     ('pyretrieve.embedding_digest(public.vector)', 'pyretrieve_api'),
@@ -492,7 +498,9 @@ SELECT results_eq(
     ('pyretrieve.embeddings_needed(text, text, text, uuid[])', 'pyretrieve_writer'),
     ('pyretrieve.fragments(uuid, uuid[])', 'pyretrieve_reader'),
     ('pyretrieve.grant_access(regrole, text, text, text, pyretrieve.classification, interval, pyretrieve.semantic_policy, timestamp with time zone)', 'pyretrieve_admin'),
+    ('pyretrieve.iso_utc(timestamp with time zone)', 'pyretrieve_api'),
     ('pyretrieve.iso_utc(timestamp with time zone)', 'pyretrieve_reader'),
+    ('pyretrieve.json_double(double precision)', 'pyretrieve_api'),
     ('pyretrieve.json_double(double precision)', 'pyretrieve_reader'),
     ('pyretrieve.lexical_candidates(uuid, text, integer, text)', 'pyretrieve_reader'),
     ('pyretrieve.list_grants()', 'pyretrieve_admin'),
@@ -516,6 +524,7 @@ SELECT results_eq(
     ('pyretrieve.schema_version()', 'pyretrieve_reader'),
     ('pyretrieve.schema_version()', 'pyretrieve_writer'),
     ('pyretrieve.scope_sequence(text, text)', 'pyretrieve_api'),
+    ('pyretrieve.search(text, text, text, text, public.vector, text, integer, text, double precision, double precision, text)', 'pyretrieve_api'),
     ('pyretrieve.search(text, text, text, text, public.vector, text, integer, text, double precision, double precision, text)', 'pyretrieve_reader'),
     ('pyretrieve.set_bm25(text, text, double precision, double precision)', 'pyretrieve_admin'),
     ('pyretrieve.set_tool_rollout(text, text, text)', 'pyretrieve_admin'),
@@ -526,13 +535,20 @@ SELECT results_eq(
     ('pyretrieve.tool_argument_lines(jsonb, text)', 'pyretrieve_reader'),
     ('pyretrieve.tool_argument_lines(jsonb, text)', 'pyretrieve_writer'),
     ('pyretrieve.tool_by_name(uuid, text)', 'pyretrieve_reader'),
+    ('pyretrieve.tool_entity_words(text)', 'pyretrieve_api'),
     ('pyretrieve.tool_entries(uuid, uuid[])', 'pyretrieve_reader'),
+    ('pyretrieve.tool_operation_words()', 'pyretrieve_api'),
+    ('pyretrieve.tool_query_operations(text)', 'pyretrieve_api'),
+    ('pyretrieve.tool_recommended_k(text, text, double precision[], double precision[], double precision[])', 'pyretrieve_api'),
     ('pyretrieve.tool_rollout(uuid)', 'pyretrieve_reader'),
+    ('pyretrieve.tool_rollout_bucket(text, text)', 'pyretrieve_api'),
     ('pyretrieve.tool_schemas(uuid, uuid[])', 'pyretrieve_reader'),
+    ('pyretrieve.tool_stop_words()', 'pyretrieve_api'),
     ('pyretrieve.tool_text(jsonb)', 'pyretrieve_admin'),
     ('pyretrieve.tool_text(jsonb)', 'pyretrieve_api'),
     ('pyretrieve.tool_text(jsonb)', 'pyretrieve_reader'),
     ('pyretrieve.tool_text(jsonb)', 'pyretrieve_writer'),
+    ('pyretrieve.tool_words(text)', 'pyretrieve_api'),
     ('pyretrieve.tsvector_length(tsvector)', 'pyretrieve_api'),
     ('pyretrieve.vector_candidates(uuid, text, public.vector, integer)', 'pyretrieve_reader'),
     ('pyretrieve.visible_successor(text, text, uuid)', 'pyretrieve_api'),
