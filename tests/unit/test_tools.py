@@ -141,3 +141,28 @@ def test_the_estimate_errs_as_documented_on_bfcl_schemas() -> None:
         exact += context.count_tokens(text)[0]
         estimate += context.estimate_tokens(text)
     assert 1.08 <= estimate / exact <= 1.28
+
+
+def test_near_keeps_tools_close_to_each_legs_best_and_cuts_the_rest() -> None:
+    def c(name: str, rank: int, bm25: float | None, distance: float | None) -> sel.Candidate:
+        return sel.Candidate(uuid.uuid4(), name, "other", 1, rank, 1 / (60 + rank), rank, rank,
+                             100, bm25, distance)  # fmt: skip
+
+    rows = [
+        c("a", 1, 10.0, 0.20),
+        c("b", 2, 7.5, 0.50),  # BM25 within 0.7 of the best
+        c("c", 3, 1.0, 0.60),
+        c("d", 4, 1.0, 0.60),
+        c("e", 5, 1.0, 0.60),
+        c("f", 6, 1.0, 0.61),
+        c("g", 7, None, 0.29),  # cosine distance within 0.1 of the best
+        c("h", 8, 2.0, 0.90),
+        c("i", 9, 6.0, None),
+    ]
+    scored = sel.score("x", rows, 2 / 61)
+    assert sel.recommended_k("near", "normal", scored, params=(0.7, 0.1, 1)) == 7
+    assert sel.recommended_k("near", "normal", scored, params=(0.5, 0.1, 1)) == 9
+    assert sel.recommended_k("near", "normal", scored, params=(0.7, 0.01, 3)) == 3
+    assert sel.recommended_k("near", "normal", scored[:2], params=(0.9, 0.0, 5)) == 2
+    assert sel.recommended_k("near", "none", [], params=(0.7, 0.1, 5)) == 0
+    assert sel.assess(scored, "near").recommended_k == sel.recommended_k("near", "normal", scored)
