@@ -143,7 +143,7 @@ def bench() -> list[str]:
               "average K", "target p50", "met", "load s"]),
         _row(["---"] * (len(methods) + 6)),
     ]  # fmt: skip
-    for size, v in b["sizes"].items():
+    for size, v in sorted(b["sizes"].items(), key=lambda kv: int(kv[0])):
         lines.append(_row([
             f"{int(size):,}", *(f"{v[m]['p50']:.1f} / {v[m]['p95']:.1f}" for m in methods),
             f"{v['naive_over_client_p50']}x", v["average_k"],
