@@ -42,7 +42,7 @@ POLICIES = (*FIXED_POLICIES, *ADAPTIVE_POLICIES)
 # the policy and parameters with the smallest average K whose recall stays within 1 point of K=48.
 DEFAULT_POLICY = "near"
 # near: (BM25 ratio a, cosine-distance margin b, kmin), chosen the same way.
-NEAR_DEFAULT = (0.7, 0.1, 5)
+NEAR_DEFAULT = (0.7, 0.1, 8)
 # The parameters the evaluation cross-validates, per adaptive family.
 FAMILY_GRIDS: dict[str, tuple[tuple[float, float, int], ...]] = {
     "near": tuple(

@@ -573,7 +573,7 @@ DECLARE
     -- near: the parameters pyretrieve.tools.select.NEAR_DEFAULT (BM25 ratio, distance margin, kmin).
     c_a constant double precision := 0.7;
     c_b constant double precision := 0.1;
-    c_kmin constant integer := 5;
+    c_kmin constant integer := 8;
     v_best_lexical double precision;
     v_best_distance double precision;
 BEGIN
