@@ -20,8 +20,8 @@ methods taking turns query by query:
 
 ``--bulk-above N``: tools past the first N are written by the connecting superuser in bulk
 (``INSERT ... SELECT`` of the same bodies ``pyretrieve.tool_text`` builds, the same tools rows,
-``hash-ngram-v1`` embeddings computed here and copied in), which takes minutes instead of the API
-path's hours on a loaded 2-core machine. The triggers that keep postings, generations and the
+``hash-ngram-v1`` embeddings computed here and copied in), in batches of 5,000 instead of the API's
+per-tool calls. The triggers that keep postings, generations and the
 embeddings' visibility columns run as for any write; only the per-call API checks are skipped, so
 the catalog is what the API would have written. The result records which sizes were bulk-filled.
 
