@@ -1230,11 +1230,17 @@ $$;
 COMMENT ON FUNCTION pyretrieve.lexical_candidates(uuid, text, integer, text) IS
     'Lexical candidates for the bound decision. p_ranking ''bm25'' (default): BM25 over the OR of the query''s lexemes (repeated query terms count), with k1 and b from the project and corpus statistics (document count, average length, document frequency) computed only from the fragments the decision admits; ''ts_rank'': the earlier ts_rank scoring, for comparison. 1-based ranks in a total order (score desc, then content digest, then fragment id). Returns rank, fragment_id, content_digest, score, lexical_generation and terms (each matched term with idf, tf, query_tf, length_norm and contribution). Raises PR002 for a decision that is not the caller''s bound decision of this transaction. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
 
+-- plan_cache_mode: PL/pgSQL caches the plan of RETURN QUERY and, from the sixth call in a
+-- session, may switch to a generic plan that knows neither the scope nor the model. Scopes of
+-- one table differ in size by orders of magnitude: at a 10,000-row scope the generic plan
+-- joined each of the nearest rows to its fragment by a bitmap scan of the whole scope instead
+-- of the primary key, 20x slower. A custom plan costs well under a millisecond to make.
 CREATE FUNCTION pyretrieve.vector_candidates(p_decision uuid, p_model text, p_embedding public.vector, p_limit integer)
 RETURNS TABLE (rank integer, fragment_id uuid, content_digest bytea, distance double precision,
                source_digest bytea, vector_generation bigint, lexical_generation bigint)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_custom_plan
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -3816,7 +3822,7 @@ SET LOCAL ROLE pyretrieve_owner;
 
 -- ==== sql/schema/90_epilogue.sql ====
 INSERT INTO pyretrieve.installation (schema_version, created_vector)
-VALUES ('0006', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
+VALUES ('0007', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
 
 RESET ROLE;
 -- pyretrieve_api created the API functions; it may not create anything else.
