@@ -1,4 +1,4 @@
-"""pyretrieve 0007: custom plans for the vector leg (vector_candidates plans per call).
+"""pyretrieve 0007: the vector leg planned per call, with one key look-up per nearest row.
 
 Executes sql/migrations/0007_custom_plans.sql.
 
