@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
+import psycopg
+from psycopg.rows import tuple_row
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -276,11 +280,96 @@ def parse_principals(words: tuple[str, ...]) -> list[tuple[str, str]]:
     out.extend((name, "reader") for name in pending)
     if not out:
         raise InvalidInput("name at least one principal: NAME... --reader|--writer|--admin")
+    same_kind(out)
+    return out
+
+
+def same_kind(wanted: list[tuple[str, str]]) -> None:
+    """A name given twice must be given with one kind."""
+    from pyretrieve.errors import InvalidInput
+
     seen: dict[str, str] = {}
-    for name, kind in out:
+    for name, kind in wanted:
         if seen.setdefault(name, kind) != kind:
             raise InvalidInput(f"principal {name} is named twice with different kinds")
-    return out
+
+
+# What an existing role may hold to be adopted as a principal: the login role will be able to
+# SET ROLE to it, so a role with any attribute or membership beyond the three groups would
+# hand the login role that power (SET ROLE to a superuser makes a superuser).
+_NOT_ADOPTABLE = """
+SELECT r.rolsuper, r.rolbypassrls, r.rolcreaterole, r.rolcreatedb, r.rolreplication,
+       r.rolcanlogin,
+       EXISTS (SELECT 1 FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid
+                WHERE m.member = r.oid
+                  AND g.rolname NOT IN ('pyretrieve_reader', 'pyretrieve_writer',
+                                        'pyretrieve_admin')) AS other_memberships
+  FROM pg_roles r WHERE r.rolname = %s
+"""
+# The other groups a principal is in: taking over an existing principal says so.
+_OTHER_GROUPS = """
+SELECT g.rolname FROM pg_auth_members m
+  JOIN pg_roles g ON g.oid = m.roleid JOIN pg_roles r ON r.oid = m.member
+ WHERE r.rolname = %s AND g.rolname <> %s ORDER BY 1
+"""
+_ATTRIBUTES = ("SUPERUSER", "BYPASSRLS", "CREATEROLE", "CREATEDB", "REPLICATION", "LOGIN")
+
+
+def check_principal_names(wanted: list[tuple[str, str]]) -> None:
+    """Names the server could not hold, or that would shadow its own roles, fail first."""
+    from pyretrieve.errors import InvalidInput
+
+    for name, _kind in wanted:
+        if not name or len(name) > 63 or name.startswith(("pg_", "pyretrieve_")):
+            raise InvalidInput(
+                "a principal name is 1 to 63 characters and starts neither with pg_ nor pyretrieve_"
+            )
+
+
+def create_principals(
+    conn: psycopg.Connection[Any], wanted: list[tuple[str, str]], *, embedded_default: bool
+) -> list[str]:
+    """Create (or adopt) each principal as a NOLOGIN member of its group, grant it to the
+    embedded server's login role, all in one transaction; returns a line per principal.
+
+    An existing role is adopted only if it is a plain principal already: NOLOGIN, no
+    attribute, no membership but the three groups. Anything else is refused, because the
+    login role could then SET ROLE to it and take its powers."""
+    from psycopg import sql
+
+    from pyretrieve.embedded import APP_ROLE, ensure_app_role
+    from pyretrieve.errors import InvalidInput
+
+    check_principal_names(wanted)
+    lines: list[str] = []
+    with conn.transaction():
+        if embedded_default:
+            ensure_app_role(conn)
+        app = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (APP_ROLE,)).fetchone()
+        for name, kind in wanted:
+            role = sql.Identifier(name)
+            with conn.cursor(row_factory=tuple_row) as cur:
+                existing = cur.execute(_NOT_ADOPTABLE, (name,)).fetchone()
+            if existing is None:
+                conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(role))
+            else:
+                held = [a for a, on in zip(_ATTRIBUTES, existing[:6], strict=True) if on]
+                if existing[6]:
+                    held.append("membership in other roles")
+                if held:
+                    raise InvalidInput(
+                        f"role {name!r} exists and is no plain principal ({', '.join(held)}):"
+                        " the login role could act as it with those powers; choose another"
+                        " name, nothing was created"
+                    )
+            conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(GROUPS[kind]), role))
+            if app:
+                conn.execute(sql.SQL("GRANT {} TO {}").format(role, sql.Identifier(APP_ROLE)))
+            with conn.cursor(row_factory=tuple_row) as cur:
+                others = cur.execute(_OTHER_GROUPS, (name, GROUPS[kind])).fetchall()
+            also = f"; also in {', '.join(str(g) for (g,) in others)}" if others else ""
+            lines.append(f"principal {name} ({GROUPS[kind]}{also})")
+    return lines
 
 
 @principals.command(
@@ -294,7 +383,7 @@ def parse_principals(words: tuple[str, ...]) -> list[tuple[str, str]]:
 def principals_create(specs: tuple[str, ...], dsn: str | None) -> None:
     """Create principals: NOLOGIN roles in the reader, writer or admin group, which the
     embedded server's login role may SET ROLE to. Runs as the installer (role management).
-    Idempotent.
+    Idempotent; all or nothing.
 
     Each kind flag applies to the names just before it; names without one are readers:
 
@@ -304,28 +393,13 @@ def principals_create(specs: tuple[str, ...], dsn: str | None) -> None:
       pyretrieve principals create alice bob        # may search (--reader, the default)
       pyretrieve principals create ops --admin ingest --writer alice --reader
 
-    A principal still needs a grant before it sees or writes anything: `pyretrieve grant NAME
-    --workspace W --project P --purpose X --ceiling C --as ADMIN`."""
-    from psycopg import sql
-
-    from pyretrieve.embedded import APP_ROLE, ensure_app_role
-    from pyretrieve.errors import InvalidInput
-
+    `pyretrieve install --admin ops --writer ingest --reader alice` does the same while it
+    installs. An existing role is taken over only if it is NOLOGIN with no attribute and no
+    membership but these groups. A principal still needs a grant before it sees or writes
+    anything: `pyretrieve grant NAME --workspace W --project P --purpose X --ceiling C --as
+    ADMIN`."""
     wanted = parse_principals(specs)
-    for name, _kind in wanted:
-        if not name or len(name) > 63 or name.startswith(("pg_", "pyretrieve_")):
-            raise InvalidInput(
-                "a principal name is 1 to 63 characters and starts neither with pg_ nor pyretrieve_"
-            )
+    check_principal_names(wanted)
     with connect(dsn, installer=True) as conn:
-        if dsn is None:
-            ensure_app_role(conn)
-        app = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (APP_ROLE,)).fetchone()
-        for name, kind in wanted:
-            role = sql.Identifier(name)
-            if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (name,)).fetchone():
-                conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(role))
-            conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(GROUPS[kind]), role))
-            if app:
-                conn.execute(sql.SQL("GRANT {} TO {}").format(role, sql.Identifier(APP_ROLE)))
-            click.echo(f"principal {name} ({GROUPS[kind]})")
+        for line in create_principals(conn, wanted, embedded_default=dsn is None):
+            click.echo(line)
