@@ -1414,9 +1414,9 @@ def _write_params(
 
 def _check_scope(workspace: str, project: str) -> None:
     if not isinstance(workspace, str) or not _IDENT.fullmatch(workspace):
-        raise InvalidInput("invalid workspace")
+        raise InvalidInput(contract.identifier_error("workspace"))
     if not isinstance(project, str) or not _IDENT.fullmatch(project):
-        raise InvalidInput("invalid project")
+        raise InvalidInput(contract.identifier_error("project"))
 
 
 def ingest(

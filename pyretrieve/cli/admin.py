@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 import click
 import psycopg
+from psycopg import sql
 from psycopg.rows import tuple_row
 from rich.console import Console
 from rich.table import Table
@@ -15,6 +17,7 @@ from pyretrieve import contract
 from pyretrieve.cli import main
 from pyretrieve.cli.common import as_option, connect, dsn_option, handle_errors, transaction
 from pyretrieve.embedders.registry import available_models, get_embedder, register_model
+from pyretrieve.errors import InvalidInput, UnknownPrincipal
 
 CLASSIFICATIONS = click.Choice(list(contract.CLASSIFICATION_ORDER))
 
@@ -73,6 +76,9 @@ def workspaces_create(
     dsn: str | None,
 ) -> None:
     """Create a workspace (and projects) idempotently. Admins only (--as ADMIN)."""
+    check_names(workspace=workspace)
+    for project in projects:
+        check_names(project=project)
     embedders = [get_embedder(m) for m in models_]
     with (
         connect(dsn or ctx.obj["dsn"]) as conn,
@@ -131,6 +137,44 @@ def models_register(ctx: click.Context, model: str, principal: str | None, dsn: 
     click.echo(f"model {embedder.model_id} ({embedder.dimension}-d) registered")
 
 
+def check_names(**names: str) -> None:
+    """Workspace, project and purpose names break the identifier rule: say which, and the rule."""
+    for what, value in names.items():
+        if not contract.is_identifier(value):
+            raise InvalidInput(contract.identifier_error(what))
+
+
+def check_values(conn: psycopg.Connection[Any], options: dict[str, tuple[str | None, str]]) -> None:
+    """Each given option's value must read as its SQL type (e.g. an interval): a value that
+    does not is named with the option, before anything is written."""
+    examples = {"interval": "'30 days' or '12 hours'", "timestamptz": "'2027-01-31 18:00+00'"}
+    for option, (value, type_) in options.items():
+        if value is None:
+            continue
+        try:
+            conn.execute(sql.SQL("SELECT %s::{}").format(sql.Identifier(type_)), (value,))
+        except psycopg.errors.DataError:
+            raise InvalidInput(
+                f"{option} {value!r} does not read as {'an' if type_[0] in 'aeiou' else 'a'}"
+                f" {type_}: write e.g. {examples[type_]}"
+            ) from None
+
+
+def check_grantees(
+    conn: psycopg.Connection[Any], grantees: tuple[str, ...], *, revoking: bool = False
+) -> None:
+    """A grantee that is no role is named (role names are public in pg_roles)."""
+    for grantee in grantees:
+        if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (grantee,)).fetchone():
+            continue
+        if revoking:
+            raise UnknownPrincipal(f"no role {grantee!r} to revoke a grant from")
+        raise UnknownPrincipal(
+            f"no role {grantee!r} to grant to: create it first with `pyretrieve principals"
+            f" create {shlex.quote(grantee)} --reader` (or --writer, --admin); nothing granted"
+        )
+
+
 PURPOSE_HELP = (
     "Why the grantee reads, a name such as support or research. A search states its purpose"
     " (search --purpose) and is answered under the grant for exactly that purpose, or denied:"
@@ -175,8 +219,40 @@ def grant(
 
     Readers search under the grant for the purpose they name; writers write (and may search)
     wherever they hold a grant, up to its ceiling. Replaces an existing grant for the same
-    principal, scope and purpose. Admins only (--as ADMIN)."""
-    with connect(dsn) as conn, transaction(conn, principal):
+    principal, scope and purpose. All grantees or none. Admins only (--as ADMIN)."""
+    check_names(workspace=workspace, project=project, purpose=purpose)
+    with connect(dsn) as conn:
+        check_values(
+            conn, {"--max-age": (max_age, "interval"), "--expires-at": (expires_at, "timestamptz")}
+        )
+        check_grantees(conn, grantees)
+        _grant(
+            conn,
+            grantees,
+            workspace,
+            project,
+            purpose,
+            ceiling,
+            max_age,
+            semantic,
+            expires_at,
+            principal,
+        )
+
+
+def _grant(
+    conn: psycopg.Connection[Any],
+    grantees: tuple[str, ...],
+    workspace: str,
+    project: str,
+    purpose: str,
+    ceiling: str,
+    max_age: str | None,
+    semantic: str,
+    expires_at: str | None,
+    principal: str | None,
+) -> None:
+    with transaction(conn, principal):
         granted = []
         for grantee in grantees:
             row = conn.execute(
@@ -208,7 +284,21 @@ def revoke(
     grantee: str, workspace: str, project: str, purpose: str, principal: str | None, dsn: str | None
 ) -> None:
     """Revoke GRANTEE's grant for a workspace/project and purpose."""
-    with connect(dsn) as conn, transaction(conn, principal):
+    check_names(workspace=workspace, project=project, purpose=purpose)
+    with connect(dsn) as conn:
+        check_grantees(conn, (grantee,), revoking=True)
+        _revoke(conn, grantee, workspace, project, purpose, principal)
+
+
+def _revoke(
+    conn: psycopg.Connection[Any],
+    grantee: str,
+    workspace: str,
+    project: str,
+    purpose: str,
+    principal: str | None,
+) -> None:
+    with transaction(conn, principal):
         row = conn.execute(
             "SELECT pyretrieve.revoke_access(p_principal => %s::regrole, p_workspace => %s,"
             " p_project => %s, p_purpose => %s) AS found",
@@ -263,7 +353,6 @@ def parse_principals(words: tuple[str, ...]) -> list[tuple[str, str]]:
     """``ops --admin me --writer you them`` → [(ops, admin), (me, writer), (you, reader),
     (them, reader)]: a kind flag applies to the names before it back to the previous flag;
     names after the last flag (or with none) are readers."""
-    from pyretrieve.errors import InvalidInput
 
     out: list[tuple[str, str]] = []
     pending: list[str] = []
@@ -286,7 +375,6 @@ def parse_principals(words: tuple[str, ...]) -> list[tuple[str, str]]:
 
 def same_kind(wanted: list[tuple[str, str]]) -> None:
     """A name given twice must be given with one kind."""
-    from pyretrieve.errors import InvalidInput
 
     seen: dict[str, str] = {}
     for name, kind in wanted:
@@ -317,7 +405,6 @@ _ATTRIBUTES = ("SUPERUSER", "BYPASSRLS", "CREATEROLE", "CREATEDB", "REPLICATION"
 
 def check_principal_names(wanted: list[tuple[str, str]]) -> None:
     """Names the server could not hold, or that would shadow its own roles, fail first."""
-    from pyretrieve.errors import InvalidInput
 
     for name, _kind in wanted:
         if not name or len(name) > 63 or name.startswith(("pg_", "pyretrieve_")):
@@ -335,10 +422,7 @@ def create_principals(
     An existing role is adopted only if it is a plain principal already: NOLOGIN, no
     attribute, no membership but the three groups. Anything else is refused, because the
     login role could then SET ROLE to it and take its powers."""
-    from psycopg import sql
-
     from pyretrieve.embedded import APP_ROLE, ensure_app_role
-    from pyretrieve.errors import InvalidInput
 
     check_principal_names(wanted)
     lines: list[str] = []
