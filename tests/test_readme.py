@@ -174,6 +174,13 @@ def test_the_quickstart_searches_a_folder_and_the_snippets_run(home: Path) -> No
     assert result["decision"]["purpose"] == "support"
 
 
+def test_the_first_hour_eval_times_this_very_block() -> None:
+    """evals/firsthour.py runs the quickstart from a fresh pip install: the same lines."""
+    from evals.firsthour import quickstart as timed
+
+    assert timed() == shell_lines(quickstart())
+
+
 def test_the_plot_snippets_redraw_the_committed_pages(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib", reason="the evals extra is not installed")
     pytest.importorskip("ir_measures", reason="the evals extra is not installed")
