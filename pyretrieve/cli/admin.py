@@ -353,7 +353,6 @@ def parse_principals(words: tuple[str, ...]) -> list[tuple[str, str]]:
     """``ops --admin me --writer you them`` → [(ops, admin), (me, writer), (you, reader),
     (them, reader)]: a kind flag applies to the names before it back to the previous flag;
     names after the last flag (or with none) are readers."""
-
     out: list[tuple[str, str]] = []
     pending: list[str] = []
     for word in words:
@@ -375,7 +374,6 @@ def parse_principals(words: tuple[str, ...]) -> list[tuple[str, str]]:
 
 def same_kind(wanted: list[tuple[str, str]]) -> None:
     """A name given twice must be given with one kind."""
-
     seen: dict[str, str] = {}
     for name, kind in wanted:
         if seen.setdefault(name, kind) != kind:
@@ -405,7 +403,6 @@ _ATTRIBUTES = ("SUPERUSER", "BYPASSRLS", "CREATEROLE", "CREATEDB", "REPLICATION"
 
 def check_principal_names(wanted: list[tuple[str, str]]) -> None:
     """Names the server could not hold, or that would shadow its own roles, fail first."""
-
     for name, _kind in wanted:
         if not name or len(name) > 63 or name.startswith(("pg_", "pyretrieve_")):
             raise InvalidInput(
