@@ -18,7 +18,7 @@ import psycopg
 from numpy.typing import NDArray
 from psycopg.rows import dict_row
 
-from pyretrieve import contract, ranking
+from pyretrieve import contract, ranking, telemetry
 from pyretrieve.db.errors import translate
 from pyretrieve.db.session import ConnectionSource, principal_transaction
 from pyretrieve.embedders import Embedder
@@ -256,10 +256,20 @@ class Retriever:
         self, request: SearchRequest, then: Callable[[psycopg.Cursor[Row], SearchResult], T] | None
     ) -> Any:
         """Run one request; ``then`` runs after the ranker, in the same transaction and under
-        the same decision (tool discovery loads its metadata and schemas there)."""
+        the same decision (tool discovery loads its metadata and schemas there, inside its own
+        span)."""
+        if then is None:
+            with telemetry.span("search", **telemetry.request_attributes(request)):
+                return self._execute_traced(request, None)
+        return self._execute_traced(request, then)
+
+    def _execute_traced(
+        self, request: SearchRequest, then: Callable[[psycopg.Cursor[Row], SearchResult], T] | None
+    ) -> Any:
         # The query is embedded before any connection is taken: a slow model holds no
         # transaction open.
-        vector_input, adapter_status = self._query_embedding(request)
+        with telemetry.leg("embed", model=request.model):
+            vector_input, adapter_status = self._query_embedding(request)
         digest = None if vector_input is None else embedding_digest(vector_input)
         try:
             with principal_transaction(
@@ -357,52 +367,66 @@ class Retriever:
     ) -> SearchResult:
         cur = conn.cursor(row_factory=dict_row)
         intent = contract.semantic_intent(request.mode, request.semantic)
-        decision = _one(
-            cur.execute(
-                "SELECT * FROM pyretrieve.authorize(p_workspace => %s, p_project => %s,"
-                " p_purpose => %s, p_query_digest => %s, p_semantic_intent => %s,"
-                " p_embedding_digest => %s, p_requested_limit => %s)",
-                (
-                    request.scope.workspace,
-                    request.scope.project,
-                    request.scope.purpose,
-                    request.query_digest,
-                    intent,
-                    digest,
-                    request.limit,
-                ),
-            ).fetchall()
-        )
+        with telemetry.leg("authorize", semantic_intent=intent) as span:
+            decision = _one(
+                cur.execute(
+                    "SELECT * FROM pyretrieve.authorize(p_workspace => %s, p_project => %s,"
+                    " p_purpose => %s, p_query_digest => %s, p_semantic_intent => %s,"
+                    " p_embedding_digest => %s, p_requested_limit => %s)",
+                    (
+                        request.scope.workspace,
+                        request.scope.project,
+                        request.scope.purpose,
+                        request.query_digest,
+                        intent,
+                        digest,
+                        request.limit,
+                    ),
+                ).fetchall()
+            )
+            span.set(**telemetry.decision_attributes(decision))
         decision_id: UUID = decision["decision_id"]
         cap = int(decision["candidate_limit"])
         per_leg = min(cap, request.candidate_limit or cap)
 
         lexical_rows: list[Row] | None = None
         if request.wants_lexical:
-            lexical_rows = self._lexical(cur, decision_id, request, per_leg)
+            with telemetry.leg("lexical", ranking=request.ranking) as span:
+                lexical_rows = self._lexical(cur, decision_id, request, per_leg)
+                span.set(candidates=len(lexical_rows))
 
-        leg = self._vector(conn, request, decision, vector_input, digest, adapter_status, per_leg)
+        with telemetry.leg("vector") as span:
+            leg = self._vector(
+                conn, request, decision, vector_input, digest, adapter_status, per_leg
+            )
+            span.set(**telemetry.vector_attributes(leg.rows, leg.status))
 
         ids = sorted(
             {r["fragment_id"] for r in lexical_rows or []}
             | {r["fragment_id"] for r in leg.rows or []},
             key=str,
         )
-        records = cur.execute(
-            "SELECT * FROM pyretrieve.fragments(p_decision => %s, p_ids => %s)",
-            (decision_id, ids),
-        ).fetchall()
-        return ranking.rank(
-            decision=decision,
-            lexical=lexical_rows,
-            vector=leg.rows,
-            records=records,
-            limit=request.limit,
-            semantic=leg.status,
-            query_digest=request.query_digest,
-            embedding_digest=leg.digest,
-            weights=request.weights,
-        )
+        with telemetry.leg("records", ids=len(ids)) as span:
+            records = cur.execute(
+                "SELECT * FROM pyretrieve.fragments(p_decision => %s, p_ids => %s)",
+                (decision_id, ids),
+            ).fetchall()
+            span.set(records=len(records))
+        with telemetry.leg("fuse"):
+            result = ranking.rank(
+                decision=decision,
+                lexical=lexical_rows,
+                vector=leg.rows,
+                records=records,
+                limit=request.limit,
+                semantic=leg.status,
+                query_digest=request.query_digest,
+                embedding_digest=leg.digest,
+                weights=request.weights,
+            )
+        # The request's span (search or discovery) gets the outcome.
+        telemetry.annotate(**telemetry.result_attributes(result))
+        return result
 
     @staticmethod
     def _lexical(

@@ -48,7 +48,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, NamedTuple, cast
@@ -60,7 +60,7 @@ from numpy.typing import NDArray
 from psycopg.rows import TupleRow, tuple_row
 from psycopg.types import TypeInfo
 
-from pyretrieve import contract
+from pyretrieve import contract, telemetry
 from pyretrieve.db import session
 from pyretrieve.embedders import Embedder
 from pyretrieve.errors import (
@@ -1195,6 +1195,25 @@ class Ingestor:
     # -- batches ----------------------------------------------------------------------------
 
     def _write_batch(
+        self,
+        conn: psycopg.Connection[Any],
+        workspace: str,
+        project: str,
+        batch: Sequence[_Record],
+        embedder: Embedder | None,
+        counts: _Counts,
+    ) -> None:
+        """One batch in its own transaction, traced as one span with what it changed."""
+        model = None if embedder is None else embedder.model_id
+        before = replace(counts)
+        with telemetry.span(
+            "ingest_batch", workspace=workspace, project=project, records=len(batch), model=model
+        ) as span:
+            self._write_batch_in_transaction(conn, workspace, project, batch, embedder, counts)
+            after = asdict(counts)
+            span.set(**{k: after[k] - v for k, v in asdict(before).items() if k != "read"})
+
+    def _write_batch_in_transaction(
         self,
         conn: psycopg.Connection[Any],
         workspace: str,

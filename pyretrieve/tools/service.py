@@ -31,7 +31,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row, tuple_row
 from psycopg.types.json import Jsonb
 
-from pyretrieve import ranking
+from pyretrieve import ranking, telemetry
 from pyretrieve.client import Row, build_request
 from pyretrieve.db.errors import translate
 from pyretrieve.embedders import Embedder
@@ -421,8 +421,11 @@ def discover(
             token_method=method,
         )
 
-    discovery: Discovery = retriever._execute(request, then)
-    _discovery_events(discovery)
+    attributes = {**telemetry.request_attributes(request), "policy": policy}
+    with telemetry.span("discover_tools", **attributes) as span:
+        discovery: Discovery = retriever._execute(request, then)
+        span.set(**telemetry.discovery_attributes(discovery))
+        _discovery_events(discovery)
     return discovery
 
 
@@ -488,13 +491,15 @@ REJECTED = Rediscovery(status="rejected", message="tool not available")
 def rediscover(
     retriever: Retriever, name: str, *, scope: Scope, session: ToolSession
 ) -> Rediscovery:
-    outcome = _rediscover(retriever, name, scope=scope, session=session)
-    events.emit(
-        "tool_rediscovery",
-        name_digest=events.digest(name) if isinstance(name, str) else None,
-        outcome=outcome.status,
-        retries=session.retries,
-    )
+    with telemetry.span("rediscover_tool", **telemetry.scope_attributes(scope)) as span:
+        outcome = _rediscover(retriever, name, scope=scope, session=session)
+        span.set(outcome=outcome.status, retries=session.retries)
+        events.emit(
+            "tool_rediscovery",
+            name_digest=events.digest(name) if isinstance(name, str) else None,
+            outcome=outcome.status,
+            retries=session.retries,
+        )
     return outcome
 
 
