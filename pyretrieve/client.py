@@ -19,6 +19,7 @@ from numpy.typing import NDArray
 from psycopg.rows import dict_row
 
 from pyretrieve import contract, ranking
+from pyretrieve.db import queries
 from pyretrieve.db.errors import translate
 from pyretrieve.db.session import ConnectionSource, principal_transaction
 from pyretrieve.embedders import Embedder
@@ -359,9 +360,7 @@ class Retriever:
         intent = contract.semantic_intent(request.mode, request.semantic)
         decision = _one(
             cur.execute(
-                "SELECT * FROM pyretrieve.authorize(p_workspace => %s, p_project => %s,"
-                " p_purpose => %s, p_query_digest => %s, p_semantic_intent => %s,"
-                " p_embedding_digest => %s, p_requested_limit => %s)",
+                queries.AUTHORIZE,
                 (
                     request.scope.workspace,
                     request.scope.project,
@@ -389,7 +388,7 @@ class Retriever:
             key=str,
         )
         records = cur.execute(
-            "SELECT * FROM pyretrieve.fragments(p_decision => %s, p_ids => %s)",
+            queries.FRAGMENTS,
             (decision_id, ids),
         ).fetchall()
         return ranking.rank(
@@ -410,8 +409,7 @@ class Retriever:
     ) -> list[Row]:
         try:
             return cur.execute(
-                "SELECT * FROM pyretrieve.lexical_candidates(p_decision => %s, p_query => %s,"
-                " p_limit => %s, p_ranking => %s)",
+                queries.LEXICAL_CANDIDATES,
                 (decision_id, request.query, limit, request.ranking),
             ).fetchall()
         except psycopg.Error as exc:
@@ -458,8 +456,7 @@ class Retriever:
             # A savepoint: a failed vector leg must not abort the request's transaction.
             with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
                 rows = cur.execute(
-                    "SELECT * FROM pyretrieve.vector_candidates(p_decision => %s, p_model => %s,"
-                    " p_embedding => %s::public.vector, p_limit => %s)",
+                    queries.VECTOR_CANDIDATES,
                     (decision["decision_id"], request.model, to_pgvector_text(vector_input), limit),
                 ).fetchall()
         except psycopg.Error as exc:

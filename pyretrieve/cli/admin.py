@@ -10,6 +10,7 @@ from rich.text import Text
 from pyretrieve import contract
 from pyretrieve.cli import main
 from pyretrieve.cli.common import as_option, connect, dsn_option, handle_errors, transaction
+from pyretrieve.db import queries
 from pyretrieve.embedders.registry import available_models, get_embedder, register_model
 
 CLASSIFICATIONS = click.Choice(list(contract.CLASSIFICATION_ORDER))
@@ -37,10 +38,7 @@ def workspaces(ctx: click.Context, principal: str | None, dsn: str | None) -> No
     if ctx.invoked_subcommand is not None:
         return
     with connect(dsn) as conn, transaction(conn, principal):
-        rows = conn.execute(
-            "SELECT workspace_id AS workspace, project_id AS project, ts_config::text AS ts_config"
-            "  FROM pyretrieve.list_projects() ORDER BY 1, 2"
-        ).fetchall()
+        rows = conn.execute(queries.LIST_PROJECTS).fetchall()
     _table(["workspace", "project", "ts_config"], list(rows))
 
 
@@ -75,17 +73,10 @@ def workspaces_create(
         transaction(conn, principal or ctx.obj["principal"]),
     ):
         for embedder in embedders:
-            conn.execute(
-                "SELECT pyretrieve.register_model(p_model => %s, p_dimension => %s)",
-                (embedder.model_id, embedder.dimension),
-            )
-        conn.execute("SELECT pyretrieve.create_workspace(p_workspace => %s)", (workspace,))
+            conn.execute(queries.REGISTER_MODEL, (embedder.model_id, embedder.dimension))
+        conn.execute(queries.CREATE_WORKSPACE, (workspace,))
         for project in projects:
-            conn.execute(
-                "SELECT pyretrieve.create_project(p_workspace => %s, p_project => %s,"
-                " p_ts_config => %s::regconfig)",
-                (workspace, project, ts_config),
-            )
+            conn.execute(queries.CREATE_PROJECT_WITH_CONFIG, (workspace, project, ts_config))
     click.echo(
         f"workspace {workspace}"
         + "".join(f", project {p}" for p in projects)
@@ -105,10 +96,7 @@ def models(ctx: click.Context, principal: str | None, dsn: str | None) -> None:
     if ctx.invoked_subcommand is not None:
         return
     with connect(dsn) as conn, transaction(conn, principal):
-        rows = conn.execute(
-            "SELECT model_id AS model, dimension, registered_at FROM pyretrieve.list_models()"
-            " ORDER BY model_id"
-        ).fetchall()
+        rows = conn.execute(queries.LIST_MODELS).fetchall()
     _table(["model", "dimension", "registered_at"], list(rows))
     click.echo(f"embedders available here: {', '.join(available_models())}")
 
@@ -176,11 +164,7 @@ def grant(
         granted = []
         for grantee in grantees:
             row = conn.execute(
-                "SELECT pyretrieve.grant_access(p_principal => %s::regrole, p_workspace => %s,"
-                " p_project => %s, p_purpose => %s,"
-                " p_ceiling => %s::pyretrieve.classification, p_max_age => %s::interval,"
-                " p_semantic_policy => %s::pyretrieve.semantic_policy,"
-                " p_expires_at => %s::timestamptz) AS grant_id",
+                queries.GRANT_ACCESS,
                 (grantee, workspace, project, purpose, ceiling, max_age, semantic, expires_at),
             ).fetchone()
             assert row is not None
@@ -206,8 +190,7 @@ def revoke(
     """Revoke GRANTEE's grant for a workspace/project and purpose."""
     with connect(dsn) as conn, transaction(conn, principal):
         row = conn.execute(
-            "SELECT pyretrieve.revoke_access(p_principal => %s::regrole, p_workspace => %s,"
-            " p_project => %s, p_purpose => %s) AS found",
+            queries.REVOKE_ACCESS,
             (grantee, workspace, project, purpose),
         ).fetchone()
     assert row is not None
@@ -225,17 +208,7 @@ def principals(ctx: click.Context, principal: str | None, dsn: str | None) -> No
     if ctx.invoked_subcommand is not None:
         return
     with connect(dsn) as conn, transaction(conn, principal):
-        rows = conn.execute(
-            "SELECT g.principal,"
-            "       (SELECT string_agg(r.rolname, ',' ORDER BY r.rolname)"
-            "          FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.roleid"
-            "         WHERE m.member = g.principal::regrole::oid"
-            "           AND r.rolname LIKE 'pyretrieve\\_%%') AS groups,"
-            "       g.workspace_id AS workspace, g.project_id AS project, g.purpose,"
-            "       g.ceiling::text AS ceiling, g.max_age::text AS max_age,"
-            "       g.semantic_policy::text AS semantic, g.expires_at"
-            "  FROM pyretrieve.list_grants() g ORDER BY 1, 3, 4, 5"
-        ).fetchall()
+        rows = conn.execute(queries.LIST_GRANTS).fetchall()
     _table(
         [
             "principal",
@@ -306,8 +279,6 @@ def principals_create(specs: tuple[str, ...], dsn: str | None) -> None:
 
     A principal still needs a grant before it sees or writes anything: `pyretrieve grant NAME
     --workspace W --project P --purpose X --ceiling C --as ADMIN`."""
-    from psycopg import sql
-
     from pyretrieve.embedded import APP_ROLE, ensure_app_role
     from pyretrieve.errors import InvalidInput
 
@@ -320,12 +291,11 @@ def principals_create(specs: tuple[str, ...], dsn: str | None) -> None:
     with connect(dsn, installer=True) as conn:
         if dsn is None:
             ensure_app_role(conn)
-        app = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (APP_ROLE,)).fetchone()
+        app = conn.execute(queries.ROLE_EXISTS, (APP_ROLE,)).fetchone()
         for name, kind in wanted:
-            role = sql.Identifier(name)
-            if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (name,)).fetchone():
-                conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(role))
-            conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(GROUPS[kind]), role))
+            if not conn.execute(queries.ROLE_EXISTS, (name,)).fetchone():
+                conn.execute(queries.create_nologin_role(name))
+            conn.execute(queries.grant_role(GROUPS[kind], name))
             if app:
-                conn.execute(sql.SQL("GRANT {} TO {}").format(role, sql.Identifier(APP_ROLE)))
+                conn.execute(queries.grant_role(name, APP_ROLE))
             click.echo(f"principal {name} ({GROUPS[kind]})")

@@ -15,9 +15,9 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 import psycopg
-from psycopg import sql
 from psycopg.pq import TransactionStatus
 
+from pyretrieve.db import queries
 from pyretrieve.db.errors import translate
 from pyretrieve.errors import InvalidInput, PrivilegedCaller, PyretrieveError
 
@@ -87,7 +87,7 @@ def as_principal(
     try:
         with conn.transaction():
             if principal is not None:
-                conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(principal)))
+                conn.execute(queries.set_local_role(principal))
             if not privileged_ok:
                 refuse_privileged(conn)
             yield conn

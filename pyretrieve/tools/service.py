@@ -26,13 +26,13 @@ from uuid import UUID
 import numpy as np
 import psycopg
 from numpy.typing import NDArray
-from psycopg import sql
 from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row, tuple_row
 from psycopg.types.json import Jsonb
 
 from pyretrieve import ranking
 from pyretrieve.client import Row, build_request
+from pyretrieve.db import queries
 from pyretrieve.db.errors import translate
 from pyretrieve.embedders import Embedder
 from pyretrieve.errors import AccessDenied, InvalidInput, PyretrieveError
@@ -98,14 +98,11 @@ def register_tools(
     try:
         with source.transaction(), source.cursor(row_factory=dict_row) as cur:
             if principal is not None:
-                cur.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(principal)))
+                cur.execute(queries.set_local_role(principal))
             fresh: list[tuple[UUID, dict[str, Any]]] = []
             for d in defs:
                 row = cur.execute(
-                    "SELECT * FROM pyretrieve.put_tool(p_workspace => %s, p_project => %s,"
-                    " p_schema => %s, p_operation => %s, p_tags => %s, p_server => %s,"
-                    " p_classification => %s::pyretrieve.classification, p_expires_at => %s,"
-                    " p_observed_at => %s)",
+                    queries.PUT_TOOL,
                     (
                         workspace,
                         project,
@@ -144,7 +141,7 @@ def _embed(
         return 0
     ids = [fid for fid, _ in fresh]
     needed = cur.execute(
-        "SELECT fragment_id FROM pyretrieve.embeddings_needed(%s, %s, %s, %s)",
+        queries.EMBEDDINGS_NEEDED,
         (workspace, project, embedder.model_id, ids),
     ).fetchall()
     wanted = {r["fragment_id"] for r in needed}
@@ -152,13 +149,13 @@ def _embed(
     if not todo:
         return 0
     bodies = [
-        str(cur.execute("SELECT pyretrieve.tool_text(%s) AS t", (Jsonb(s),)).fetchone()["t"])  # type: ignore[index]
+        str(cur.execute(queries.TOOL_TEXT, (Jsonb(s),)).fetchone()["t"])  # type: ignore[index]
         for _, s in todo
     ]
     vectors = embedder.embed_documents(bodies)
     for (fid, _), body, vector in zip(todo, bodies, vectors, strict=True):
         cur.execute(
-            "SELECT pyretrieve.put_embedding(%s, %s, %s, %s, %s::public.vector, %s)",
+            queries.PUT_EMBEDDING,
             (
                 workspace,
                 project,
@@ -176,7 +173,7 @@ def set_rollout(conn: psycopg.Connection[Any], workspace: str, project: str, sta
     try:
         row = (
             conn.cursor(row_factory=tuple_row)
-            .execute("SELECT pyretrieve.set_tool_rollout(%s, %s, %s)", (workspace, project, stage))
+            .execute(queries.SET_TOOL_ROLLOUT, (workspace, project, stage))
             .fetchone()
         )
     except psycopg.Error as exc:
@@ -348,11 +345,11 @@ def discover(
         entries = {
             e["fragment_id"]: e
             for e in cur.execute(
-                "SELECT * FROM pyretrieve.tool_entries(p_decision => %s, p_ids => %s)",
+                queries.TOOL_ENTRIES,
                 (decision.decision_id, ids),
             ).fetchall()
         }
-        row = cur.execute("SELECT pyretrieve.tool_rollout(%s) AS s", (decision.decision_id,))
+        row = cur.execute(queries.TOOL_ROLLOUT, (decision.decision_id,))
         stage = str(row.fetchone()["s"])  # type: ignore[index]
         ideal = ranking.ideal_score(
             result.weights, lexical_ran=result.lexical_ran, vector_ran=result.vector_ran
@@ -374,7 +371,7 @@ def discover(
         schemas = {
             r["fragment_id"]: r["schema"]
             for r in cur.execute(
-                "SELECT * FROM pyretrieve.tool_schemas(p_decision => %s, p_ids => %s)",
+                queries.TOOL_SCHEMAS,
                 (decision.decision_id, chosen_ids),
             ).fetchall()
         }
@@ -482,6 +479,9 @@ class Rediscovery:
     schema_version: int | None = None
 
 
+# The rediscovery decision's semantic intent, embedding digest and requested limit.
+_NO_VECTOR = ("disabled", None, 1)
+
 REJECTED = Rediscovery(status="rejected", message="tool not available")
 
 
@@ -519,12 +519,12 @@ def _rediscover(
             conn.cursor(row_factory=dict_row) as cur,
         ):
             decision = cur.execute(
-                "SELECT decision_id FROM pyretrieve.authorize(%s, %s, %s, %s, 'disabled', NULL, 1)",
-                (scope.workspace, scope.project, scope.purpose, request.query_digest),
+                queries.AUTHORIZE,
+                (scope.workspace, scope.project, scope.purpose, request.query_digest, *_NO_VECTOR),
             ).fetchone()
             assert decision is not None
             row = cur.execute(
-                "SELECT * FROM pyretrieve.tool_by_name(%s, %s)",
+                queries.TOOL_BY_NAME,
                 (decision["decision_id"], name),
             ).fetchone()
     except AccessDenied:
