@@ -39,7 +39,7 @@ from pyretrieve.types import (
     SemanticStatus,
     Weights,
 )
-from pyretrieve.vectors import canonical_embedding, embedding_digest, to_pgvector_text
+from pyretrieve.vectors import QueryEmbedding
 
 Mode = Literal["hybrid", "lexical", "vector"]
 SemanticIntent = Literal["optional", "required", "disabled"]
@@ -66,7 +66,7 @@ class SearchRequest:
     limit: int
     candidate_limit: int | None
     model: str | None
-    embedding: bytes | None  # float32 little-endian, canonical
+    embedding: QueryEmbedding | None  # the caller's, validated; None: the embedder's, if any
     weights: Weights
     query_digest: bytes
     ranking: Ranking = "bm25"
@@ -84,7 +84,6 @@ class SearchRequest:
 class _VectorLeg:
     rows: list[Row] | None
     status: SemanticStatus
-    digest: bytes | None
 
 
 def _check_ident(value: object, what: str) -> str:
@@ -139,9 +138,7 @@ def build_request(
         weights = Weights()
     elif not isinstance(weights, Weights):
         raise InvalidInput("weights must be Weights")
-    vector_bytes = None
-    if embedding is not None:
-        vector_bytes = canonical_embedding(embedding).tobytes()
+    given = None if embedding is None else QueryEmbedding.of(embedding, model=model)
     return SearchRequest(
         query=query,
         scope=scope,
@@ -150,7 +147,7 @@ def build_request(
         limit=limit,
         candidate_limit=candidate_limit,
         model=model,
-        embedding=vector_bytes,
+        embedding=given,
         weights=weights,
         query_digest=hashlib.sha256(query.encode("utf-8")).digest(),
         ranking=cast(Ranking, ranking),
@@ -260,13 +257,12 @@ class Retriever:
         the same decision (tool discovery loads its metadata and schemas there)."""
         # The query is embedded before any connection is taken: a slow model holds no
         # transaction open.
-        vector_input, adapter_status = self._query_embedding(request)
-        digest = None if vector_input is None else embedding_digest(vector_input)
+        embedding = self._query_embedding(request)
         try:
             with principal_transaction(
                 self._source, self._principal, needs="a request", privileged_ok=False
             ) as conn:
-                result = self._run(conn, request, vector_input, digest, adapter_status)
+                result = self._run(conn, request, embedding)
                 if then is None:
                     return result
                 return then(conn.cursor(row_factory=dict_row), result)
@@ -280,9 +276,7 @@ class Retriever:
     ) -> SearchResult:
         """The request's steps inside the current transaction, which must act as the principal
         and hold no decision yet (its one decision is the request's)."""
-        vector_input, adapter_status = self._query_embedding(request)
-        digest = None if vector_input is None else embedding_digest(vector_input)
-        return self._run(conn, request, vector_input, digest, adapter_status)
+        return self._run(conn, request, self._query_embedding(request))
 
     def discover_tools(
         self,
@@ -327,34 +321,27 @@ class Retriever:
 
     # ------------------------------------------------------------------------------------
 
-    def _query_embedding(
-        self, request: SearchRequest
-    ) -> tuple[NDArray[np.float32] | None, SemanticStatus | None]:
+    def _query_embedding(self, request: SearchRequest) -> QueryEmbedding:
+        """The request's query vector as one value: the caller's, the embedder's, or why
+        there is none."""
         if not request.wants_vector:
-            return None, None
+            return QueryEmbedding.not_requested()
         if request.embedding is not None:
-            return np.frombuffer(request.embedding, dtype="<f4"), None
+            return request.embedding
         embedder = self._embedders.get(request.model) if request.model else None
         if embedder is None:
-            return None, SemanticStatus.degraded(
-                DegradationReason.MISSING_EMBEDDING,
-                {"model": request.model, "embedder_registered": False},
-            )
+            return QueryEmbedding.missing(request.model)
         try:
-            return canonical_embedding(embedder.embed_query(request.query)), None
+            return QueryEmbedding.of(embedder.embed_query(request.query), model=request.model)
         except Exception:
             # The adapter is outside our control; its error text may quote the query.
-            return None, SemanticStatus.degraded(
-                DegradationReason.ADAPTER_FAILURE, {"model": request.model}
-            )
+            return QueryEmbedding.adapter_failed(request.model)
 
     def _run(
         self,
         conn: psycopg.Connection[Any],
         request: SearchRequest,
-        vector_input: NDArray[np.float32] | None,
-        digest: bytes | None,
-        adapter_status: SemanticStatus | None,
+        embedding: QueryEmbedding,
     ) -> SearchResult:
         cur = conn.cursor(row_factory=dict_row)
         intent = contract.semantic_intent(request.mode, request.semantic)
@@ -367,7 +354,7 @@ class Retriever:
                     request.scope.purpose,
                     request.query_digest,
                     intent,
-                    digest,
+                    embedding.digest,
                     request.limit,
                 ),
             ).fetchall()
@@ -380,7 +367,7 @@ class Retriever:
         if request.wants_lexical:
             lexical_rows = self._lexical(cur, decision_id, request, per_leg)
 
-        leg = self._vector(conn, request, decision, vector_input, digest, adapter_status, per_leg)
+        leg = self._vector(conn, request, decision, embedding, per_leg)
 
         ids = sorted(
             {r["fragment_id"] for r in lexical_rows or []}
@@ -399,7 +386,7 @@ class Retriever:
             limit=request.limit,
             semantic=leg.status,
             query_digest=request.query_digest,
-            embedding_digest=leg.digest,
+            embedding_digest=embedding.digest,
             weights=request.weights,
         )
 
@@ -423,9 +410,7 @@ class Retriever:
         conn: psycopg.Connection[Any],
         request: SearchRequest,
         decision: Row,
-        vector_input: NDArray[np.float32] | None,
-        digest: bytes | None,
-        adapter_status: SemanticStatus | None,
+        embedding: QueryEmbedding,
         limit: int,
     ) -> _VectorLeg:
         required = (
@@ -437,27 +422,26 @@ class Retriever:
         def degrade(reason: DegradationReason, evidence: Mapping[str, JsonValue]) -> _VectorLeg:
             if required:
                 raise SemanticRequired()
-            return _VectorLeg(
-                rows=None, status=SemanticStatus.degraded(reason, evidence), digest=digest
-            )
+            return _VectorLeg(rows=None, status=SemanticStatus.degraded(reason, evidence))
 
+        model = embedding.model
         if not request.wants_vector:
-            return _VectorLeg(rows=None, status=SemanticStatus.not_requested(), digest=None)
+            return _VectorLeg(rows=None, status=SemanticStatus.not_requested())
         if decision["semantic_policy"] == "disabled":
             return degrade(DegradationReason.DISABLED, {"policy": "disabled"})
-        if adapter_status is not None:
+        if embedding.status is not None:
             if required:
                 raise SemanticRequired()
-            return _VectorLeg(rows=None, status=adapter_status, digest=digest)
-        if vector_input is None or request.model is None:
-            return degrade(DegradationReason.MISSING_EMBEDDING, {"model": request.model})
+            return _VectorLeg(rows=None, status=embedding.status)
+        if not embedding.ready or model is None:
+            return degrade(DegradationReason.MISSING_EMBEDDING, {"model": model})
         failure: PyretrieveError | None = None
         try:
             # A savepoint: a failed vector leg must not abort the request's transaction.
             with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
                 rows = cur.execute(
                     queries.VECTOR_CANDIDATES,
-                    (decision["decision_id"], request.model, to_pgvector_text(vector_input), limit),
+                    (decision["decision_id"], model, embedding.pgvector_text(), limit),
                 ).fetchall()
         except psycopg.Error as exc:
             failure = translate(exc)
@@ -465,16 +449,14 @@ class Retriever:
         # driver exception as its context (its traceback would print SQL and function names).
         if isinstance(failure, UnknownModel):
             return degrade(
-                DegradationReason.UNAVAILABLE, {"model": request.model, "cause": "unknown_model"}
+                DegradationReason.UNAVAILABLE, {"model": model, "cause": "unknown_model"}
             )
         if isinstance(failure, InvalidEmbedding):
             return degrade(
-                DegradationReason.CORRUPT, {"model": request.model, "cause": "invalid_embedding"}
+                DegradationReason.CORRUPT, {"model": model, "cause": "invalid_embedding"}
             )
         if failure is not None:
-            return degrade(
-                DegradationReason.UNAVAILABLE, {"model": request.model, "cause": failure.code}
-            )
+            return degrade(DegradationReason.UNAVAILABLE, {"model": model, "cause": failure.code})
         stale = [
             r
             for r in rows
@@ -488,11 +470,9 @@ class Retriever:
         if stale:
             return degrade(
                 DegradationReason.STALE,
-                {"model": request.model, "stale_candidates": len(stale), "candidates": len(rows)},
+                {"model": model, "stale_candidates": len(stale), "candidates": len(rows)},
             )
-        return _VectorLeg(
-            rows=rows, status=SemanticStatus.used({"model": request.model}), digest=digest
-        )
+        return _VectorLeg(rows=rows, status=SemanticStatus.used({"model": model}))
 
 
 def _one(rows: list[Row]) -> Row:
