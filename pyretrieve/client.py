@@ -36,6 +36,7 @@ from pyretrieve.types import (
     JsonValue,
     Scope,
     SearchResult,
+    SemanticOutcome,
     SemanticStatus,
     Weights,
 )
@@ -368,6 +369,7 @@ class Retriever:
             lexical_rows = self._lexical(cur, decision_id, request, per_leg)
 
         leg = self._vector(conn, request, decision, embedding, per_leg)
+        _check_legs(request, decision, lexical_ran=lexical_rows is not None, leg=leg)
 
         ids = sorted(
             {r["fragment_id"] for r in lexical_rows or []}
@@ -473,6 +475,20 @@ class Retriever:
                 {"model": model, "stale_candidates": len(stale), "candidates": len(rows)},
             )
         return _VectorLeg(rows=rows, status=SemanticStatus.used({"model": model}))
+
+
+def _check_legs(
+    request: SearchRequest, decision: Row, *, lexical_ran: bool, leg: _VectorLeg
+) -> None:
+    """What ``pyretrieve.search()`` checks after the legs, in its order, before any record is
+    read: a grant that requires the semantic leg got it, and a leg that ran carries weight."""
+    if decision["semantic_policy"] == "required" and leg.status.status is not SemanticOutcome.USED:
+        raise SemanticRequired()
+    ideal = ranking.ideal_score(
+        request.weights, lexical_ran=lexical_ran, vector_ran=leg.rows is not None
+    )
+    if not ideal > 0.0:
+        raise InvalidInput("the weights of the legs that ran are all zero")
 
 
 def _one(rows: list[Row]) -> Row:
