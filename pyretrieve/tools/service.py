@@ -34,6 +34,7 @@ from pyretrieve import ranking
 from pyretrieve.client import Row, build_request
 from pyretrieve.db import queries
 from pyretrieve.db.errors import translate
+from pyretrieve.db.steps import Call, Failed, Reply, Steps
 from pyretrieve.embedders import Embedder
 from pyretrieve.errors import AccessDenied, InvalidInput, PyretrieveError
 from pyretrieve.tools import context, events, select
@@ -339,18 +340,25 @@ def discover(
         embedding=embedding,
     )
 
-    def then(cur: psycopg.Cursor[Row], result: SearchResult) -> Discovery:
+    def then(result: SearchResult) -> Steps[Discovery]:
         decision = result.decision
         ids = [r.fragment_id for r in result.results]
         entries = {
             e["fragment_id"]: e
-            for e in cur.execute(
-                queries.TOOL_ENTRIES,
-                (decision.decision_id, ids),
-            ).fetchall()
+            for e in _rows(
+                (
+                    yield Call(
+                        step="tool_entries",
+                        query=queries.TOOL_ENTRIES,
+                        params=(decision.decision_id, ids),
+                    )
+                )
+            )
         }
-        row = cur.execute(queries.TOOL_ROLLOUT, (decision.decision_id,))
-        stage = str(row.fetchone()["s"])  # type: ignore[index]
+        rollout = yield Call(
+            step="tool_rollout", query=queries.TOOL_ROLLOUT, params=(decision.decision_id,)
+        )
+        stage = str(_rows(rollout)[0]["s"])
         ideal = ranking.ideal_score(
             result.weights, lexical_ran=result.lexical_ran, vector_ran=result.vector_ran
         )
@@ -370,10 +378,15 @@ def discover(
         chosen_ids = [s.candidate.fragment_id for s in scored[:k]]
         schemas = {
             r["fragment_id"]: r["schema"]
-            for r in cur.execute(
-                queries.TOOL_SCHEMAS,
-                (decision.decision_id, chosen_ids),
-            ).fetchall()
+            for r in _rows(
+                (
+                    yield Call(
+                        step="tool_schemas",
+                        query=queries.TOOL_SCHEMAS,
+                        params=(decision.decision_id, chosen_ids),
+                    )
+                )
+            )
         }
         ranked = tuple(
             DiscoveredTool(
@@ -421,6 +434,12 @@ def discover(
     discovery: Discovery = retriever._execute(request, then)
     _discovery_events(discovery)
     return discovery
+
+
+def _rows(reply: Reply) -> list[Row]:
+    # The discovery's calls raise on failure; a reply is always rows.
+    assert not isinstance(reply, Failed)
+    return reply
 
 
 def _discovery_events(d: Discovery) -> None:
