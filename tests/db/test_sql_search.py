@@ -925,3 +925,24 @@ def test_sql_search_and_the_client_degrade_byte_identically(
     assert result.results, "a degraded case with nothing to explain"
     assert result.semantic.reason is not None
     assert result.semantic.reason.value == want
+
+
+def test_a_candidate_limit_cannot_raise_the_decisions_cap(
+    pconn: psycopg.Connection[Any], fixed: str
+) -> None:
+    """The attack: ask for more candidates per leg than the decision allows. The legs run at
+    the decision's cap (the vector function would refuse more, PR010, and the failure would
+    show as a degraded leg naming VES_MEMORY_INVALID_INPUT)."""
+    with acting_as(pconn, "alice"):
+        rows = _search(pconn, fixed, "ranked", p_limit=1, p_candidate_limit=1000)
+    assert rows
+    assert {canonical_json(r["explanation"]["semantic"]) for r in rows} == {
+        canonical_json(
+            {
+                "status": "used",
+                "reason": None,
+                "evidence": {"model": MODEL},
+                "lowers_confidence": False,
+            }
+        )
+    }
