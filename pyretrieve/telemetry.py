@@ -31,9 +31,9 @@ except ImportError:  # the otel extra is not installed: telemetry is off
     _trace = None  # type: ignore[assignment,unused-ignore]
 
 if TYPE_CHECKING:
-    from pyretrieve.client import SearchRequest
+    from pyretrieve.request import SearchRequest
     from pyretrieve.tools.service import Discovery
-    from pyretrieve.types import Scope, SearchResult, SemanticStatus
+    from pyretrieve.types import Decision, Scope, SearchResult, SemanticStatus
 
 __all__ = [
     "ENABLED",
@@ -181,11 +181,11 @@ def request_attributes(request: SearchRequest) -> dict[str, Scalar | None]:
     }
 
 
-def decision_attributes(decision: Mapping[str, Any]) -> dict[str, Scalar | None]:
-    """What a decision row adds to the authorize leg: its bounds, not its grant."""
+def decision_attributes(decision: Decision) -> dict[str, Scalar | None]:
+    """What a decision adds to the authorize leg: its bounds, not its grant."""
     return {
-        "candidate_limit": decision["candidate_limit"],
-        "semantic_policy": str(decision["semantic_policy"]),
+        "candidate_limit": decision.candidate_limit,
+        "semantic_policy": decision.semantic_policy,
     }
 
 

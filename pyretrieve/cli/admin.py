@@ -7,7 +7,6 @@ from typing import Any
 
 import click
 import psycopg
-from psycopg import sql
 from psycopg.rows import tuple_row
 from rich.console import Console
 from rich.table import Table
@@ -16,6 +15,7 @@ from rich.text import Text
 from pyretrieve import contract
 from pyretrieve.cli import main
 from pyretrieve.cli.common import as_option, connect, dsn_option, handle_errors, transaction
+from pyretrieve.db import queries
 from pyretrieve.embedders.registry import available_models, get_embedder, register_model
 from pyretrieve.errors import InvalidInput, UnknownPrincipal
 
@@ -44,10 +44,7 @@ def workspaces(ctx: click.Context, principal: str | None, dsn: str | None) -> No
     if ctx.invoked_subcommand is not None:
         return
     with connect(dsn) as conn, transaction(conn, principal):
-        rows = conn.execute(
-            "SELECT workspace_id AS workspace, project_id AS project, ts_config::text AS ts_config"
-            "  FROM pyretrieve.list_projects() ORDER BY 1, 2"
-        ).fetchall()
+        rows = conn.execute(queries.LIST_PROJECTS).fetchall()
     _table(["workspace", "project", "ts_config"], list(rows))
 
 
@@ -85,17 +82,10 @@ def workspaces_create(
         transaction(conn, principal or ctx.obj["principal"]),
     ):
         for embedder in embedders:
-            conn.execute(
-                "SELECT pyretrieve.register_model(p_model => %s, p_dimension => %s)",
-                (embedder.model_id, embedder.dimension),
-            )
-        conn.execute("SELECT pyretrieve.create_workspace(p_workspace => %s)", (workspace,))
+            conn.execute(queries.REGISTER_MODEL, (embedder.model_id, embedder.dimension))
+        conn.execute(queries.CREATE_WORKSPACE, (workspace,))
         for project in projects:
-            conn.execute(
-                "SELECT pyretrieve.create_project(p_workspace => %s, p_project => %s,"
-                " p_ts_config => %s::regconfig)",
-                (workspace, project, ts_config),
-            )
+            conn.execute(queries.CREATE_PROJECT_WITH_CONFIG, (workspace, project, ts_config))
     click.echo(
         f"workspace {workspace}"
         + "".join(f", project {p}" for p in projects)
@@ -115,10 +105,7 @@ def models(ctx: click.Context, principal: str | None, dsn: str | None) -> None:
     if ctx.invoked_subcommand is not None:
         return
     with connect(dsn) as conn, transaction(conn, principal):
-        rows = conn.execute(
-            "SELECT model_id AS model, dimension, registered_at FROM pyretrieve.list_models()"
-            " ORDER BY model_id"
-        ).fetchall()
+        rows = conn.execute(queries.LIST_MODELS).fetchall()
     _table(["model", "dimension", "registered_at"], list(rows))
     click.echo(f"embedders available here: {', '.join(available_models())}")
 
@@ -152,7 +139,7 @@ def check_values(conn: psycopg.Connection[Any], options: dict[str, tuple[str | N
         if value is None:
             continue
         try:
-            conn.execute(sql.SQL("SELECT %s::{}").format(sql.Identifier(type_)), (value,))
+            conn.execute(queries.cast_value(type_), (value,))
         except psycopg.errors.DataError:
             raise InvalidInput(
                 f"{option} {value!r} does not read as {'an' if type_[0] in 'aeiou' else 'a'}"
@@ -165,7 +152,7 @@ def check_grantees(
 ) -> None:
     """A grantee that is no role is named (role names are public in pg_roles)."""
     for grantee in grantees:
-        if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (grantee,)).fetchone():
+        if conn.execute(queries.ROLE_EXISTS, (grantee,)).fetchone():
             continue
         if revoking:
             raise UnknownPrincipal(f"no role {grantee!r} to revoke a grant from")
@@ -256,11 +243,7 @@ def _grant(
         granted = []
         for grantee in grantees:
             row = conn.execute(
-                "SELECT pyretrieve.grant_access(p_principal => %s::regrole, p_workspace => %s,"
-                " p_project => %s, p_purpose => %s,"
-                " p_ceiling => %s::pyretrieve.classification, p_max_age => %s::interval,"
-                " p_semantic_policy => %s::pyretrieve.semantic_policy,"
-                " p_expires_at => %s::timestamptz) AS grant_id",
+                queries.GRANT_ACCESS,
                 (grantee, workspace, project, purpose, ceiling, max_age, semantic, expires_at),
             ).fetchone()
             assert row is not None
@@ -300,8 +283,7 @@ def _revoke(
 ) -> None:
     with transaction(conn, principal):
         row = conn.execute(
-            "SELECT pyretrieve.revoke_access(p_principal => %s::regrole, p_workspace => %s,"
-            " p_project => %s, p_purpose => %s) AS found",
+            queries.REVOKE_ACCESS,
             (grantee, workspace, project, purpose),
         ).fetchone()
     assert row is not None
@@ -319,17 +301,7 @@ def principals(ctx: click.Context, principal: str | None, dsn: str | None) -> No
     if ctx.invoked_subcommand is not None:
         return
     with connect(dsn) as conn, transaction(conn, principal):
-        rows = conn.execute(
-            "SELECT g.principal,"
-            "       (SELECT string_agg(r.rolname, ',' ORDER BY r.rolname)"
-            "          FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.roleid"
-            "         WHERE m.member = g.principal::regrole::oid"
-            "           AND r.rolname LIKE 'pyretrieve\\_%%') AS groups,"
-            "       g.workspace_id AS workspace, g.project_id AS project, g.purpose,"
-            "       g.ceiling::text AS ceiling, g.max_age::text AS max_age,"
-            "       g.semantic_policy::text AS semantic, g.expires_at"
-            "  FROM pyretrieve.list_grants() g ORDER BY 1, 3, 4, 5"
-        ).fetchall()
+        rows = conn.execute(queries.LIST_GRANTS).fetchall()
     _table(
         [
             "principal",
@@ -383,21 +355,6 @@ def same_kind(wanted: list[tuple[str, str]]) -> None:
 # What an existing role may hold to be adopted as a principal: the login role will be able to
 # SET ROLE to it, so a role with any attribute or membership beyond the three groups would
 # hand the login role that power (SET ROLE to a superuser makes a superuser).
-_NOT_ADOPTABLE = """
-SELECT r.rolsuper, r.rolbypassrls, r.rolcreaterole, r.rolcreatedb, r.rolreplication,
-       r.rolcanlogin,
-       EXISTS (SELECT 1 FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid
-                WHERE m.member = r.oid
-                  AND g.rolname NOT IN ('pyretrieve_reader', 'pyretrieve_writer',
-                                        'pyretrieve_admin')) AS other_memberships
-  FROM pg_roles r WHERE r.rolname = %s
-"""
-# The other groups a principal is in: taking over an existing principal says so.
-_OTHER_GROUPS = """
-SELECT g.rolname FROM pg_auth_members m
-  JOIN pg_roles g ON g.oid = m.roleid JOIN pg_roles r ON r.oid = m.member
- WHERE r.rolname = %s AND g.rolname <> %s ORDER BY 1
-"""
 _ATTRIBUTES = ("SUPERUSER", "BYPASSRLS", "CREATEROLE", "CREATEDB", "REPLICATION", "LOGIN")
 
 
@@ -426,13 +383,12 @@ def create_principals(
     with conn.transaction():
         if embedded_default:
             ensure_app_role(conn)
-        app = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (APP_ROLE,)).fetchone()
+        app = conn.execute(queries.ROLE_EXISTS, (APP_ROLE,)).fetchone()
         for name, kind in wanted:
-            role = sql.Identifier(name)
             with conn.cursor(row_factory=tuple_row) as cur:
-                existing = cur.execute(_NOT_ADOPTABLE, (name,)).fetchone()
+                existing = cur.execute(queries.ROLE_POWERS, (name,)).fetchone()
             if existing is None:
-                conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(role))
+                conn.execute(queries.create_nologin_role(name))
             else:
                 held = [a for a, on in zip(_ATTRIBUTES, existing[:6], strict=True) if on]
                 if existing[6]:
@@ -443,11 +399,11 @@ def create_principals(
                         " the login role could act as it with those powers; choose another"
                         " name, nothing was created"
                     )
-            conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(GROUPS[kind]), role))
+            conn.execute(queries.grant_role(GROUPS[kind], name))
             if app:
-                conn.execute(sql.SQL("GRANT {} TO {}").format(role, sql.Identifier(APP_ROLE)))
+                conn.execute(queries.grant_role(name, APP_ROLE))
             with conn.cursor(row_factory=tuple_row) as cur:
-                others = cur.execute(_OTHER_GROUPS, (name, GROUPS[kind])).fetchall()
+                others = cur.execute(queries.ROLE_OTHER_GROUPS, (name, GROUPS[kind])).fetchall()
             also = f"; also in {', '.join(str(g) for (g,) in others)}" if others else ""
             lines.append(f"principal {name} ({GROUPS[kind]}{also})")
     return lines

@@ -64,6 +64,7 @@ _RULE_MESSAGES: frozenset[str] = frozenset(
         "between 0 and 100000 ids",
         "between 0 and 100000 source uris",
         "body must be 1 to 1000000 characters",
+        "candidate limit must be between 1 and 1000",
         "candidate limit out of range for this decision",
         "dimension must be between 1 and 2000",
         "embedding digest must be 32 bytes (sha256)",
@@ -87,11 +88,13 @@ _RULE_MESSAGES: frozenset[str] = frozenset(
         "ranking must be bm25 or ts_rank",
         "requested limit must be between 1 and 1000",
         "semantic intent must be disabled, optional or required",
+        "semantic must be optional, required or disabled",
         "source digest must be 32 bytes (sha256)",
         "stage must be off, eval, canary, majority or full",
         "the weights of the modalities that ran are all zero",
         "too many ids for this decision",
         "tool name must be 1 to 128 characters",
+        "vector mode needs semantic retrieval",
         "weights must be between 0 and 1000",
     }
 )

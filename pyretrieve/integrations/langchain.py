@@ -77,8 +77,8 @@ class PyretrieveRetriever(BaseRetriever):
     is decided inside the database in any case.
 
     Errors are pyretrieve's typed errors (:class:`~pyretrieve.PyretrieveError`), never
-    driver errors. There is no async client yet: the async path runs the same synchronous
-    search in a worker thread (``asyncio.to_thread``). Calls on one connection are
+    driver errors. The adapter holds a synchronous source, so its async path runs the same
+    synchronous search in a worker thread (``asyncio.to_thread``). Calls on one connection are
     serialised; give it a pool to run queries side by side.
     """
 
@@ -147,7 +147,7 @@ class PyretrieveRetriever(BaseRetriever):
     async def _aget_relevant_documents(
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any
     ) -> list[Document]:
-        """The synchronous search in a worker thread, until pyretrieve has an async client."""
+        """The synchronous search in a worker thread (the adapter's source is synchronous)."""
         refuse_per_query_arguments(kwargs)
         search = await asyncio.to_thread(self._bound.search, query)
         return to_documents(search)

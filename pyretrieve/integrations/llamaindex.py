@@ -84,8 +84,8 @@ class PyretrieveRetriever(BaseRetriever):
     the database in any case.
 
     Errors are pyretrieve's typed errors (:class:`~pyretrieve.PyretrieveError`), never
-    driver errors. There is no async client yet: ``aretrieve`` runs the same synchronous
-    search in a worker thread (``asyncio.to_thread``). Calls on one connection are
+    driver errors. The adapter holds a synchronous source, so ``aretrieve`` runs the same
+    synchronous search in a worker thread (``asyncio.to_thread``). Calls on one connection are
     serialised; give it a pool to run queries side by side.
     """
 
@@ -150,7 +150,7 @@ class PyretrieveRetriever(BaseRetriever):
         return to_nodes(self._bound.search(query_bundle.query_str))
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        """The synchronous search in a worker thread, until pyretrieve has an async client."""
+        """The synchronous search in a worker thread (the adapter's source is synchronous)."""
         search = await asyncio.to_thread(self._bound.search, query_bundle.query_str)
         return to_nodes(search)
 

@@ -65,6 +65,7 @@ from sqlalchemy.sql.visitors import InternalTraversal
 from sqlalchemy.types import TIMESTAMP, TypeEngine, UserDefinedType
 
 from pyretrieve import contract
+from pyretrieve.db import queries
 from pyretrieve.db.errors import translate
 from pyretrieve.errors import InternalError, InvalidInput, PyretrieveError
 from pyretrieve.vectors import canonical_embedding, to_pgvector_text
@@ -324,6 +325,8 @@ _SEARCH = SqlFunction(
         ("lexical_weight", Double()),
         ("vector_weight", Double()),
         ("ranking", Text()),
+        ("semantic", Text()),
+        ("candidate_limit", Integer()),
     ),
     columns=(
         ("rank", Integer()),
@@ -468,6 +471,8 @@ def search(
     lexical_weight: float | Omittable = DEFAULT,
     vector_weight: float | Omittable = DEFAULT,
     ranking: str | Omittable = DEFAULT,
+    semantic: str | Omittable = DEFAULT,
+    candidate_limit: int | Omittable | None = DEFAULT,
 ) -> TableValuedAlias:
     """``pyretrieve.search``: one fused, explained search (it authorizes, so it is the
     transaction's one read decision). Columns: ``rank``, ``fragment_id``,
@@ -545,7 +550,7 @@ def act_as(bind: Connection | Session, principal: str) -> None:
         raise InvalidInput("invalid principal")
     connection = bind.connection() if isinstance(bind, Session) else bind
     quoted = connection.dialect.identifier_preparer.quote_identifier(principal)
-    connection.execute(text(f"SET LOCAL ROLE {quoted}"))
+    connection.execute(text(queries.set_local_role_quoted(quoted)))
 
 
 def typed_error(exc: BaseException) -> PyretrieveError:

@@ -125,6 +125,14 @@ def test_the_limits_are_the_contracts(catalog: dict[str, str]) -> None:
         contract.MAX_PROVENANCE_CHARS
     }
 
+    search = catalog["function:search"]
+    candidate = r"p_candidate_limit NOT BETWEEN 1 AND (\d+)"
+    assert _numbers(candidate, search) == {contract.MAX_LIMIT}
+    model = r"length\(p_model\) NOT BETWEEN 1 AND (\d+)"
+    assert _numbers(model, search) == {contract.MAX_MODEL_ID_CHARS}
+    weight = r"p_(?:lexical|vector)_weight <= (\d+)\)"
+    assert _numbers(weight, search) == {contract.MAX_WEIGHT}
+
     dimension = r"p_dimension NOT BETWEEN 1 AND (\d+)"
     assert _numbers(dimension, catalog["function:register_model"]) == {contract.MAX_DIMENSION}
     # The check is stored deparsed: ((dimension >= 1) AND (dimension <= 2000)).
@@ -186,20 +194,24 @@ def test_the_staleness_and_intent_rules_are_the_contracts(catalog: dict[str, str
     assert contract.is_stale(
         source_digest=digest, content_digest=digest, vector_generation=1, lexical_generation=2
     )
-    # search() has no semantic argument: it asks as a client asking for 'optional' does.
+    # search() takes the client's semantic argument and records the client's intent for it.
+    wants = re.search(r"v_wants_vector := p_mode <> '(\w+)' AND p_semantic <> '(\w+)';", search)
+    assert wants is not None
     intent = re.search(
-        r"v_intent := CASE WHEN NOT v_wants_vector THEN '(\w+)' WHEN p_mode = 'vector' THEN"
-        r" '(\w+)' ELSE '(\w+)' END",
+        r"v_intent := CASE WHEN NOT v_wants_vector THEN '(\w+)' WHEN p_mode = '(\w+)' OR"
+        r" p_semantic = '(\w+)' THEN '(\w+)' ELSE '(\w+)' END",
         search,
     )
     assert intent is not None
-    assert (intent[1], intent[2], intent[3]) == (
-        contract.semantic_intent("lexical", "optional"),
-        contract.semantic_intent("vector", "optional"),
-        contract.semantic_intent("hybrid", "optional"),
-    )
-    assert contract.semantic_intent("hybrid", "disabled") == "disabled"
-    assert contract.semantic_intent("hybrid", "required") == "required"
+
+    def sql_intent(mode: str, semantic: str) -> str:
+        if not (mode != wants[1] and semantic != wants[2]):
+            return intent[1]
+        return intent[4] if mode == intent[2] or semantic == intent[3] else intent[5]
+
+    for mode in ("hybrid", "lexical", "vector"):
+        for semantic in ("optional", "required", "disabled"):
+            assert sql_intent(mode, semantic) == contract.semantic_intent(mode, semantic)
 
 
 # ---------------------------------------------------------------------------- the errors
