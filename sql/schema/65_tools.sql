@@ -656,6 +656,7 @@ SET extra_float_digits = 1
 AS $$
 DECLARE
     c_pool constant integer := 48;
+    c_candidates constant integer := 100;
     c_formula constant text := 'normalized = fused / ideal fused score (1-based RRF, k = 60); '
                                'adjusted = normalized * product of penalty factors';
     v_policy text := coalesce(p_policy, 'near');
@@ -702,7 +703,8 @@ BEGIN
                              p_purpose => p_purpose, p_query => p_query,
                              p_embedding => p_embedding, p_model => p_model, p_limit => c_pool,
                              p_mode => p_mode, p_lexical_weight => p_lexical_weight,
-                             p_vector_weight => p_vector_weight) s;
+                             p_vector_weight => p_vector_weight,
+                             p_candidate_limit => c_candidates) s;
     SELECT * INTO STRICT d FROM pyretrieve.bound_decision();
     d := pyretrieve.require_decision(d.decision_id);
 
@@ -876,6 +878,6 @@ GRANT EXECUTE ON FUNCTION pyretrieve.tool_operation_words(), pyretrieve.tool_sto
     TO pyretrieve_api;
 -- discover_tools (as pyretrieve_api) runs search() and the renderings it calls.
 GRANT EXECUTE ON FUNCTION
-    pyretrieve.search(text, text, text, text, public.vector, text, integer, text, double precision, double precision, text),
+    pyretrieve.search(text, text, text, text, public.vector, text, integer, text, double precision, double precision, text, text, integer),
     pyretrieve.json_double(double precision), pyretrieve.iso_utc(timestamptz)
     TO pyretrieve_api;

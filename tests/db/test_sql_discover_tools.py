@@ -24,9 +24,9 @@ import psycopg
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from psycopg.rows import dict_row
 
 from pyretrieve.client import Retriever
+from pyretrieve.db import steps
 from pyretrieve.tools import register_tools
 from pyretrieve.tools import select as sel
 from pyretrieve.tools.definitions import _STOP, OPERATION_SYNONYMS
@@ -189,10 +189,10 @@ def python_document(conn: psycopg.Connection[Any], project: str, case: Case) -> 
         weights=Weights(lexical=case.weights[0], vector=case.weights[1]),
     )
     result = Retriever(conn)._execute_in_transaction(conn, request)
-    found = select_tools(
-        conn.cursor(row_factory=dict_row), result, request, policy=case.policy,
-        protect=case.protect, adaptive=case.adaptive, master=case.master,
-    )  # fmt: skip
+    found = steps.run(conn, select_tools(
+        result, request, policy=case.policy, protect=case.protect, adaptive=case.adaptive,
+        master=case.master,
+    ))  # fmt: skip
     return found.document()
 
 

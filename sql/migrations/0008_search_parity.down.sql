@@ -1,4 +1,4 @@
--- pyretrieve migration 0007, downgrade: back to 0006
+-- pyretrieve migration 0008, downgrade: back to 0007
 -- Drafted by `python -m pyretrieve.db.draft` from a catalog diff; reviewed by hand.
 
 -- pyretrieve_api creates the functions it owns while the migration runs.
@@ -6,16 +6,8 @@ GRANT USAGE, CREATE ON SCHEMA pyretrieve TO pyretrieve_api;
 SET LOCAL ROLE pyretrieve_owner;
 SET LOCAL search_path = pg_catalog, pg_temp;
 
--- By hand: dependents first (the SQL-standard bodies of the word functions depend on each
--- other, and a CASCADE drop of one would remove the next before its own DROP).
-DROP FUNCTION pyretrieve.discover_tools(text,text,text,text,public.vector,text,text,text,double precision,double precision,boolean,boolean,boolean);
-DROP FUNCTION pyretrieve.tool_recommended_k(text,text,double precision[],double precision[],double precision[]);
-DROP FUNCTION pyretrieve.tool_rollout_bucket(text,text);
-DROP FUNCTION pyretrieve.tool_query_operations(text);
-DROP FUNCTION pyretrieve.tool_entity_words(text);
-DROP FUNCTION pyretrieve.tool_words(text);
-DROP FUNCTION pyretrieve.tool_stop_words();
-DROP FUNCTION pyretrieve.tool_operation_words();
+DROP FUNCTION pyretrieve.error_code(text,text) CASCADE;
+DROP FUNCTION pyretrieve.search(text,text,text,text,public.vector,text,integer,text,double precision,double precision,text,text,integer) CASCADE;
 SET LOCAL ROLE pyretrieve_owner;
 CREATE OR REPLACE FUNCTION pyretrieve.search(p_workspace text, p_project text, p_purpose text, p_query text, p_embedding public.vector DEFAULT NULL::public.vector, p_model text DEFAULT NULL::text, p_limit integer DEFAULT 10, p_mode text DEFAULT 'hybrid'::text, p_lexical_weight double precision DEFAULT 1.0, p_vector_weight double precision DEFAULT 1.0, p_ranking text DEFAULT 'bm25'::text)
  RETURNS TABLE(rank integer, fragment_id uuid, content_digest bytea, body text, final_score double precision, rrf_score double precision, freshness double precision, confidence double precision, explanation jsonb)
@@ -223,109 +215,8 @@ COMMENT ON FUNCTION pyretrieve.search(text,text,text,text,public.vector,text,int
 REVOKE ALL ON FUNCTION pyretrieve.search(text,text,text,text,public.vector,text,integer,text,double precision,double precision,text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION pyretrieve.search(text,text,text,text,public.vector,text,integer,text,double precision,double precision,text) TO pyretrieve_reader;
 SET LOCAL ROLE pyretrieve_owner;
-SET LOCAL ROLE pyretrieve_owner;
-CREATE OR REPLACE FUNCTION pyretrieve.json_double(p_value double precision)
- RETURNS jsonb
- LANGUAGE sql
- IMMUTABLE PARALLEL SAFE STRICT
- SET search_path TO 'pg_catalog', 'pg_temp'
- SET extra_float_digits TO '1'
-BEGIN ATOMIC
- SELECT to_jsonb(round(n.v, GREATEST(scale(n.v), 1))) AS to_jsonb
-    FROM ( SELECT ((json_double.p_value)::text)::numeric AS v) n;
-END;
-COMMENT ON FUNCTION pyretrieve.json_double(double precision) IS 'A double precision value as a jsonb number with its shortest exact digits and at least one decimal place, so a JSON reader gets back the same IEEE double, as a float.';
-REVOKE ALL ON FUNCTION pyretrieve.json_double(double precision) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION pyretrieve.json_double(double precision) TO pyretrieve_reader;
-SET LOCAL ROLE pyretrieve_owner;
-SET LOCAL ROLE pyretrieve_owner;
-CREATE OR REPLACE FUNCTION pyretrieve.iso_utc(p_value timestamp with time zone)
- RETURNS text
- LANGUAGE sql
- STABLE PARALLEL SAFE STRICT
- SET search_path TO 'pg_catalog', 'pg_temp'
-BEGIN ATOMIC
- SELECT to_char((p_value AT TIME ZONE 'UTC'::text), 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'::text) AS to_char;
-END;
-COMMENT ON FUNCTION pyretrieve.iso_utc(timestamp with time zone) IS 'A timestamp in ISO 8601, in UTC, with microseconds and a Z suffix: how explanations render times.';
-REVOKE ALL ON FUNCTION pyretrieve.iso_utc(timestamp with time zone) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION pyretrieve.iso_utc(timestamp with time zone) TO pyretrieve_reader;
-SET LOCAL ROLE pyretrieve_owner;
-SET LOCAL ROLE pyretrieve_api;
-CREATE OR REPLACE FUNCTION pyretrieve.tool_entries(p_decision uuid, p_ids uuid[])
- RETURNS TABLE(fragment_id uuid, name text, schema_version integer, operation text, tags text[], server text, schema_chars integer)
- LANGUAGE plpgsql
- STABLE SECURITY DEFINER
- SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$
-#variable_conflict use_column
-DECLARE
-    d pyretrieve.decisions := pyretrieve.require_decision(p_decision);
-BEGIN
-    IF p_ids IS NULL OR cardinality(p_ids) > 1000 THEN
-        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'between 0 and 1000 ids';
-    END IF;
-    RETURN QUERY
-    SELECT t.fragment_id, t.name, t.schema_version, t.operation, t.tags, t.server,
-           length(t.schema::text)
-      FROM unnest(p_ids) AS u(id)
-      JOIN pyretrieve.tools t ON t.workspace_id = d.workspace_id AND t.fragment_id = u.id
-      JOIN pyretrieve.fragments f ON f.workspace_id = t.workspace_id AND f.fragment_id = t.fragment_id
-     WHERE t.project_id = d.project_id AND f.project_id = d.project_id
-       AND f.state = 'active'
-       AND f.classification <= d.ceiling AND t.classification <= d.ceiling
-       AND f.observed_at <= d.evaluated_at
-       AND (d.max_age IS NULL OR f.observed_at >= d.evaluated_at - d.max_age)
-       AND (f.expires_at IS NULL OR f.expires_at > d.evaluated_at)
-     ORDER BY t.fragment_id;
-END;
-$function$;
-COMMENT ON FUNCTION pyretrieve.tool_entries(uuid,uuid[]) IS 'The tool metadata (name, schema version, operation family, tags, server, schema size in characters; not the schema) of the given fragment ids that are tools the transaction''s decision admits; absent and invisible ids are left out alike. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
-REVOKE ALL ON FUNCTION pyretrieve.tool_entries(uuid,uuid[]) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION pyretrieve.tool_entries(uuid,uuid[]) TO pyretrieve_reader;
-SET LOCAL ROLE pyretrieve_owner;
-SET LOCAL ROLE pyretrieve_api;
-CREATE OR REPLACE FUNCTION pyretrieve.tool_schemas(p_decision uuid, p_ids uuid[])
- RETURNS TABLE(fragment_id uuid, name text, schema_version integer, schema jsonb)
- LANGUAGE plpgsql
- STABLE SECURITY DEFINER
- SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$
-#variable_conflict use_column
-DECLARE
-    d pyretrieve.decisions := pyretrieve.require_decision(p_decision);
-BEGIN
-    IF p_ids IS NULL OR cardinality(p_ids) > 1000 THEN
-        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'between 0 and 1000 ids';
-    END IF;
-    RETURN QUERY
-    SELECT t.fragment_id, t.name, t.schema_version, t.schema
-      FROM unnest(p_ids) AS u(id)
-      JOIN pyretrieve.tools t ON t.workspace_id = d.workspace_id AND t.fragment_id = u.id
-      JOIN pyretrieve.fragments f ON f.workspace_id = t.workspace_id AND f.fragment_id = t.fragment_id
-     WHERE t.project_id = d.project_id AND f.project_id = d.project_id
-       AND f.state = 'active'
-       AND f.classification <= d.ceiling AND t.classification <= d.ceiling
-       AND f.observed_at <= d.evaluated_at
-       AND (d.max_age IS NULL OR f.observed_at >= d.evaluated_at - d.max_age)
-       AND (f.expires_at IS NULL OR f.expires_at > d.evaluated_at)
-     ORDER BY t.fragment_id;
-END;
-$function$;
-COMMENT ON FUNCTION pyretrieve.tool_schemas(uuid,uuid[]) IS 'The JSON schemas of the given fragment ids that are tools the transaction''s decision admits (active, in scope, at or below the ceiling, fresh, not expired); absent and invisible ids are left out alike. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
-REVOKE ALL ON FUNCTION pyretrieve.tool_schemas(uuid,uuid[]) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION pyretrieve.tool_schemas(uuid,uuid[]) TO pyretrieve_reader;
-SET LOCAL ROLE pyretrieve_owner;
 
-UPDATE pyretrieve.installation SET schema_version = '0006';
+UPDATE pyretrieve.installation SET schema_version = '0007';
 
-RESET ROLE;
--- By hand: the grants to pyretrieve_api that 0007 added (CREATE OR REPLACE keeps a
--- function's privileges, so re-creating the 0006 definitions does not remove them).
-SET LOCAL ROLE pyretrieve_owner;
-REVOKE EXECUTE ON FUNCTION
-    pyretrieve.search(text,text,text,text,public.vector,text,integer,text,double precision,double precision,text),
-    pyretrieve.json_double(double precision), pyretrieve.iso_utc(timestamp with time zone)
-    FROM pyretrieve_api;
 RESET ROLE;
 REVOKE CREATE ON SCHEMA pyretrieve FROM pyretrieve_api;

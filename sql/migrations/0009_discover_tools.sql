@@ -1,11 +1,10 @@
--- pyretrieve migration 0007: discover_tools
+-- pyretrieve migration 0009: discover_tools
 -- Drafted by `python -m pyretrieve.db.draft` from a catalog diff; reviewed by hand.
 --
 -- Functions only (no table change, no data move): pyretrieve.discover_tools and its helpers
 -- (operation and stop words, words, entity words, asked operations, rollout bucket, K of a
 -- policy); tool_entries and tool_schemas read the ids by key; search, json_double and iso_utc
 -- re-created for their new EXECUTE grant to pyretrieve_api, which discover_tools runs as.
--- Re-draft after renumbering.
 
 -- pyretrieve_api creates the functions it owns while the migration runs.
 GRANT USAGE, CREATE ON SCHEMA pyretrieve TO pyretrieve_api;
@@ -41,7 +40,7 @@ REVOKE ALL ON FUNCTION pyretrieve.iso_utc(timestamp with time zone) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION pyretrieve.iso_utc(timestamp with time zone) TO pyretrieve_api, pyretrieve_reader;
 SET LOCAL ROLE pyretrieve_owner;
 SET LOCAL ROLE pyretrieve_owner;
-CREATE OR REPLACE FUNCTION pyretrieve.search(p_workspace text, p_project text, p_purpose text, p_query text, p_embedding public.vector DEFAULT NULL::public.vector, p_model text DEFAULT NULL::text, p_limit integer DEFAULT 10, p_mode text DEFAULT 'hybrid'::text, p_lexical_weight double precision DEFAULT 1.0, p_vector_weight double precision DEFAULT 1.0, p_ranking text DEFAULT 'bm25'::text)
+CREATE OR REPLACE FUNCTION pyretrieve.search(p_workspace text, p_project text, p_purpose text, p_query text, p_embedding public.vector DEFAULT NULL::public.vector, p_model text DEFAULT NULL::text, p_limit integer DEFAULT 10, p_mode text DEFAULT 'hybrid'::text, p_lexical_weight double precision DEFAULT 1.0, p_vector_weight double precision DEFAULT 1.0, p_ranking text DEFAULT 'bm25'::text, p_semantic text DEFAULT 'optional'::text, p_candidate_limit integer DEFAULT NULL::integer)
  RETURNS TABLE(rank integer, fragment_id uuid, content_digest bytea, body text, final_score double precision, rrf_score double precision, freshness double precision, confidence double precision, explanation jsonb)
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -61,37 +60,58 @@ DECLARE
     v_ideal double precision := 0.0;
     v_factor double precision;
     v_stale integer;
+    v_per_leg integer;
 BEGIN
+    -- The client's checks (pyretrieve.client.build_request), each refused alike (PR010).
+    IF p_query IS NULL OR length(p_query) NOT BETWEEN 1 AND 4096 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'query must be 1 to 4096 characters';
+    END IF;
     IF p_mode IS NULL OR p_mode NOT IN ('hybrid', 'lexical', 'vector') THEN
         RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'mode must be hybrid, lexical or vector';
+    END IF;
+    IF p_semantic IS NULL OR p_semantic NOT IN ('optional', 'required', 'disabled') THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'semantic must be optional, required or disabled';
+    END IF;
+    IF p_ranking IS NULL OR p_ranking NOT IN ('bm25', 'ts_rank') THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'ranking must be bm25 or ts_rank';
+    END IF;
+    IF p_mode = 'vector' AND p_semantic = 'disabled' THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'vector mode needs semantic retrieval';
+    END IF;
+    IF p_candidate_limit IS NOT NULL AND p_candidate_limit NOT BETWEEN 1 AND 1000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'candidate limit must be between 1 and 1000';
+    END IF;
+    IF p_model IS NOT NULL AND length(p_model) NOT BETWEEN 1 AND 128 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'invalid model id';
     END IF;
     IF p_lexical_weight IS NULL OR p_vector_weight IS NULL
        OR NOT (p_lexical_weight >= 0 AND p_lexical_weight <= 1000)
        OR NOT (p_vector_weight >= 0 AND p_vector_weight <= 1000) THEN
         RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'weights must be between 0 and 1000';
     END IF;
-    IF p_query IS NULL OR length(p_query) NOT BETWEEN 1 AND 4096 THEN
-        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'query must be 1 to 4096 characters';
-    END IF;
-    v_wants_vector := p_mode <> 'lexical';
+    v_wants_vector := p_mode <> 'lexical' AND p_semantic <> 'disabled';
     IF v_wants_vector AND p_embedding IS NOT NULL THEN
         v_embedding_digest := pyretrieve.embedding_digest(p_embedding);
     END IF;
-    -- The client's rule (pyretrieve.contract.semantic_intent) for semantic => 'optional'.
+    -- The client's rule (pyretrieve.contract.semantic_intent).
     v_intent := CASE WHEN NOT v_wants_vector THEN 'disabled'
-                     WHEN p_mode = 'vector' THEN 'required' ELSE 'optional' END;
+                     WHEN p_mode = 'vector' OR p_semantic = 'required' THEN 'required'
+                     ELSE 'optional' END;
 
     -- 1. Policy.
     SELECT * INTO d FROM pyretrieve.authorize(
         p_workspace => p_workspace, p_project => p_project, p_purpose => p_purpose,
         p_query_digest => pyretrieve.content_digest(p_query), p_semantic_intent => v_intent,
         p_embedding_digest => v_embedding_digest, p_requested_limit => p_limit);
-    v_required := p_mode = 'vector' OR d.semantic_policy = 'required';
+    -- Required by the request (its intent: lexical mode wants no semantic leg at all, so it
+    -- requires none) or by the grant.
+    v_required := v_intent = 'required' OR d.semantic_policy = 'required';
+    v_per_leg := least(d.candidate_limit, coalesce(p_candidate_limit, d.candidate_limit));
 
     -- 2. Lexical candidates (a failure here is a hard error).
     IF p_mode <> 'vector' THEN
         SELECT coalesce(jsonb_agg(to_jsonb(c) ORDER BY c.rank), '[]'::jsonb) INTO v_lexical
-          FROM pyretrieve.lexical_candidates(d.decision_id, p_query, d.candidate_limit, p_ranking) c;
+          FROM pyretrieve.lexical_candidates(d.decision_id, p_query, v_per_leg, p_ranking) c;
         v_ideal := v_ideal + p_lexical_weight / 61.0::double precision;
     END IF;
 
@@ -117,7 +137,7 @@ BEGIN
                    count(*) FILTER (WHERE c.source_digest <> c.content_digest
                                        OR c.vector_generation < c.lexical_generation)
               INTO v_vector, v_stale
-              FROM pyretrieve.vector_candidates(d.decision_id, p_model, p_embedding, d.candidate_limit) c;
+              FROM pyretrieve.vector_candidates(d.decision_id, p_model, p_embedding, v_per_leg) c;
             IF v_stale > 0 THEN
                 v_status := 'degraded';
                 v_reason := 'stale';
@@ -136,6 +156,12 @@ BEGIN
             WHEN SQLSTATE 'PR011' THEN
                 v_status := 'degraded'; v_reason := 'corrupt';
                 v_evidence := jsonb_build_object('model', p_model, 'cause', 'invalid_embedding');
+            -- Any other failure of the leg (OTHERS leaves out query_canceled: a cancel or a
+            -- statement_timeout ends the whole call, which is one statement).
+            WHEN OTHERS THEN
+                v_status := 'degraded'; v_reason := 'unavailable';
+                v_evidence := jsonb_build_object(
+                    'model', p_model, 'cause', pyretrieve.error_code(SQLSTATE, SQLERRM));
         END;
     END IF;
     IF v_required AND v_status IS DISTINCT FROM 'used' THEN
@@ -243,9 +269,9 @@ BEGIN
      ORDER BY t.fused_rank;
 END;
 $function$;
-COMMENT ON FUNCTION pyretrieve.search(text,text,text,text,public.vector,text,integer,text,double precision,double precision,text) IS 'One fused, explained search: authorize, lexical candidates (BM25 by default, p_ranking ''ts_rank'' for comparison), vector candidates (when the mode and the grant''s semantic policy allow and an embedding and model are given), then weighted Reciprocal Rank Fusion (w / (60 + rank), 1-based ranks, k = 60, weights default 1.0, a missing modality contributes 0), a freshness factor within the grant''s max_age, a total order (final score, RRF score, content digest, fragment id), confidence and a jsonb explanation per result: the document the Python ranker builds (fused rank, decision, fragment, content, provenance, modalities, rrf, freshness, scores, tie-break, generations, semantic status, semantic query digest), whose canonical JSON is byte-identical to the client''s. Same order as the Python client. Raises PR001 on deny and PR030 when semantic retrieval is required but unavailable.';
-REVOKE ALL ON FUNCTION pyretrieve.search(text,text,text,text,public.vector,text,integer,text,double precision,double precision,text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION pyretrieve.search(text,text,text,text,public.vector,text,integer,text,double precision,double precision,text) TO pyretrieve_api, pyretrieve_reader;
+COMMENT ON FUNCTION pyretrieve.search(text,text,text,text,public.vector,text,integer,text,double precision,double precision,text,text,integer) IS 'One fused, explained search, the Python client''s request path in one call: authorize (recording the semantic intent of p_mode and p_semantic, ''optional'', ''required'' or ''disabled'', as the client does), lexical candidates (BM25 by default, p_ranking ''ts_rank'' for comparison), vector candidates (when the mode, p_semantic and the grant''s semantic policy allow and an embedding and model are given; a failed leg degrades, naming the cause the client names), each leg capped at p_candidate_limit within the decision''s candidate limit, then weighted Reciprocal Rank Fusion (w / (60 + rank), 1-based ranks, k = 60, weights default 1.0, a missing modality contributes 0), a freshness factor within the grant''s max_age, a total order (final score, RRF score, content digest, fragment id), confidence and a jsonb explanation per result: the document the Python ranker builds (fused rank, decision, fragment, content, provenance, modalities, rrf, freshness, scores, tie-break, generations, semantic status, semantic query digest), whose canonical JSON is byte-identical to the client''s. Same order as the Python client. Raises PR001 on deny, PR010 for the arguments the client refuses, and PR030 when semantic retrieval is required (by p_mode, p_semantic or the grant) but unavailable.';
+REVOKE ALL ON FUNCTION pyretrieve.search(text,text,text,text,public.vector,text,integer,text,double precision,double precision,text,text,integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pyretrieve.search(text,text,text,text,public.vector,text,integer,text,double precision,double precision,text,text,integer) TO pyretrieve_api, pyretrieve_reader;
 SET LOCAL ROLE pyretrieve_owner;
 SET LOCAL ROLE pyretrieve_api;
 CREATE OR REPLACE FUNCTION pyretrieve.tool_entries(p_decision uuid, p_ids uuid[])
@@ -505,6 +531,7 @@ CREATE OR REPLACE FUNCTION pyretrieve.discover_tools(p_workspace text, p_project
 AS $function$
 DECLARE
     c_pool constant integer := 48;
+    c_candidates constant integer := 100;
     c_formula constant text := 'normalized = fused / ideal fused score (1-based RRF, k = 60); '
                                'adjusted = normalized * product of penalty factors';
     v_policy text := coalesce(p_policy, 'near');
@@ -551,7 +578,8 @@ BEGIN
                              p_purpose => p_purpose, p_query => p_query,
                              p_embedding => p_embedding, p_model => p_model, p_limit => c_pool,
                              p_mode => p_mode, p_lexical_weight => p_lexical_weight,
-                             p_vector_weight => p_vector_weight) s;
+                             p_vector_weight => p_vector_weight,
+                             p_candidate_limit => c_candidates) s;
     SELECT * INTO STRICT d FROM pyretrieve.bound_decision();
     d := pyretrieve.require_decision(d.decision_id);
 
@@ -709,7 +737,7 @@ REVOKE ALL ON FUNCTION pyretrieve.discover_tools(text,text,text,text,public.vect
 GRANT EXECUTE ON FUNCTION pyretrieve.discover_tools(text,text,text,text,public.vector,text,text,text,double precision,double precision,boolean,boolean,boolean) TO pyretrieve_reader;
 SET LOCAL ROLE pyretrieve_owner;
 
-UPDATE pyretrieve.installation SET schema_version = '0007';
+UPDATE pyretrieve.installation SET schema_version = '0009';
 
 RESET ROLE;
 REVOKE CREATE ON SCHEMA pyretrieve FROM pyretrieve_api;
