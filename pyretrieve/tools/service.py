@@ -18,7 +18,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
@@ -43,7 +43,7 @@ from pyretrieve.types import Scope, SearchResult, Weights
 from pyretrieve.vectors import canonical_embedding, to_pgvector_text
 
 if TYPE_CHECKING:
-    from pyretrieve.client import Retriever
+    from pyretrieve.client import AsyncRetriever, Retriever
 
 CLASSIFICATIONS = ("public", "internal", "confidential", "restricted")
 MAX_RETRIES = 1
@@ -357,6 +357,16 @@ def discovery_request(
     )
 
 
+@dataclass(frozen=True, kw_only=True)
+class _Options:
+    """How a discovery picks its tools (``discover``'s keyword arguments after the search's)."""
+
+    policy: str | None = None
+    protect: bool = True
+    adaptive: bool | None = None
+    master: bool = True
+
+
 def discover(
     retriever: Retriever,
     query: str,
@@ -371,22 +381,65 @@ def discover(
     master: bool = True,
     weights: Weights | None = None,
 ) -> Discovery:
-    policy = _check_policy(policy)
     request = discovery_request(
         query, scope=scope, mode=mode, model=model, embedding=embedding, weights=weights
     )
+    options = _Options(policy=policy, protect=protect, adaptive=adaptive, master=master)
+    then, attributes = _discovery(request, options)
+    with telemetry.span("discover_tools", **attributes) as span:
+        discovery: Discovery = retriever._execute(request, then)
+        _discovered(span, discovery)
+    return discovery
+
+
+async def adiscover(
+    retriever: AsyncRetriever,
+    query: str,
+    *,
+    scope: Scope,
+    policy: str | None = None,
+    mode: str = "hybrid",
+    model: str | None = None,
+    embedding: Sequence[float] | NDArray[np.floating] | None = None,
+    protect: bool = True,
+    adaptive: bool | None = None,
+    master: bool = True,
+    weights: Weights | None = None,
+) -> Discovery:
+    """:func:`discover`, awaited: the same steps on an async connection or pool."""
+    request = discovery_request(
+        query, scope=scope, mode=mode, model=model, embedding=embedding, weights=weights
+    )
+    options = _Options(policy=policy, protect=protect, adaptive=adaptive, master=master)
+    then, attributes = _discovery(request, options)
+    with telemetry.span("discover_tools", **attributes) as span:
+        discovery: Discovery = await retriever._aexecute(request, then)
+        _discovered(span, discovery)
+    return discovery
+
+
+def _discovery(
+    request: SearchRequest, options: _Options
+) -> tuple[Callable[[SearchResult], Steps[Discovery]], dict[str, Any]]:
+    # The policy is checked before anything is sent.
+    policy = _check_policy(options.policy)
 
     def then(result: SearchResult) -> Steps[Discovery]:
         return select_tools(
-            result, request, policy=policy, protect=protect, adaptive=adaptive, master=master
+            result,
+            request,
+            policy=policy,
+            protect=options.protect,
+            adaptive=options.adaptive,
+            master=options.master,
         )
 
-    attributes = {**telemetry.request_attributes(request), "policy": policy}
-    with telemetry.span("discover_tools", **attributes) as span:
-        discovery: Discovery = retriever._execute(request, then)
-        span.set(**telemetry.discovery_attributes(discovery))
-        _discovery_events(discovery)
-    return discovery
+    return then, {**telemetry.request_attributes(request), "policy": policy}
+
+
+def _discovered(span: telemetry.Span, discovery: Discovery) -> None:
+    span.set(**telemetry.discovery_attributes(discovery))
+    _discovery_events(discovery)
 
 
 def _check_policy(policy: str | None) -> str:
@@ -570,20 +623,36 @@ def rediscover(
     retriever: Retriever, name: str, *, scope: Scope, session: ToolSession
 ) -> Rediscovery:
     with telemetry.span("rediscover_tool", **telemetry.scope_attributes(scope)) as span:
-        outcome = _rediscover(retriever, name, scope=scope, session=session)
-        span.set(outcome=outcome.status, retries=session.retries)
-        events.emit(
-            "tool_rediscovery",
-            name_digest=events.digest(name) if isinstance(name, str) else None,
-            outcome=outcome.status,
-            retries=session.retries,
-        )
+        outcome = _precheck(name, session)
+        if outcome is None:
+            try:
+                row = retriever._run(_tool_by_name(name, scope))
+            except AccessDenied:
+                row = None
+            outcome = _queue(row, name, session)
+        _rediscovered(span, outcome, name, session)
     return outcome
 
 
-def _rediscover(
-    retriever: Retriever, name: str, *, scope: Scope, session: ToolSession
+async def arediscover(
+    retriever: AsyncRetriever, name: str, *, scope: Scope, session: ToolSession
 ) -> Rediscovery:
+    """:func:`rediscover`, awaited: the same steps on an async connection or pool."""
+    with telemetry.span("rediscover_tool", **telemetry.scope_attributes(scope)) as span:
+        outcome = _precheck(name, session)
+        if outcome is None:
+            try:
+                row = await retriever._arun(_tool_by_name(name, scope))
+            except AccessDenied:
+                row = None
+            outcome = _queue(row, name, session)
+        _rediscovered(span, outcome, name, session)
+    return outcome
+
+
+def _precheck(name: str, session: ToolSession) -> Rediscovery | None:
+    """The outcome decided without the database, or None when the name must be looked up
+    (which spends the request's one retry)."""
     if isinstance(name, str) and name in session.offered:
         return Rediscovery(status="already_offered", message="tool already offered")
     if session.retries >= MAX_RETRIES:
@@ -591,29 +660,41 @@ def _rediscover(
     session.retries += 1
     if not isinstance(name, str) or not NAME_RE.match(name):
         return REJECTED
-    request = build_request(name, scope=scope, mode="lexical", semantic="disabled", limit=1)
-    from pyretrieve.db.session import principal_transaction
+    return None
 
-    try:
-        with (
-            principal_transaction(
-                retriever._source, retriever._principal, needs="a request", privileged_ok=False
-            ) as conn,
-            conn.cursor(row_factory=dict_row) as cur,
-        ):
-            decision = cur.execute(
-                queries.AUTHORIZE,
-                (scope.workspace, scope.project, scope.purpose, request.query_digest, *_NO_VECTOR),
-            ).fetchone()
-            assert decision is not None
-            row = cur.execute(
-                queries.TOOL_BY_NAME,
-                (decision["decision_id"], name),
-            ).fetchone()
-    except AccessDenied:
-        return REJECTED
-    except psycopg.Error as exc:
-        raise translate(exc) from None
+
+def _tool_by_name(name: str, scope: Scope) -> Steps[Row | None]:
+    # A new transaction, so a new authorization, lexical only: the name is the query.
+    request = build_request(name, scope=scope, mode="lexical", semantic="disabled", limit=1)
+    decision = _rows(
+        (
+            yield Call(
+                step="authorize",
+                query=queries.AUTHORIZE,
+                params=(
+                    scope.workspace,
+                    scope.project,
+                    scope.purpose,
+                    request.query_digest,
+                    *_NO_VECTOR,
+                ),
+            )
+        )
+    )[0]
+    found = _rows(
+        (
+            yield Call(
+                step="tool_by_name",
+                query=queries.TOOL_BY_NAME,
+                params=(decision["decision_id"], name),
+            )
+        )
+    )
+    return found[0] if found else None
+
+
+def _queue(row: Row | None, name: str, session: ToolSession) -> Rediscovery:
+    # Unauthorised and absent are one and the same rejection.
     if row is None:
         return REJECTED
     session.pending.append(row["schema"])
@@ -622,4 +703,16 @@ def _rediscover(
         status="queued",
         message="schema queued for the next round",
         schema_version=row["schema_version"],
+    )
+
+
+def _rediscovered(
+    span: telemetry.Span, outcome: Rediscovery, name: str, session: ToolSession
+) -> None:
+    span.set(outcome=outcome.status, retries=session.retries)
+    events.emit(
+        "tool_rediscovery",
+        name_digest=events.digest(name) if isinstance(name, str) else None,
+        outcome=outcome.status,
+        retries=session.retries,
     )
