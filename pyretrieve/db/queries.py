@@ -1,0 +1,83 @@
+"""Named SQL statements of the package, grouped by the module that runs them.
+
+Every statement calls the SQL API (principals hold no table privilege): the functions bind
+the scope and check the caller's grants themselves, so nothing here widens access.
+"""
+
+from __future__ import annotations
+
+# --- ingest ---------------------------------------------------------------------------------
+# pyretrieve.ingest: the writer's look-ups, the row-by-row path (one function call per record)
+# and the bulk path (COPY into a staging table of the writer's own, then one set-based call per
+# batch).
+
+# Bind this transaction's write scope; returns the writer's ceiling there.
+INGEST_BIND_WRITE_SCOPE = "SELECT pyretrieve.bind_write_scope(%s, %s)::text"
+
+INGEST_MODEL_DIMENSION = "SELECT m.dimension FROM pyretrieve.list_models() m WHERE m.model_id = %s"
+
+# The active fragments of the given source uris (one index probe per key).
+INGEST_ACTIVE_SOURCES = """
+SELECT source_uri, fragment_id, content_digest, classification::text
+  FROM pyretrieve.active_sources(p_workspace => %s, p_project => %s, p_uris => %s::text[])
+"""
+
+# One statement per batch. The functions run once per row in the order of the arrays; each
+# binds the write scope and checks the writer's grant itself.
+INGEST_WRITE_ROWS = """
+SELECT t.i,
+       CASE WHEN t.old IS NULL THEN
+           pyretrieve.put_fragment(
+               p_workspace => %(ws)s, p_project => %(pj)s, p_body => t.body,
+               p_classification => t.cls::pyretrieve.classification,
+               p_observed_at => t.obs, p_expires_at => t.exp, p_source_uri => t.uri,
+               p_source_revision => t.rev, p_manifest_id => t.man)
+       ELSE
+           pyretrieve.supersede_fragment(
+               p_workspace => %(ws)s, p_project => %(pj)s, p_fragment_id => t.old,
+               p_body => t.body, p_classification => t.cls::pyretrieve.classification,
+               p_observed_at => t.obs, p_expires_at => t.exp, p_source_uri => t.uri,
+               p_source_revision => t.rev, p_manifest_id => t.man)
+       END
+  FROM unnest(%(i)s::integer[], %(old)s::uuid[], %(body)s::text[], %(cls)s::text[],
+              %(obs)s::timestamptz[], %(exp)s::timestamptz[], %(uri)s::text[],
+              %(rev)s::text[], %(man)s::text[])
+       AS t(i, old, body, cls, obs, exp, uri, rev, man)
+"""
+
+# Fragments created by this transaction (rather than found active with the same content).
+INGEST_CREATED_NOW = """
+SELECT fragment_id
+  FROM pyretrieve.created_now(p_workspace => %s, p_project => %s, p_ids => %s::uuid[])
+"""
+
+INGEST_EMBEDDINGS_NEEDED = """
+SELECT fragment_id, content_digest, missing
+  FROM pyretrieve.embeddings_needed(p_workspace => %s, p_project => %s, p_model => %s,
+                                    p_ids => %s::uuid[])
+"""
+
+INGEST_PUT_EMBEDDINGS = """
+SELECT pyretrieve.put_embedding(
+           p_workspace => %s, p_project => %s, p_fragment_id => t.id, p_model => %s,
+           p_embedding => t.v, p_source_digest => t.d)
+  FROM unnest(%s::uuid[], %s::public.vector[], %s::bytea[]) AS t(id, v, d)
+"""
+
+INGEST_STALE = """
+SELECT fragment_id, body, content_digest, missing
+  FROM pyretrieve.stale_embeddings(p_workspace => %s, p_project => %s, p_model => %s,
+                                   p_after => %s, p_limit => %s)
+"""
+
+INGEST_COUNT_STALE = "SELECT count(*) FROM (" + INGEST_STALE + ") s"
+
+INGEST_ACTIVE_LIKE = """
+SELECT fragment_id, source_uri
+  FROM pyretrieve.active_sources_like(p_workspace => %s, p_project => %s,
+                                      p_patterns => %s::text[])
+"""
+
+INGEST_RETRACT = """
+SELECT pyretrieve.retract_fragment(%s, %s, t.id) FROM unnest(%s::uuid[]) AS t(id)
+"""

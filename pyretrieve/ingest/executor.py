@@ -1,0 +1,299 @@
+"""The database side of ingestion: how a planned batch reaches the SQL API.
+
+Two writers carry out the same :class:`~pyretrieve.ingest.plan.BatchPlan`:
+
+* :class:`RowWriter`, one function call per record (``put_fragment`` /
+  ``supersede_fragment`` / ``put_embedding``), the reference the bulk path is compared with;
+* :class:`BulkWriter`, the default: the batch's rows are copied (``COPY``) into a temporary
+  staging table the writer creates in its own transaction, and one set-based call
+  (``pyretrieve.ingest_batch``) writes them. The staging table is the caller's: the function
+  receives its rows as one array value built in the caller's own context, and never reads a
+  table of the caller's by name.
+
+Both run inside the caller's transaction (one per batch), with the write scope bound; an
+error leaves the batch wholly absent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, cast
+from uuid import UUID
+
+import numpy as np
+from numpy.typing import NDArray
+from psycopg import Cursor
+from psycopg.rows import TupleRow
+from psycopg.types import TypeInfo
+
+from pyretrieve.db import queries
+from pyretrieve.embedders import Embedder
+from pyretrieve.errors import (
+    IntegrityViolation,
+    InternalError,
+    InvalidEmbedding,
+    PyretrieveError,
+)
+from pyretrieve.ingest.plan import (
+    BatchPlan,
+    Existing,
+    Outcome,
+    Step,
+    like_prefix,
+    select_surplus,
+)
+from pyretrieve.ingest.records import body_digest
+from pyretrieve.vectors import canonical_embedding
+
+__all__ = ["BatchWriter", "RowWriter", "embed_bodies", "retract", "retract_surplus"]
+
+Vector = NDArray[np.float32]
+
+
+class BatchWriter(Protocol):
+    """How one planned batch is looked up and written, inside the caller's transaction."""
+
+    def lookup(
+        self,
+        cur: Cursor[TupleRow],
+        workspace: str,
+        project: str,
+        uris: Sequence[str],
+        model: str | None,
+    ) -> list[Existing]:
+        """The active fragments under ``uris`` (with embedding state for ``model`` if the
+        writer can report it)."""
+        ...
+
+    def apply(
+        self,
+        cur: Cursor[TupleRow],
+        workspace: str,
+        project: str,
+        plan: BatchPlan,
+        embedder: Embedder | None,
+    ) -> list[Outcome]:
+        """Write the plan's steps; one outcome per written step that has a fragment."""
+        ...
+
+    def store_embeddings(
+        self,
+        cur: Cursor[TupleRow],
+        workspace: str,
+        project: str,
+        embedder: Embedder,
+        items: Sequence[tuple[UUID, str]],
+    ) -> int:
+        """Embed (fragment id, body) items and store the vectors; returns how many."""
+        ...
+
+
+def embed_bodies(embedder: Embedder, bodies: Sequence[str]) -> list[Vector]:
+    """The embedder's vectors for ``bodies``, checked and in canonical float32 form."""
+    if not bodies:
+        return []
+    try:
+        raw = embedder.embed_documents(list(bodies))
+    except PyretrieveError:
+        raise
+    except Exception as exc:
+        # The embedder is outside our control and its message may quote the text.
+        raise InternalError(
+            f"embedder {embedder.model_id!r} failed ({type(exc).__name__})"
+        ) from None
+    if len(raw) != len(bodies):
+        raise InvalidEmbedding("the embedder returned a different number of vectors")
+    vectors: list[Vector] = []
+    for values in raw:
+        vector = canonical_embedding(values)
+        if vector.shape[0] != embedder.dimension:
+            raise InvalidEmbedding("the embedder returned a vector of the wrong dimension")
+        vectors.append(vector)
+    return vectors
+
+
+class _Vectors:
+    """pgvector's binary adapters, registered on one cursor at a time: the caller's
+    connection keeps its own adapters."""
+
+    def __init__(self) -> None:
+        self.info: TypeInfo | None = None
+
+    def use(self, cur: Cursor[TupleRow]) -> TypeInfo:
+        from pgvector.psycopg.vector import register_vector_info
+
+        if self.info is None:
+            self.info = TypeInfo.fetch(cur.connection, "public.vector")
+        if self.info is None:
+            raise InternalError("the vector type is missing from the database")
+        register_vector_info(cast(Any, cur), self.info)
+        return self.info
+
+
+def retract(cur: Cursor[TupleRow], workspace: str, project: str, ids: Sequence[UUID]) -> None:
+    """Retract active fragments by id (each must be visible to the write scope)."""
+    if ids:
+        cur.execute(queries.INGEST_RETRACT, (workspace, project, list(ids)))
+
+
+def retract_surplus(cur: Cursor[TupleRow], workspace: str, project: str, plan: BatchPlan) -> int:
+    """Retract the positions of shrunk text files above their new count."""
+    if not plan.probes:
+        return 0
+    limits = dict(plan.probes.values())
+    found = cur.execute(
+        queries.INGEST_ACTIVE_LIKE, (workspace, project, [like_prefix(p) for p in limits])
+    ).fetchall()
+    surplus = select_surplus(((fid, str(uri)) for fid, uri in found), limits)
+    retract(cur, workspace, project, surplus)
+    return len(surplus)
+
+
+# ---------------------------------------------------------------------------------------------
+# One call per record
+# ---------------------------------------------------------------------------------------------
+
+
+class RowWriter:
+    """One SQL API call per record and per embedding: the reference path."""
+
+    def __init__(self) -> None:
+        self._vectors = _Vectors()
+
+    def lookup(
+        self,
+        cur: Cursor[TupleRow],
+        workspace: str,
+        project: str,
+        uris: Sequence[str],
+        model: str | None,
+    ) -> list[Existing]:
+        rows = cur.execute(queries.INGEST_ACTIVE_SOURCES, (workspace, project, list(uris)))
+        return [
+            Existing(
+                source_uri=str(uri),
+                fragment_id=fid,
+                content_digest=bytes(digest),
+                classification=str(cls),
+            )
+            for uri, fid, digest, cls in rows.fetchall()
+        ]
+
+    def apply(
+        self,
+        cur: Cursor[TupleRow],
+        workspace: str,
+        project: str,
+        plan: BatchPlan,
+        embedder: Embedder | None,
+    ) -> list[Outcome]:
+        ids: dict[int, UUID] = {}
+        rows: list[tuple[int, UUID | None, Step]] = []
+        for step in plan.steps:
+            if step.keep is not None:
+                ids[step.index] = step.keep
+            if step.action == "insert":
+                rows.append((step.index, None, step))
+            else:
+                # Superseding by the same content returns the kept fragment.
+                rows.extend((step.index, old, step) for old in step.replaces)
+        if rows:
+            for index, fid in cur.execute(
+                queries.INGEST_WRITE_ROWS, _row_params(workspace, project, rows)
+            ).fetchall():
+                ids[int(index)] = fid
+        inserts = [s.index for s in plan.steps if s.action == "insert"]
+        created: set[UUID] = set()
+        if inserts:
+            rows_created = cur.execute(
+                queries.INGEST_CREATED_NOW, (workspace, project, [ids[i] for i in inserts])
+            ).fetchall()
+            created = {fid for (fid,) in rows_created}
+        embedded: set[UUID] = set()
+        if embedder is not None:
+            embedded = self._embed_needed(cur, workspace, project, plan, ids, embedder)
+        outcomes = []
+        marked: set[UUID] = set()
+        for step in plan.steps:
+            fid = ids.get(step.index)
+            if fid is None:
+                continue
+            outcomes.append(
+                Outcome(
+                    index=step.index,
+                    fragment_id=fid,
+                    created=fid in created,
+                    embedded=fid in embedded and fid not in marked,
+                )
+            )
+            if fid in embedded:
+                marked.add(fid)
+        return outcomes
+
+    def _embed_needed(
+        self,
+        cur: Cursor[TupleRow],
+        workspace: str,
+        project: str,
+        plan: BatchPlan,
+        ids: dict[int, UUID],
+        embedder: Embedder,
+    ) -> set[UUID]:
+        bodies: dict[UUID, str] = {}
+        for step in plan.steps:
+            bodies.setdefault(ids[step.index], step.record.body)
+        targets = cur.execute(
+            queries.INGEST_EMBEDDINGS_NEEDED,
+            (workspace, project, embedder.model_id, list(bodies)),
+        ).fetchall()
+        items = []
+        for fid, digest, _missing in targets:
+            if bytes(digest) != body_digest(bodies[fid]):
+                raise IntegrityViolation("digest_mismatch", fragment_id=fid)
+            items.append((fid, bodies[fid]))
+        self.store_embeddings(cur, workspace, project, embedder, items)
+        return {fid for fid, _ in items}
+
+    def store_embeddings(
+        self,
+        cur: Cursor[TupleRow],
+        workspace: str,
+        project: str,
+        embedder: Embedder,
+        items: Sequence[tuple[UUID, str]],
+    ) -> int:
+        if not items:
+            return 0
+        vectors = embed_bodies(embedder, [body for _, body in items])
+        self._vectors.use(cur)
+        cur.execute(
+            queries.INGEST_PUT_EMBEDDINGS,
+            (
+                workspace,
+                project,
+                embedder.model_id,
+                [fid for fid, _ in items],
+                vectors,
+                [body_digest(body) for _, body in items],
+            ),
+        )
+        return len(items)
+
+
+def _row_params(
+    workspace: str, project: str, rows: Sequence[tuple[int, UUID | None, Step]]
+) -> dict[str, Any]:
+    records = [step.record for _, _, step in rows]
+    return {
+        "ws": workspace,
+        "pj": project,
+        "i": [i for i, _, _ in rows],
+        "old": [old for _, old, _ in rows],
+        "body": [r.body for r in records],
+        "cls": [r.classification for r in records],
+        "obs": [r.observed_at for r in records],
+        "exp": [r.expires_at for r in records],
+        "uri": [r.source_uri for r in records],
+        "rev": [r.source_revision for r in records],
+        "man": [r.manifest_id for r in records],
+    }
