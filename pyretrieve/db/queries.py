@@ -81,3 +81,41 @@ SELECT fragment_id, source_uri
 INGEST_RETRACT = """
 SELECT pyretrieve.retract_fragment(%s, %s, t.id) FROM unnest(%s::uuid[]) AS t(id)
 """
+
+# The active fragments of the given source uris, with whether each embedding for the model
+# (or NULL) is current: what a bulk batch is planned from.
+INGEST_STATE = """
+SELECT source_uri, fragment_id, content_digest, classification::text, embedding_current
+  FROM pyretrieve.ingest_state(p_workspace => %s, p_project => %s, p_uris => %s::text[],
+                               p_model => %s)
+"""
+
+# The staging table is the writer's own (created in its transaction, dropped at commit); the
+# rows reach ingest_batch as one array value built here, in the writer's context.
+INGEST_STAGING_CREATE = """
+CREATE TEMPORARY TABLE pyretrieve_ingest_staging (
+    ord integer, source_uri text, body text, classification text, observed_at timestamptz,
+    expires_at timestamptz, source_revision text, manifest_id text, replaces uuid[],
+    keep uuid, embedding public.vector
+) ON COMMIT DROP
+"""
+
+INGEST_STAGING_COPY = """
+COPY pg_temp.pyretrieve_ingest_staging (ord, source_uri, body, classification, observed_at,
+    expires_at, source_revision, manifest_id, replaces, keep, embedding)
+FROM STDIN (FORMAT BINARY)
+"""
+
+INGEST_BATCH = """
+SELECT b.ord, b.fragment_id, b.created, b.embedded
+  FROM pyretrieve.ingest_batch(
+           p_workspace => %s, p_project => %s,
+           p_rows => ARRAY(
+               SELECT ROW(s.ord, s.source_uri, s.body,
+                          s.classification::pyretrieve.classification, s.observed_at,
+                          s.expires_at, s.source_revision, s.manifest_id, s.replaces, s.keep,
+                          s.embedding)::pyretrieve.ingest_row
+                 FROM pg_temp.pyretrieve_ingest_staging s
+                ORDER BY s.ord),
+           p_model => %s) AS b
+"""

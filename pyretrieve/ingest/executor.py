@@ -21,6 +21,7 @@ from typing import Any, Protocol, cast
 from uuid import UUID
 
 import numpy as np
+import psycopg
 from numpy.typing import NDArray
 from psycopg import Cursor
 from psycopg.rows import TupleRow
@@ -29,6 +30,7 @@ from psycopg.types import TypeInfo
 from pyretrieve.db import queries
 from pyretrieve.embedders import Embedder
 from pyretrieve.errors import (
+    AccessDenied,
     IntegrityViolation,
     InternalError,
     InvalidEmbedding,
@@ -45,7 +47,7 @@ from pyretrieve.ingest.plan import (
 from pyretrieve.ingest.records import body_digest
 from pyretrieve.vectors import canonical_embedding
 
-__all__ = ["BatchWriter", "RowWriter", "embed_bodies", "retract", "retract_surplus"]
+__all__ = ["BatchWriter", "BulkWriter", "RowWriter", "embed_bodies", "retract", "retract_surplus"]
 
 Vector = NDArray[np.float32]
 
@@ -297,3 +299,148 @@ def _row_params(
         "rev": [r.source_revision for r in records],
         "man": [r.manifest_id for r in records],
     }
+
+
+# ---------------------------------------------------------------------------------------------
+# COPY into a staging table, one set-based call per batch
+# ---------------------------------------------------------------------------------------------
+
+# The writer's own staging table: created in its transaction (so it is the writer's, whatever
+# principal the pooled session served before) and dropped at commit.
+_STAGING_COLUMNS = (
+    ("ord", "integer"),
+    ("source_uri", "text"),
+    ("body", "text"),
+    ("classification", "text"),
+    ("observed_at", "timestamptz"),
+    ("expires_at", "timestamptz"),
+    ("source_revision", "text"),
+    ("manifest_id", "text"),
+    ("replaces", "uuid[]"),
+    ("keep", "uuid"),
+    ("embedding", "public.vector"),
+)
+
+
+class BulkWriter:
+    """COPY of each batch into a temporary staging table, then ``pyretrieve.ingest_batch``."""
+
+    def __init__(self) -> None:
+        self._vectors = _Vectors()
+
+    def lookup(
+        self,
+        cur: Cursor[TupleRow],
+        workspace: str,
+        project: str,
+        uris: Sequence[str],
+        model: str | None,
+    ) -> list[Existing]:
+        rows = cur.execute(queries.INGEST_STATE, (workspace, project, list(uris), model))
+        return [
+            Existing(
+                source_uri=str(uri),
+                fragment_id=fid,
+                content_digest=bytes(digest),
+                classification=str(cls),
+                embedding_current=current,
+            )
+            for uri, fid, digest, cls, current in rows.fetchall()
+        ]
+
+    def apply(
+        self,
+        cur: Cursor[TupleRow],
+        workspace: str,
+        project: str,
+        plan: BatchPlan,
+        embedder: Embedder | None,
+    ) -> list[Outcome]:
+        steps = plan.writes
+        if not steps:
+            return []
+        vectors: dict[int, Vector] = {}
+        if embedder is not None:
+            wanted = [s for s in steps if s.embed]
+            computed = embed_bodies(embedder, [s.record.body for s in wanted])
+            vectors = {s.index: v for s, v in zip(wanted, computed, strict=True)}
+        rows = [_staging_row(step, vectors.get(step.index)) for step in steps]
+        return self._write(cur, workspace, project, rows, embedder)
+
+    def store_embeddings(
+        self,
+        cur: Cursor[TupleRow],
+        workspace: str,
+        project: str,
+        embedder: Embedder,
+        items: Sequence[tuple[UUID, str]],
+    ) -> int:
+        if not items:
+            return 0
+        vectors = embed_bodies(embedder, [body for _, body in items])
+        rows = [
+            (i, None, None, None, None, None, None, None, None, fid, vector)
+            for i, ((fid, _body), vector) in enumerate(zip(items, vectors, strict=True))
+        ]
+        return sum(o.embedded for o in self._write(cur, workspace, project, rows, embedder))
+
+    def _write(
+        self,
+        cur: Cursor[TupleRow],
+        workspace: str,
+        project: str,
+        rows: Sequence[tuple[Any, ...]],
+        embedder: Embedder | None,
+    ) -> list[Outcome]:
+        info = self._vectors.use(cur)
+        try:
+            cur.execute(queries.INGEST_STAGING_CREATE)
+        except psycopg.errors.InsufficientPrivilege:
+            raise AccessDenied(
+                "bulk ingestion stages each batch in a temporary table of the writer's own and"
+                " needs the TEMPORARY privilege on the database (or use write_path='rows')"
+            ) from None
+        types: list[int | str] = [t for _, t in _STAGING_COLUMNS[:-1]]
+        types.append(info.oid)
+        with cur.copy(queries.INGEST_STAGING_COPY) as copy:
+            copy.set_types(types)
+            for row in rows:
+                copy.write_row(row)
+        model = None if embedder is None else embedder.model_id
+        result = cur.execute(queries.INGEST_BATCH, (workspace, project, model)).fetchall()
+        return [
+            Outcome(index=int(i), fragment_id=fid, created=bool(created), embedded=bool(done))
+            for i, fid, created, done in result
+        ]
+
+
+def _staging_row(step: Step, vector: Vector | None) -> tuple[Any, ...]:
+    record = step.record
+    if step.keep is not None:
+        # A kept fragment carries no content: only what it supersedes and its embedding.
+        return (
+            step.index,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            list(step.replaces),
+            step.keep,
+            vector,
+        )
+    return (
+        step.index,
+        record.source_uri,
+        record.body,
+        record.classification,
+        record.observed_at,
+        record.expires_at,
+        record.source_revision,
+        record.manifest_id,
+        list(step.replaces),
+        None,
+        vector,
+    )

@@ -27,7 +27,13 @@ from pyretrieve.errors import (
     UnknownModel,
 )
 from pyretrieve.ingest.chunking import DEFAULT_MAX_CHARS
-from pyretrieve.ingest.executor import BatchWriter, RowWriter, retract, retract_surplus
+from pyretrieve.ingest.executor import (
+    BatchWriter,
+    BulkWriter,
+    RowWriter,
+    retract,
+    retract_surplus,
+)
 from pyretrieve.ingest.plan import (
     documents_removed,
     like_prefix,
@@ -73,6 +79,8 @@ class _Counts:
 def _writer(path: WritePath) -> BatchWriter:
     if path == "rows":
         return RowWriter()
+    if path == "bulk":
+        return BulkWriter()
     raise InvalidInput("write_path must be 'bulk' or 'rows'")
 
 
@@ -102,7 +110,7 @@ class Ingestor:
         principal: str | None = None,
         embedder: Embedder | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
-        write_path: WritePath = "rows",
+        write_path: WritePath = "bulk",
     ) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise InvalidInput("batch_size must be a positive integer")
@@ -463,7 +471,7 @@ def ingest(
     max_chars: int = DEFAULT_MAX_CHARS,
     source: str | None = None,
     sync: bool = False,
-    write_path: WritePath = "rows",
+    write_path: WritePath = "bulk",
 ) -> IngestReport:
     """One call: ``Ingestor(...).ingest_path(...)``; ``embedder`` may be a model id."""
     if isinstance(embedder, str):

@@ -19,11 +19,13 @@ BEGIN
 END
 $revoke$;
 REVOKE ALL ON TYPE pyretrieve.classification, pyretrieve.fragment_state, pyretrieve.semantic_policy,
-    pyretrieve.identifier FROM PUBLIC;
+    pyretrieve.identifier, pyretrieve.ingest_row FROM PUBLIC;
 
 GRANT USAGE ON SCHEMA pyretrieve TO pyretrieve_reader, pyretrieve_writer, pyretrieve_admin, pyretrieve_api;
 GRANT USAGE ON TYPE pyretrieve.classification, pyretrieve.fragment_state, pyretrieve.semantic_policy,
     pyretrieve.identifier TO pyretrieve_reader, pyretrieve_writer, pyretrieve_admin, pyretrieve_api;
+-- Writers build bulk batches of this type (a staging table of their own, one array value).
+GRANT USAGE ON TYPE pyretrieve.ingest_row TO pyretrieve_writer, pyretrieve_api;
 
 -- What the API functions (and the triggers they fire) read and write, as pyretrieve_api.
 GRANT SELECT ON pyretrieve.installation, pyretrieve.workspaces, pyretrieve.projects,
@@ -112,7 +114,9 @@ GRANT EXECUTE ON FUNCTION
     pyretrieve.active_sources_like(text, text, text[]),
     pyretrieve.created_now(text, text, uuid[]),
     pyretrieve.embeddings_needed(text, text, text, uuid[]),
-    pyretrieve.stale_embeddings(text, text, text, uuid, integer)
+    pyretrieve.stale_embeddings(text, text, text, uuid, integer),
+    pyretrieve.ingest_state(text, text, text[], text),
+    pyretrieve.ingest_batch(text, text, pyretrieve.ingest_row[], text)
     TO pyretrieve_writer;
 GRANT EXECUTE ON FUNCTION
     pyretrieve.create_workspace(text, text),
