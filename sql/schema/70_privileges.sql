@@ -64,7 +64,9 @@ GRANT EXECUTE ON FUNCTION pyretrieve.caller(), pyretrieve.caller_in(name),
     pyretrieve.check_identifier(text, text), pyretrieve.require_decision(uuid),
     pyretrieve.check_embedding(text, public.vector), pyretrieve.require_admin(),
     pyretrieve.scope_sequence(text, text), pyretrieve.tsvector_length(tsvector),
-    pyretrieve.create_scope_sequence(text, text), pyretrieve.create_model_index(text)
+    pyretrieve.create_scope_sequence(text, text), pyretrieve.create_model_index(text),
+    pyretrieve.decision_partition_ranges(), pyretrieve.ensure_decision_partitions(integer, timestamptz),
+    pyretrieve.drop_decision_partition(text)
     TO pyretrieve_api;
 
 -- Pure helpers for everyone in a group (digests, the OR query, the caller's identity).
@@ -80,6 +82,8 @@ GRANT EXECUTE ON FUNCTION
     TO pyretrieve_reader;
 -- create_model_index is an owner function that admins may call directly too.
 GRANT EXECUTE ON FUNCTION pyretrieve.create_model_index(text) TO pyretrieve_admin;
+-- So is creating the decisions log's partitions ahead (a maintenance job run as an admin).
+GRANT EXECUTE ON FUNCTION pyretrieve.ensure_decision_partitions(integer, timestamptz) TO pyretrieve_admin;
 
 -- The SQL API, granted by its owner pyretrieve_api.
 SET LOCAL ROLE pyretrieve_api;
@@ -126,6 +130,9 @@ GRANT EXECUTE ON FUNCTION
     pyretrieve.register_model(text, integer),
     pyretrieve.set_bm25(text, text, double precision, double precision),
     pyretrieve.list_projects(),
-    pyretrieve.list_grants()
+    pyretrieve.list_grants(),
+    pyretrieve.decision_partitions(),
+    pyretrieve.prune_decisions(interval, boolean),
+    pyretrieve.list_decisions(timestamptz, timestamptz, text, text, text, integer)
     TO pyretrieve_admin;
 SET LOCAL ROLE pyretrieve_owner;
