@@ -109,5 +109,13 @@ def _register() -> None:
         importlib.import_module(f"pyretrieve.cli.{name}")
 
 
-_COMMAND_MODULES: tuple[str, ...] = ("search", "admin", "demo", "ingest", "audit", "tools")
+_COMMAND_MODULES: tuple[str, ...] = (
+    "search",
+    "admin",
+    "demo",
+    "ingest",
+    "audit",
+    "tools",
+    "decisions",
+)
 _register()

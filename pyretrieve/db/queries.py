@@ -119,3 +119,30 @@ SELECT b.ord, b.fragment_id, b.created, b.embedded
                 ORDER BY s.ord),
            p_model => %s) AS b
 """
+
+# --- decisions ------------------------------------------------------------------------------
+# pyretrieve.cli.decisions: the decisions log's retention and the audit's questions (admins).
+
+DECISIONS_LIST = """
+SELECT evaluated_at, principal::text AS principal, workspace_id, project_id, purpose,
+       decision_id, ceiling::text AS ceiling, semantic_intent, requested_limit
+  FROM pyretrieve.list_decisions(p_since => %s::timestamptz, p_until => %s::timestamptz,
+                                 p_workspace => %s, p_project => %s, p_principal => %s,
+                                 p_limit => %s)
+"""
+
+DECISIONS_PARTITIONS = """
+SELECT partition_name, range_start, range_end, decisions FROM pyretrieve.decision_partitions()
+"""
+
+DECISIONS_PRUNE = """
+SELECT partition_name, range_start, range_end, decisions
+  FROM pyretrieve.prune_decisions(p_older_than => %s::interval, p_dry_run => %s)
+"""
+
+DECISIONS_ENSURE = """
+SELECT name FROM pyretrieve.ensure_decision_partitions(p_months_ahead => %s) AS name
+"""
+
+DECISIONS_TIMESTAMP = "SELECT %s::timestamptz AS t"
+DECISIONS_RELATIVE = "SELECT now() + %s::interval AS t"

@@ -284,6 +284,26 @@ def _decisions_mutable(db: Database, r: dict[str, str]) -> list[tuple[str, str, 
     ]
 
 
+def _decision_partition_mutable(db: Database, r: dict[str, str]) -> list[tuple[str, str, str]]:
+    # A partition is a table of its own: a privilege or policy on it is a way around the log's.
+    with db.admin() as admin:
+        got = admin.execute(
+            "SELECT partition_name FROM pyretrieve.decision_partition_ranges()"
+            " WHERE range_start <= now() AND range_end > now()"
+        ).fetchone()
+    assert got is not None
+    part = f"pyretrieve.{got['partition_name']}"
+    run(
+        db,
+        f"GRANT DELETE ON {part} TO pyretrieve_api",
+        f"CREATE POLICY partition_rewrite ON {part} FOR ALL TO pyretrieve_api USING (true)",
+    )
+    return [
+        ("error", "decisions_mutable", part),
+        ("error", "decisions_mutable", f"partition_rewrite on {part}"),
+    ]
+
+
 def _content_updatable(db: Database, r: dict[str, str]) -> list[tuple[str, str, str]]:
     run(db, "GRANT UPDATE (body, classification) ON pyretrieve.fragments TO pyretrieve_api")
     return [
@@ -522,6 +542,7 @@ CASES: dict[str, tuple[Case, tuple[str, ...]]] = {
     "fields_read_by_separate_sub_selects": (_fields_read_by_separate_sub_selects, ()),
     "principal_table_privilege": (_table_privilege_for_a_group, ()),
     "decisions_mutable": (_decisions_mutable, ()),
+    "decision_partition_mutable": (_decision_partition_mutable, ()),
     "content_updatable": (_content_updatable, ()),
     "principal_can_become_owner": (_principal_can_become_owner, ("app",)),
     "definer_outside_schema": (_definer_outside_schema, ()),
