@@ -64,6 +64,10 @@ def db_status() -> None:
         click.echo(f"not running (data directory {st.pgdata})")
         sys.exit(3)
     click.echo(f"running: PostgreSQL {st.version} at {st.url} (data directory {st.pgdata})")
+    if st.memory:
+        settings = ", ".join(f"{name} {value}" for name, value in st.memory.items())
+        basis = st.memory_basis or "not chosen by pyretrieve"
+        click.echo(f"memory: {settings} ({basis})")
 
 
 @db.command("url")
