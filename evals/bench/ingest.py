@@ -297,7 +297,9 @@ def main() -> None:
         table = vectors_for(bodies)
         url = embedded.start(base)
         migrate.upgrade(url)
-        projects = [f"{p}-{k}" for k in ("lexical", "384", "384-noindex") for p in ("rows", "bulk")]
+        projects = [
+            f"{p}-{k}" for k in ("lexical", "384", "384-noindex") for p in ("rows", "bulk")
+        ] + ["bulk-lexical-small"]
         setup(url, projects)
         with psycopg.connect(url) as conn:
             version = conn.execute("SHOW server_version").fetchone()

@@ -263,8 +263,10 @@ BEGIN
                     AND f.content_digest = pyretrieve.content_digest(r.body));
     END IF;
 
-    -- New fragments in input order, so that of two records with the same body and
-    -- classification the first one's row is written and the second finds it. A superseding
+    -- New fragments in content-key order (so concurrent batches take the unique index's
+    -- keys in one order and never deadlock), the input order among equal keys (so that of two
+    -- records with the same body and classification the first one's row is written and the
+    -- second finds it). A superseding
     -- record takes the text-search configuration (and, when it names none, the manifest and
     -- source) of the first fragment it supersedes.
     BEGIN
@@ -280,7 +282,7 @@ BEGIN
                  WHERE f.workspace_id = p_workspace AND f.project_id = p_project
                    AND f.fragment_id = r.replaces[1]) o ON true
          WHERE r.keep IS NULL
-         ORDER BY r.ord
+         ORDER BY r.classification, pyretrieve.content_digest(r.body), r.ord
         ON CONFLICT (workspace_id, project_id, classification, content_digest) WHERE state = 'active'
         DO NOTHING;
     EXCEPTION WHEN program_limit_exceeded THEN
