@@ -32,12 +32,14 @@ __all__ = [
     "MAX_PROVENANCE_CHARS",
     "MAX_QUERY_CHARS",
     "MAX_SOURCE_URI_CHARS",
+    "MAX_WEIGHT",
     "MODEL_ID_PATTERN",
     "RANK_BASE",
     "RRF_FORMULA",
     "RRF_K",
     "TRUST_LABEL",
     "candidate_cap",
+    "identifier_error",
     "is_identifier",
     "is_stale",
     "semantic_intent",
@@ -63,6 +65,14 @@ def is_identifier(value: object) -> bool:
     return isinstance(value, str) and IDENTIFIER_RE.fullmatch(value) is not None
 
 
+def identifier_error(what: str) -> str:
+    """The message for an invalid workspace, project or purpose name: the rule it breaks."""
+    return (
+        f"invalid {what}: a {what} name is 1 to {IDENTIFIER_MAX_CHARS} characters, lower-case"
+        " letters, digits, '_', '.' or '-', starting with a letter or a digit"
+    )
+
+
 # ---------------------------------------------------------------------------- limits
 
 MAX_QUERY_CHARS: Final = 4096  # authorize's caller, lexical_candidates, search
@@ -73,6 +83,9 @@ MAX_BODY_CHARS: Final = 1_000_000  # fragments.body, put_fragment
 MAX_SOURCE_URI_CHARS: Final = 2048  # fragments.source_uri
 MAX_PROVENANCE_CHARS: Final = 256  # fragments.source_revision and manifest_id
 MAX_DIMENSION: Final = 2000  # embedding_models.dimension, register_model
+# A leg's RRF weight: finite, 0 to 1000 (Weights, search). Bounded so that no sum, ideal or
+# ratio of the arithmetic can overflow a double.
+MAX_WEIGHT: Final = 1000.0
 
 
 def candidate_cap(requested_limit: int) -> int:
@@ -121,8 +134,7 @@ def semantic_intent(mode: str, semantic: str) -> str:
     """The semantic intent a decision records for a request: ``disabled`` when the request
     wants no semantic leg (lexical mode, or ``semantic='disabled'``), ``required`` when it
     cannot do without one (vector mode, or ``semantic='required'``), else ``optional``.
-    ``pyretrieve.search()`` in SQL records the same (it has no ``semantic`` argument: it asks
-    for ``optional``)."""
+    ``pyretrieve.search()`` in SQL records the same for its ``p_mode`` and ``p_semantic``."""
     if mode == "lexical" or semantic == "disabled":
         return "disabled"
     if mode == "vector" or semantic == "required":

@@ -21,6 +21,7 @@ from pyretrieve.contract import (
     CLASSIFICATION_ORDER,
     DEGRADED_CONFIDENCE_FACTOR,
     FRESHNESS_FLOOR,
+    MAX_WEIGHT,
     RANK_BASE,
     RRF_FORMULA,
     RRF_K,
@@ -564,7 +565,7 @@ _RECORD_SPEC: Final[Mapping[str, _Parser]] = {
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Weights:
-    """Per-modality RRF weights; finite and non-negative."""
+    """Per-modality RRF weights; finite, 0 to ``contract.MAX_WEIGHT`` (as ``search()`` in SQL)."""
 
     lexical: float = 1.0
     vector: float = 1.0
@@ -577,6 +578,8 @@ class Weights:
             number = float(value)
             if not math.isfinite(number) or number < 0.0:
                 raise InvalidInput(f"weight {name} must be finite and non-negative")
+            if number > MAX_WEIGHT:
+                raise InvalidInput(f"weight {name} must be at most {MAX_WEIGHT:g}")
             # Stored as float so the JSON and the arithmetic never see an int.
             object.__setattr__(self, name, number)
 

@@ -13,9 +13,9 @@ from importlib.util import find_spec
 from typing import Any
 
 import psycopg
-from psycopg import sql
 from psycopg.rows import tuple_row
 
+from pyretrieve.db import queries
 from pyretrieve.db.errors import translate
 from pyretrieve.embedders import Embedder
 from pyretrieve.embedders.hashing import MODEL_ID as HASH_MODEL_ID
@@ -88,9 +88,9 @@ def register_model(
         # Whatever row factory the caller's connection uses, this cursor returns tuples.
         with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
             if principal is not None:
-                cur.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(principal)))
+                cur.execute(queries.set_local_role(principal))
             row = cur.execute(
-                "SELECT pyretrieve.register_model(p_model => %s, p_dimension => %s)",
+                queries.REGISTER_MODEL,
                 (embedder.model_id, embedder.dimension),
             ).fetchone()
     except psycopg.Error as exc:

@@ -27,6 +27,12 @@ inputs. With ``sync=True`` a run also retracts the active fragments under its so
 the input no longer holds (files deleted from the folder, ids gone from the file); a
 document with a problem in this run (unreadable, malformed) is left as it was.
 
+Before source names existed, a folder's fragments were named ``<relative path>#<position>``.
+A folder run finds its files still active under those names (``IngestReport.legacy``); with
+``retract_legacy=True`` it retracts them, since the same files now live under
+``<source>/<relative path>``. ``Ingestor.sources`` lists the documents a writer may see in a
+scope, and ``Ingestor.retract`` takes documents, fragments or whole prefixes.
+
 Malformed records are reported as (file, line, message) and skipped; with ``strict=True``
 the whole input is validated before anything is written and any problem fails the run.
 Messages never quote document text.
@@ -38,6 +44,7 @@ API (in bulk or row by row) and ``ingestor`` drives a run.
 """
 
 from pyretrieve.ingest.chunking import DEFAULT_MAX_CHARS, Chunk, split_text
+from pyretrieve.ingest.executor import EMBED_CHUNK
 from pyretrieve.ingest.ingestor import DEFAULT_BATCH_SIZE, Ingestor, WritePath, ingest
 from pyretrieve.ingest.records import CLASSIFICATIONS, MAX_BODY_CHARS
 from pyretrieve.ingest.reports import (
@@ -47,12 +54,14 @@ from pyretrieve.ingest.reports import (
     Progress,
     ReembedReport,
     RetractReport,
+    SourceList,
 )
 
 __all__ = [
     "CLASSIFICATIONS",
     "DEFAULT_BATCH_SIZE",
     "DEFAULT_MAX_CHARS",
+    "EMBED_CHUNK",
     "MAX_BODY_CHARS",
     "Chunk",
     "IngestIssue",
@@ -62,6 +71,7 @@ __all__ = [
     "Progress",
     "ReembedReport",
     "RetractReport",
+    "SourceList",
     "WritePath",
     "ingest",
     "split_text",

@@ -11,13 +11,16 @@ Two writers carry out the same :class:`~pyretrieve.ingest.plan.BatchPlan`:
   table of the caller's by name.
 
 Both run inside the caller's transaction (one per batch), with the write scope bound; an
-error leaves the batch wholly absent.
+error leaves the batch wholly absent. Both embed :data:`EMBED_CHUNK` texts per embedder call
+and send each chunk to the server before embedding the next (the row path stores it with
+``put_embedding``, the bulk path copies it into the staging table), so the transaction is
+never idle for longer than one chunk takes to embed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Protocol, cast
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, TypeVar, cast
 from uuid import UUID
 
 import numpy as np
@@ -47,9 +50,25 @@ from pyretrieve.ingest.plan import (
 from pyretrieve.ingest.records import body_digest
 from pyretrieve.vectors import canonical_embedding
 
-__all__ = ["BatchWriter", "BulkWriter", "RowWriter", "embed_bodies", "retract", "retract_surplus"]
+__all__ = [
+    "EMBED_CHUNK",
+    "BatchWriter",
+    "BulkWriter",
+    "RowWriter",
+    "embed_bodies",
+    "retract",
+    "retract_surplus",
+]
 
 Vector = NDArray[np.float32]
+_T = TypeVar("_T")
+
+# Texts embedded per embedder call inside a batch's transaction. Each chunk's vectors reach the
+# server before the next chunk is embedded, so the session is never idle in its transaction for
+# longer than one chunk takes: a whole batch of 256 texts with a slow model on a busy machine
+# (all-MiniLM-L6-v2 at 4 texts/s) would stay idle past the 60 s idle-in-transaction timeout
+# that bind_write_scope sets, and fail.
+EMBED_CHUNK = 32
 
 
 class BatchWriter(Protocol):
@@ -266,19 +285,21 @@ class RowWriter:
     ) -> int:
         if not items:
             return 0
-        vectors = embed_bodies(embedder, [body for _, body in items])
         self._vectors.use(cur)
-        cur.execute(
-            queries.INGEST_PUT_EMBEDDINGS,
-            (
-                workspace,
-                project,
-                embedder.model_id,
-                [fid for fid, _ in items],
-                vectors,
-                [body_digest(body) for _, body in items],
-            ),
-        )
+        for start in range(0, len(items), EMBED_CHUNK):
+            chunk = items[start : start + EMBED_CHUNK]
+            vectors = embed_bodies(embedder, [body for _, body in chunk])
+            cur.execute(
+                queries.INGEST_PUT_EMBEDDINGS,
+                (
+                    workspace,
+                    project,
+                    embedder.model_id,
+                    [fid for fid, _ in chunk],
+                    vectors,
+                    [body_digest(body) for _, body in chunk],
+                ),
+            )
         return len(items)
 
 
@@ -359,13 +380,13 @@ class BulkWriter:
         steps = plan.writes
         if not steps:
             return []
-        vectors: dict[int, Vector] = {}
+        wanted = [] if embedder is None else [s for s in steps if s.embed]
+        embedding = {s.index for s in wanted}
+        info = self._stage(cur)
+        self._copy(cur, info, [_staging_row(s, None) for s in steps if s.index not in embedding])
         if embedder is not None:
-            wanted = [s for s in steps if s.embed]
-            computed = embed_bodies(embedder, [s.record.body for s in wanted])
-            vectors = {s.index: v for s, v in zip(wanted, computed, strict=True)}
-        rows = [_staging_row(step, vectors.get(step.index)) for step in steps]
-        return self._write(cur, workspace, project, rows, embedder)
+            self._copy_embedded(cur, info, embedder, wanted, _staging_row, _step_body)
+        return self._write(cur, workspace, project, embedder)
 
     def store_embeddings(
         self,
@@ -377,21 +398,33 @@ class BulkWriter:
     ) -> int:
         if not items:
             return 0
-        vectors = embed_bodies(embedder, [body for _, body in items])
-        rows = [
-            (i, None, None, None, None, None, None, None, None, fid, vector)
-            for i, ((fid, _body), vector) in enumerate(zip(items, vectors, strict=True))
-        ]
-        return sum(o.embedded for o in self._write(cur, workspace, project, rows, embedder))
+        info = self._stage(cur)
+        numbered = list(enumerate(items))
+        self._copy_embedded(
+            cur,
+            info,
+            embedder,
+            numbered,
+            # A kept fragment's row: only its id and the new embedding.
+            lambda item, v: (
+                item[0],
+                None,
+                None,
+                None,
+                None,
+                None,
+                None,
+                None,
+                None,
+                item[1][0],
+                v,
+            ),
+            lambda item: item[1][1],
+        )
+        return sum(o.embedded for o in self._write(cur, workspace, project, embedder))
 
-    def _write(
-        self,
-        cur: Cursor[TupleRow],
-        workspace: str,
-        project: str,
-        rows: Sequence[tuple[Any, ...]],
-        embedder: Embedder | None,
-    ) -> list[Outcome]:
+    def _stage(self, cur: Cursor[TupleRow]) -> TypeInfo:
+        """Create this transaction's staging table; the vector type for the copies."""
         info = self._vectors.use(cur)
         try:
             cur.execute(queries.INGEST_STAGING_CREATE)
@@ -400,18 +433,50 @@ class BulkWriter:
                 "bulk ingestion stages each batch in a temporary table of the writer's own and"
                 " needs the TEMPORARY privilege on the database (or use write_path='rows')"
             ) from None
+        return info
+
+    @staticmethod
+    def _copy(cur: Cursor[TupleRow], info: TypeInfo, rows: Sequence[tuple[Any, ...]]) -> None:
+        if not rows:
+            return
         types: list[int | str] = [t for _, t in _STAGING_COLUMNS[:-1]]
         types.append(info.oid)
         with cur.copy(queries.INGEST_STAGING_COPY) as copy:
             copy.set_types(types)
             for row in rows:
                 copy.write_row(row)
+
+    def _copy_embedded(
+        self,
+        cur: Cursor[TupleRow],
+        info: TypeInfo,
+        embedder: Embedder,
+        items: Sequence[_T],
+        row: Callable[[_T, Vector], tuple[Any, ...]],
+        body: Callable[[_T], str],
+    ) -> None:
+        # Chunk by chunk, each copied into the staging table before the next is embedded: the
+        # transaction waits on the embedder for one chunk at a time, never for the batch.
+        for start in range(0, len(items), EMBED_CHUNK):
+            chunk = items[start : start + EMBED_CHUNK]
+            vectors = embed_bodies(embedder, [body(item) for item in chunk])
+            self._copy(cur, info, [row(i, v) for i, v in zip(chunk, vectors, strict=True)])
+
+    @staticmethod
+    def _write(
+        cur: Cursor[TupleRow], workspace: str, project: str, embedder: Embedder | None
+    ) -> list[Outcome]:
+        """The one set-based call that writes everything staged in this transaction."""
         model = None if embedder is None else embedder.model_id
         result = cur.execute(queries.INGEST_BATCH, (workspace, project, model)).fetchall()
         return [
             Outcome(index=int(i), fragment_id=fid, created=bool(created), embedded=bool(done))
             for i, fid, created, done in result
         ]
+
+
+def _step_body(step: Step) -> str:
+    return step.record.body
 
 
 def _staging_row(step: Step, vector: Vector | None) -> tuple[Any, ...]:

@@ -6,7 +6,7 @@ import os
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 from uuid import UUID
@@ -15,7 +15,7 @@ import psycopg
 from psycopg import Cursor
 from psycopg.rows import TupleRow, tuple_row
 
-from pyretrieve import contract
+from pyretrieve import contract, telemetry
 from pyretrieve.db import queries, session
 from pyretrieve.embedders import Embedder
 from pyretrieve.errors import (
@@ -31,15 +31,18 @@ from pyretrieve.ingest.executor import (
     BatchWriter,
     BulkWriter,
     RowWriter,
-    retract,
     retract_surplus,
 )
+from pyretrieve.ingest.executor import retract as retract_fragments
 from pyretrieve.ingest.plan import (
+    document_of,
     documents_removed,
+    legacy_firsts,
     like_prefix,
     lookup_uris,
     plan_batch,
     select_gone,
+    select_legacy,
     tally,
 )
 from pyretrieve.ingest.records import CLASSIFICATIONS, MAX_SOURCE_URI, Record, body_digest
@@ -50,6 +53,7 @@ from pyretrieve.ingest.reports import (
     Progress,
     ReembedReport,
     RetractReport,
+    SourceList,
 )
 from pyretrieve.ingest.sources import Source, checked, open_source
 
@@ -58,6 +62,8 @@ __all__ = ["DEFAULT_BATCH_SIZE", "Ingestor", "WritePath", "ingest"]
 DEFAULT_BATCH_SIZE = 256
 _IDENT = contract.IDENTIFIER_RE
 _NIL_UUID = UUID(int=0)  # sorts before every other uuid in PostgreSQL too
+# How many uris one probe sends (the SQL functions take up to 100,000).
+_PROBE_CHUNK = 10_000
 
 # "bulk": COPY into a staging table, one set-based call per batch; "rows": one call per record.
 WritePath = Literal["bulk", "rows"]
@@ -134,11 +140,14 @@ class Ingestor:
         max_chars: int = DEFAULT_MAX_CHARS,
         source: str | None = None,
         sync: bool = False,
+        retract_legacy: bool = False,
     ) -> IngestReport:
         """Ingest a JSONL file, a BEIR folder or a folder of .txt/.md files into a scope.
 
         ``source`` names the input (default: the file's or folder's name) and begins every
         source uri it writes; ``sync`` also retracts what the input no longer holds under it.
+        For a folder, the report lists its files still active under their names from before
+        source names (``<relative path>#<n>``); ``retract_legacy`` retracts those fragments.
         """
         started = time.perf_counter()
         _check_scope(workspace, project)
@@ -179,6 +188,9 @@ class Ingestor:
             removed: list[str] = []
             if sync:
                 removed = self._sync(conn, workspace, project, input_source, seen, errors, counts)
+            legacy = self._legacy(
+                conn, workspace, project, input_source, seen, counts, retract=retract_legacy
+            )
             if progress is not None:
                 progress(counts.read, counts.read)
         return IngestReport(
@@ -198,28 +210,43 @@ class Ingestor:
             seconds=time.perf_counter() - started,
             source=input_source.name,
             removed=tuple(removed),
+            legacy=tuple(legacy),
+            legacy_retracted=retract_legacy and bool(legacy),
         )
 
-    def retract(self, *, workspace: str, project: str, source_uris: Sequence[str]) -> RetractReport:
-        """Retract documents or fragments by source uri, in one transaction.
+    def retract(
+        self,
+        *,
+        workspace: str,
+        project: str,
+        source_uris: Sequence[str] = (),
+        source_prefixes: Sequence[str] = (),
+    ) -> RetractReport:
+        """Retract documents, fragments or whole prefixes by source uri, in one transaction.
 
         A uri with a ``#`` names one fragment (``notes/a.md#2``, ``c.jsonl#doc1``); one without
         names a document and retracts all its fragments (``notes/a.md``, or ``c.jsonl`` for
-        every record of that file). A uri with no active fragment the writer may see fails
-        the call (``NotFound``) and retracts nothing.
+        every record of that file). A prefix retracts every active fragment whose source uri
+        starts with it (``teamA/``: a whole source). A uri or prefix with no active fragment
+        the writer may see fails the call (``NotFound``) and retracts nothing.
         """
         _check_scope(workspace, project)
         uris = list(dict.fromkeys(source_uris))
-        if not uris or any(
-            not isinstance(u, str) or not 1 <= len(u) <= MAX_SOURCE_URI for u in uris
-        ):
+        prefixes = list(dict.fromkeys(source_prefixes))
+        if not uris and not prefixes:
+            raise InvalidInput("name 1 or more source uris or prefixes to retract")
+        if any(not isinstance(u, str) or not 1 <= len(u) <= MAX_SOURCE_URI for u in uris):
             raise InvalidInput(f"name 1 or more source uris of 1 to {MAX_SOURCE_URI} characters")
-        found: dict[str, list[UUID]] = {u: [] for u in uris}
+        if any(not isinstance(u, str) or not 1 <= len(u) <= MAX_SOURCE_URI for u in prefixes):
+            raise InvalidInput(f"a source prefix is 1 to {MAX_SOURCE_URI} characters")
+        found: dict[str, set[UUID]] = {u: set() for u in uris}
+        by_prefix: dict[str, set[UUID]] = {p: set() for p in prefixes}
         with self._connection() as conn, self._transaction(conn, workspace, project) as (cur, _c):
-            for uri, fid, _digest, _cls in cur.execute(
-                queries.INGEST_ACTIVE_SOURCES, (workspace, project, uris)
-            ):
-                found[str(uri)].append(fid)
+            if uris:
+                for uri, fid, _digest, _cls in cur.execute(
+                    queries.INGEST_ACTIVE_SOURCES, (workspace, project, uris)
+                ):
+                    found[str(uri)].add(fid)
             documents = [u for u in uris if "#" not in u]
             if documents:
                 patterns = [like_prefix(f"{u}#") for u in documents]
@@ -230,19 +257,49 @@ class Ingestor:
                     while document not in found and "#" in document:
                         document = document.rpartition("#")[0]
                     if document in found:
-                        found[document].append(fid)
-            missing = [u for u, ids in found.items() if not ids]
+                        found[document].add(fid)
+            if prefixes:
+                patterns = [like_prefix(p) for p in prefixes]
+                for fid, uri in cur.execute(
+                    queries.INGEST_ACTIVE_LIKE, (workspace, project, patterns)
+                ):
+                    for prefix in prefixes:
+                        if str(uri).startswith(prefix):
+                            by_prefix[prefix].add(fid)
+            missing = [u for u, ids in [*found.items(), *by_prefix.items()] if not ids]
             if missing:
                 raise NotFound(
-                    f"no active fragment under {len(missing)} of the source uris"
+                    f"no active fragment under {len(missing)} of the source uris or prefixes"
                     f" (first: {missing[0]!r}); nothing retracted"
                 )
-            ids = sorted({fid for fids in found.values() for fid in fids}, key=str)
-            retract(cur, workspace, project, ids)
+            ids = sorted(
+                {fid for fids in [*found.values(), *by_prefix.values()] for fid in fids}, key=str
+            )
+            retract_fragments(cur, workspace, project, ids)
         return RetractReport(
             workspace=workspace,
             project=project,
-            retracted={u: len(set(ids)) for u, ids in found.items()},
+            retracted={u: len(fids) for u, fids in [*found.items(), *by_prefix.items()]},
+        )
+
+    def sources(self, *, workspace: str, project: str, prefix: str | None = None) -> SourceList:
+        """The documents of a scope that this writer may see, with their active fragments:
+        what ``retract`` can name. ``prefix`` keeps those whose source uri starts with it.
+        Fragments above the writer's ceiling, or in a scope it holds no grant for (that
+        fails with ``AccessDenied``, as a scope that does not exist), are never listed."""
+        _check_scope(workspace, project)
+        if prefix is not None and (not isinstance(prefix, str) or len(prefix) > MAX_SOURCE_URI):
+            raise InvalidInput(f"a source prefix is at most {MAX_SOURCE_URI} characters")
+        documents: dict[str, int] = {}
+        with self._connection() as conn, self._transaction(conn, workspace, project) as (cur, _c):
+            pattern = like_prefix(prefix or "")
+            for _fid, uri in cur.execute(
+                queries.INGEST_ACTIVE_LIKE, (workspace, project, [pattern])
+            ):
+                document = document_of(str(uri))
+                documents[document] = documents.get(document, 0) + 1
+        return SourceList(
+            workspace=workspace, project=project, documents=dict(sorted(documents.items()))
         )
 
     def reembed(
@@ -368,6 +425,25 @@ class Ingestor:
         embedder: Embedder | None,
         counts: _Counts,
     ) -> None:
+        """One batch in its own transaction, traced as one span with what it changed."""
+        model = None if embedder is None else embedder.model_id
+        before = replace(counts)
+        with telemetry.span(
+            "ingest_batch", workspace=workspace, project=project, records=len(batch), model=model
+        ) as span:
+            self._write_batch_in_transaction(conn, workspace, project, batch, embedder, counts)
+            after = asdict(counts)
+            span.set(**{k: after[k] - v for k, v in asdict(before).items() if k != "read"})
+
+    def _write_batch_in_transaction(
+        self,
+        conn: psycopg.Connection[Any],
+        workspace: str,
+        project: str,
+        batch: Sequence[Record],
+        embedder: Embedder | None,
+        counts: _Counts,
+    ) -> None:
         model = None if embedder is None else embedder.model_id
         with self._transaction(conn, workspace, project) as (cur, _ceiling):
             existing = self._writer.lookup(cur, workspace, project, lookup_uris(batch), model)
@@ -380,6 +456,52 @@ class Ingestor:
         counts.superseded += result.superseded
         counts.embedded += result.embedded
         counts.batches += 1
+
+    def _legacy(
+        self,
+        conn: psycopg.Connection[Any],
+        workspace: str,
+        project: str,
+        source: Source,
+        seen: set[str],
+        counts: _Counts,
+        *,
+        retract: bool,
+    ) -> list[str]:
+        """The folder's files still active under their names from before source names
+        (``<relative path>#<n>``), retracted too when ``retract``; the documents found.
+
+        A document is found by its first fragment, then all its positions by prefix."""
+        if source.legacy_names is None:
+            return []
+        names = source.legacy_names()
+        if not names:
+            return []
+        with self._transaction(conn, workspace, project) as (cur, _ceiling):
+            present: list[str] = []
+            for start in range(0, len(names), _PROBE_CHUNK):
+                firsts = legacy_firsts(names[start : start + _PROBE_CHUNK])
+                rows = cur.execute(
+                    queries.INGEST_ACTIVE_SOURCES, (workspace, project, firsts)
+                ).fetchall()
+                present.extend(document_of(str(uri)) for uri, *_ in rows if uri not in seen)
+            if not present:
+                return []
+            wanted = set(present)
+            gone: list[UUID] = []
+            for start in range(0, len(present), _PROBE_CHUNK):
+                patterns = [like_prefix(f"{n}#") for n in present[start : start + _PROBE_CHUNK]]
+                rows = cur.execute(
+                    queries.INGEST_ACTIVE_LIKE, (workspace, project, patterns)
+                ).fetchall()
+                gone += select_legacy(
+                    ((fid, str(uri)) for fid, uri in rows), documents=wanted, seen=seen
+                )
+            if retract:
+                retract_fragments(cur, workspace, project, gone)
+        if retract:
+            counts.retracted += len(gone)
+        return sorted(wanted)
 
     def _sync(
         self,
@@ -401,7 +523,7 @@ class Ingestor:
             gone = select_gone(
                 ((fid, str(uri)) for fid, uri in rows), seen=seen, errors=errors, kind=source.kind
             )
-            retract(cur, workspace, project, [fid for fid, _ in gone])
+            retract_fragments(cur, workspace, project, [fid for fid, _ in gone])
         counts.retracted += len(gone)
         return documents_removed(gone, kind=source.kind)
 
@@ -451,9 +573,9 @@ class Ingestor:
 
 def _check_scope(workspace: str, project: str) -> None:
     if not isinstance(workspace, str) or not _IDENT.fullmatch(workspace):
-        raise InvalidInput("invalid workspace")
+        raise InvalidInput(contract.identifier_error("workspace"))
     if not isinstance(project, str) or not _IDENT.fullmatch(project):
-        raise InvalidInput("invalid project")
+        raise InvalidInput(contract.identifier_error("project"))
 
 
 def ingest(
@@ -471,6 +593,7 @@ def ingest(
     max_chars: int = DEFAULT_MAX_CHARS,
     source: str | None = None,
     sync: bool = False,
+    retract_legacy: bool = False,
     write_path: WritePath = "bulk",
 ) -> IngestReport:
     """One call: ``Ingestor(...).ingest_path(...)``; ``embedder`` may be a model id."""
@@ -494,4 +617,5 @@ def ingest(
         max_chars=max_chars,
         source=source,
         sync=sync,
+        retract_legacy=retract_legacy,
     )

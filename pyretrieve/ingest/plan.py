@@ -13,7 +13,9 @@ and supersession is unit-tested without a server:
 * a text file's last fragment asks for the file's surplus positions to be **retracted** when a
   fragment at position n + 1 exists (the file got shorter);
 * with ``sync``, active fragments under the input's source that the input no longer holds are
-  retracted, except documents with a problem in this run.
+  retracted, except documents with a problem in this run;
+* a folder's files still active under their names from before source names
+  (``<relative path>#<n>``) are **legacy**, retracted on request.
 """
 
 from __future__ import annotations
@@ -33,10 +35,13 @@ __all__ = [
     "Outcome",
     "Step",
     "Tally",
+    "document_of",
     "documents_removed",
+    "legacy_firsts",
     "like_prefix",
     "plan_batch",
     "select_gone",
+    "select_legacy",
     "select_surplus",
     "tally",
 ]
@@ -203,6 +208,33 @@ def documents_removed(gone: Iterable[tuple[UUID, str]], *, kind: str) -> list[st
     if kind == "text":
         return sorted({uri.rpartition("#")[0] for _, uri in gone})
     return sorted(uri for _, uri in gone)
+
+
+def document_of(source_uri: str) -> str:
+    """The document a fragment belongs to: its source uri up to the last ``#``, or the whole
+    uri when it has none (``notes/a.md#2`` -> ``notes/a.md``, ``c.jsonl#doc1`` -> ``c.jsonl``)."""
+    document, hash_, _ = source_uri.rpartition("#")
+    return document if hash_ else source_uri
+
+
+def legacy_firsts(names: Iterable[str]) -> list[str]:
+    """The first fragment of each old-scheme document (``<relative path>#1``, which every one
+    of them had): the exact keys that find a folder's legacy documents."""
+    return [f"{name}#1" for name in names]
+
+
+def select_legacy(
+    found: Iterable[tuple[UUID, str]], *, documents: set[str], seen: set[str]
+) -> list[UUID]:
+    """Of the active fragments ``found`` (id, source uri) under the legacy ``documents``, those
+    at a numbered position that this run did not write itself (a nested ``docs/x.md`` of the
+    old scheme is the new name of ``x.md`` in a folder named docs)."""
+    gone: list[UUID] = []
+    for fragment_id, uri in found:
+        document, _, position = uri.rpartition("#")
+        if document in documents and position.isdigit() and uri not in seen:
+            gone.append(fragment_id)
+    return gone
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -15,6 +15,7 @@ __all__ = [
     "Progress",
     "ReembedReport",
     "RetractReport",
+    "SourceList",
 ]
 
 # progress(records done, records in all or None when not known in advance)
@@ -68,6 +69,10 @@ class IngestReport:
     # input no longer holds them.
     source: str | None = None
     removed: tuple[str, ...] = ()
+    # Documents of this folder still active under their names from before source names
+    # (``<relative path>``); retracted too (and counted in ``retracted``) with retract_legacy.
+    legacy: tuple[str, ...] = ()
+    legacy_retracted: bool = False
 
     @property
     def written(self) -> int:
@@ -85,6 +90,21 @@ class RetractReport:
     @property
     def fragments(self) -> int:
         return sum(self.retracted.values())
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SourceList:
+    """The documents of one scope that a writer may see (active fragments up to its ceiling):
+    each document's name, the source uri up to its last ``#`` (the whole uri when it has
+    none), with how many active fragments it has."""
+
+    workspace: str
+    project: str
+    documents: dict[str, int]
+
+    @property
+    def fragments(self) -> int:
+        return sum(self.documents.values())
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

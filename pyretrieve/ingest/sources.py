@@ -85,6 +85,8 @@ class Source:
     lines: Callable[[], int | None]  # a cheap upper bound for progress, when one exists
     name: str  # the source: the first part of every source uri it writes
     prefix: str  # what every generated source uri starts with ("name/" or "name#")
+    # A folder of text: its files' relative paths, the document names of the old scheme.
+    legacy_names: Callable[[], list[str]] | None = None
 
 
 def _count_lines(path: Path) -> int:
@@ -146,6 +148,7 @@ def open_source(path: Path, classification: str, max_chars: int, name: str | Non
             lambda: None,
             source,
             f"{source}/",
+            lambda: [f.relative_to(path).as_posix() for f in _text_files(path)],
         )
     raise InvalidInput("no such file or folder to ingest")
 

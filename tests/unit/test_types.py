@@ -245,8 +245,9 @@ def test_rank_must_be_positive() -> None:
         {"lexical": float("nan")},
         {"vector": True},
         {"lexical": "1.0"},
+        {"vector": 1000.5},
     ],
-    ids=["negative", "infinite", "nan", "bool", "string"],
+    ids=["negative", "infinite", "nan", "bool", "string", "above_max"],
 )
 def test_weights_validation(kwargs: dict[str, Any]) -> None:
     with pytest.raises(InvalidInput):

@@ -1,5 +1,7 @@
--- pyretrieve migration 0007, downgrade: back to 0006
+-- pyretrieve migration 0009, downgrade: back to 0008
 -- Drafted by `python -m pyretrieve.db.draft` from a catalog diff; reviewed by hand.
+-- What is not drafted is marked "Hand-written" (blocks with an end marker) or "Hand-edited"
+-- (a drafted statement moved): carry these parts over when the migration is re-drafted.
 
 -- pyretrieve_api creates the functions it owns while the migration runs.
 GRANT USAGE, CREATE ON SCHEMA pyretrieve TO pyretrieve_api;
@@ -196,7 +198,8 @@ REVOKE ALL ON FUNCTION pyretrieve.authorize(text,text,text,bytea,text,bytea,inte
 GRANT EXECUTE ON FUNCTION pyretrieve.authorize(text,text,text,bytea,text,bytea,integer) TO pyretrieve_reader;
 SET LOCAL ROLE pyretrieve_owner;
 
--- audit_findings reads audit_tables: created after it.
+-- Hand-edited: audit_findings reads audit_tables, so audit_tables is created before it (the
+-- drafter creates it near the end, after the functions).
 CREATE VIEW pyretrieve.audit_tables WITH (security_invoker=true) AS
  SELECT format('%I.%I'::text, n.nspname, c.relname) AS table_name,
     (pg_get_userbyid(c.relowner))::text AS owner,
@@ -620,7 +623,7 @@ CREATE VIEW pyretrieve.audit_findings WITH (security_invoker=true) AS
 COMMENT ON VIEW pyretrieve.audit_findings IS 'Every finding that weakens isolation, derived from the other audit views: severity (error | warning | info), a stable code, the object, the evidence and a fix. The shipped schema has no error or warning. `pyretrieve audit --fail-on error|warning` exits 1 when one exists.';
 -- =============================================================================================
 -- Hand-written: DROP VIEW ... CASCADE above took the functions returning those views' rows
--- and the views' grants with it; they are created again as in 0006.
+-- and the views' grants with it; they are created again as before this migration.
 -- =============================================================================================
 REVOKE ALL ON pyretrieve.audit_tables, pyretrieve.audit_findings FROM PUBLIC;
 GRANT SELECT ON pyretrieve.audit_tables, pyretrieve.audit_findings TO pyretrieve_api;
@@ -656,7 +659,7 @@ SET LOCAL ROLE pyretrieve_owner;
 DROP TYPE pyretrieve.ingest_row;
 -- ====================================================================== end of hand-written
 
-UPDATE pyretrieve.installation SET schema_version = '0006';
+UPDATE pyretrieve.installation SET schema_version = '0008';
 
 RESET ROLE;
 REVOKE CREATE ON SCHEMA pyretrieve FROM pyretrieve_api;

@@ -1,5 +1,9 @@
--- pyretrieve migration 0007: bulk_retention
+-- pyretrieve migration 0009: bulk_retention
 -- Drafted by `python -m pyretrieve.db.draft` from a catalog diff; reviewed by hand.
+-- What is not drafted is marked "Hand-written" (blocks with an end marker) or "Hand-edited"
+-- (a drafted statement changed in place): to renumber, re-draft, drop the drafter's TODO lines
+-- for the decisions_YYYY_MM partitions (the hand-written partitioning creates them), and carry
+-- these parts over.
 
 -- pyretrieve_api creates the functions it owns while the migration runs.
 GRANT USAGE, CREATE ON SCHEMA pyretrieve TO pyretrieve_api;
@@ -555,8 +559,10 @@ REVOKE ALL ON FUNCTION pyretrieve.list_decisions(timestamp with time zone,timest
 GRANT EXECUTE ON FUNCTION pyretrieve.list_decisions(timestamp with time zone,timestamp with time zone,text,text,text,integer) TO pyretrieve_admin;
 SET LOCAL ROLE pyretrieve_owner;
 
--- The audit views gain a column at the end (audit_tables.partition_of) and keep their
--- functions and grants: CREATE OR REPLACE rather than the drafted DROP ... CASCADE.
+-- Hand-edited: the audit views gain a column at the end (audit_tables.partition_of) and keep
+-- their functions and grants: CREATE OR REPLACE here, in the place of the drafted CREATE VIEW
+-- of audit_findings, rather than the drafted DROP VIEW ... CASCADE of both views at the top
+-- (removed) and the drafted CREATE VIEW of audit_tables further down (removed).
 CREATE OR REPLACE VIEW pyretrieve.audit_tables WITH (security_invoker=true) AS
  SELECT format('%I.%I'::text, n.nspname, c.relname) AS table_name,
     (pg_get_userbyid(c.relowner))::text AS owner,
@@ -1107,7 +1113,7 @@ $replay$;
 DROP TABLE pyretrieve.decisions_replay;
 -- ====================================================================== end of hand-written
 
-UPDATE pyretrieve.installation SET schema_version = '0007';
+UPDATE pyretrieve.installation SET schema_version = '0009';
 
 RESET ROLE;
 REVOKE CREATE ON SCHEMA pyretrieve FROM pyretrieve_api;

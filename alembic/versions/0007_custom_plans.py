@@ -1,7 +1,6 @@
-"""pyretrieve 0007: bulk ingestion (ingest_row, ingest_state, ingest_batch) and decisions
-partitioned by month with retention (ensure/prune/list functions).
+"""pyretrieve 0007: the vector leg planned per call, with one key look-up per nearest row.
 
-Executes sql/migrations/0007_bulk_retention.sql.
+Executes sql/migrations/0007_custom_plans.sql.
 
 Revision ID: pyretrieve_0007
 Revises: pyretrieve_0006
@@ -21,8 +20,8 @@ depends_on = None
 
 
 def upgrade() -> None:
-    run_sql_file(op.get_bind(), "0007_bulk_retention.sql")
+    run_sql_file(op.get_bind(), "0007_custom_plans.sql")
 
 
 def downgrade() -> None:
-    run_sql_file(op.get_bind(), "0007_bulk_retention.down.sql")
+    run_sql_file(op.get_bind(), "0007_custom_plans.down.sql")
