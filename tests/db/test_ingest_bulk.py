@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from psycopg import sql
 
 from pyretrieve.embedders.hashing import HashNgramEmbedder
 from pyretrieve.errors import AccessDenied, InternalError, InvalidInput, NotFound
-from pyretrieve.ingest import Ingestor, IngestReport
+from pyretrieve.ingest import EMBED_CHUNK, Ingestor, IngestReport
 from pyretrieve.ingest.executor import BulkWriter
 from pyretrieve.ingest.plan import Existing
 from tests.conftest import Database, acting_as, role
@@ -258,6 +259,79 @@ def test_a_rerun_writes_nothing(
     again = ingestor(conn, path).ingest_path(jsonl, workspace=WS, project="docs")
     assert (again.inserted, again.unchanged, again.superseded, again.embedded) == (0, 14, 0, 0)
     assert written(db, "docs") == before
+
+
+class SlowEmbedder(HashNgramEmbedder):
+    """Takes ``seconds`` per text, as a slow model does, and records each call's size."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.sizes: list[int] = []
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        self.sizes.append(len(texts))
+        time.sleep(self.seconds * len(texts))
+        return super().embed_documents(texts)
+
+
+def embedded_count(db: Database, project: str) -> int:
+    with db.admin() as admin:
+        row = admin.execute(
+            "SELECT count(*) AS n FROM pyretrieve.embeddings e JOIN pyretrieve.fragments f"
+            " USING (workspace_id, fragment_id) WHERE f.project_id = %s AND f.state = 'active'"
+            " AND e.model_id = %s AND e.source_digest = f.content_digest",
+            (project, MODEL),
+        ).fetchone()
+    assert row is not None
+    return int(row["n"])
+
+
+@pytest.mark.parametrize("path", ["bulk", "rows"])
+def test_a_slow_embedder_never_leaves_either_path_idle_past_the_timeout(
+    db: Database, conn: psycopg.Connection[Any], tmp_path: Path, path: str
+) -> None:
+    """The bulk path stages a batch and writes it with one call; embedding the whole batch
+    before staging it kept the transaction idle for as long as the model took. Both paths, for
+    new records, unchanged ones whose embedding is missing (kept fragments) and reembed, send
+    each chunk of EMBED_CHUNK texts to the server before embedding the next: no wait is longer
+    than one chunk, under a timeout shorter than the whole batch's embedding."""
+    setup(conn, ["docs", "later"])
+    rows = [{"id": f"r{i}", "text": f"slow record {i} about glaciers"} for i in range(104)]
+    jsonl = write_jsonl(tmp_path / "slow.jsonl", rows)
+    first = write_jsonl(tmp_path / "slow-first.jsonl", rows[:40])
+    ingestor(conn, path, embed=False).ingest_path(
+        first, workspace=WS, project="docs", source="slow.jsonl"
+    )
+    ingestor(conn, path, embed=False).ingest_path(jsonl, workspace=WS, project="later")
+    # 1.28 s per chunk of 32 texts, 4.2 s for the batch's 104: past the 2 s timeout unless
+    # the transaction hears from the client between chunks.
+    slow = SlowEmbedder(seconds=0.04)
+    conn.execute("SET idle_in_transaction_session_timeout = '2s'")
+    try:
+        # 40 unchanged records without an embedding and 64 new ones, in one batch.
+        report = Ingestor(
+            conn,
+            principal=role("wally"),
+            embedder=slow,
+            batch_size=200,
+            write_path=path,  # type: ignore[arg-type]
+        ).ingest_path(jsonl, workspace=WS, project="docs")
+        assert (report.batches, report.unchanged, report.inserted) == (1, 40, 64)
+        assert report.embedded == 104
+        assert slow.sizes == [EMBED_CHUNK, EMBED_CHUNK, EMBED_CHUNK, 104 - 3 * EMBED_CHUNK]
+        slow.sizes.clear()
+        redone = Ingestor(
+            conn,
+            principal=role("wally"),
+            batch_size=200,
+            write_path=path,  # type: ignore[arg-type]
+        ).reembed(workspace=WS, project="later", model_or_embedder=slow)
+        assert (redone.batches, redone.missing, redone.embedded) == (1, 104, 104)
+        assert slow.sizes == [EMBED_CHUNK, EMBED_CHUNK, EMBED_CHUNK, 104 - 3 * EMBED_CHUNK]
+    finally:
+        conn.execute("RESET idle_in_transaction_session_timeout")
+    assert embedded_count(db, "docs") == 104
+    assert embedded_count(db, "later") == 104
 
 
 def test_a_record_that_brings_back_content_its_batch_supersedes_gets_its_own_fragment(

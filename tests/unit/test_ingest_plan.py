@@ -13,12 +13,15 @@ from pyretrieve.ingest import plan as plan_module
 from pyretrieve.ingest.plan import (
     Existing,
     Outcome,
+    document_of,
     documents_removed,
+    legacy_firsts,
     like_prefix,
     lookup_uris,
     plan_batch,
     probes_of,
     select_gone,
+    select_legacy,
     select_surplus,
     tally,
 )
@@ -177,6 +180,30 @@ def test_sync_retracts_what_the_input_no_longer_holds_except_documents_with_prob
     assert select_gone(active, seen=seen, errors=problems, kind="jsonl") == []
     gone = select_gone(active, seen=seen, errors=[], kind="jsonl")
     assert documents_removed(gone, kind="jsonl") == ["s/b.md#1", "s/c.md#1", "s/c.md#2"]
+
+
+def test_a_document_is_its_source_uri_up_to_the_last_hash() -> None:
+    assert document_of("notes/a.md#2") == "notes/a.md"
+    assert document_of("c.jsonl#doc1") == "c.jsonl"
+    assert document_of("odd#name.md#12") == "odd#name.md"
+    assert document_of("plain") == "plain"
+
+
+def test_legacy_documents_are_found_by_their_first_fragment() -> None:
+    assert legacy_firsts(["a.md", "sub/b.txt"]) == ["a.md#1", "sub/b.txt#1"]
+
+
+def test_legacy_fragments_are_the_numbered_positions_this_run_did_not_write() -> None:
+    active = [
+        (fid(1), "a.md#1"),
+        (fid(2), "a.md#2"),
+        (fid(3), "a.md#notes"),  # not a position of the old scheme
+        (fid(4), "a.md.bak#1"),  # another document that shares the prefix
+        (fid(5), "docs/x.md#1"),  # written by this run under its new name
+        (fid(6), "docs/x.md#2"),
+    ]
+    gone = select_legacy(active, documents={"a.md", "docs/x.md"}, seen={"docs/x.md#1"})
+    assert gone == [fid(1), fid(2), fid(6)]
 
 
 def test_tally_counts_an_insert_onto_existing_or_repeated_content_as_unchanged() -> None:
