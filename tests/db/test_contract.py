@@ -18,6 +18,7 @@ import pytest
 
 from pyretrieve import contract
 from pyretrieve.db import errors as db_errors
+from pyretrieve.tools import select
 from pyretrieve.types import Classification
 from tests.conftest import Database, Server, acting_as, create_database, drop_database
 
@@ -270,3 +271,15 @@ def test_the_rule_messages_shown_as_they_are_are_the_schemas(
         "DO $$ BEGIN RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'row 42 says hello'; END $$"
     )
     assert str(forged) == "invalid input"
+
+
+# ------------------------------------------------------------------------- tool discovery
+
+
+def test_the_discovery_pool_and_candidates_are_the_clients(catalog: dict[str, str]) -> None:
+    discover = catalog["function:discover_tools"]
+    assert _numbers(r"c_pool constant integer := (\d+);", discover) == {select.POOL}
+    assert _numbers(r"c_candidates constant integer := (\d+);", discover) == {select.CANDIDATES}
+    # Both reach search(): the pool as its limit, the candidates as each leg's cap.
+    assert "p_limit => c_pool" in _flat(discover)
+    assert "p_candidate_limit => c_candidates" in _flat(discover)

@@ -610,7 +610,7 @@ def test_upgrading_a_populated_database_backfills_what_0003_derives(
 def test_upgrading_a_populated_database_moves_decisions_into_monthly_partitions_and_back(
     server: Server, template_db: str
 ) -> None:
-    """Decisions written under 0008 (and one a year old) survive 0009's move into monthly
+    """Decisions written under 0009 (and one a year old) survive 0010's move into monthly
     partitions and its downgrade, row for row; searches and writes work on both sides."""
     name = create_database(server, None)
     dsn = server.dsn(name)
@@ -635,7 +635,7 @@ def test_upgrading_a_populated_database_moves_decisions_into_monthly_partitions_
             )
 
     try:
-        migrate.upgrade(dsn, "pyretrieve_0008")
+        migrate.upgrade(dsn, "pyretrieve_0009")
         with psycopg.connect(app, autocommit=True, row_factory=psycopg.rows.dict_row) as conn:
             with acting_as(conn, "adam"):
                 conn.execute("SELECT pyretrieve.create_workspace('acme')")
@@ -677,7 +677,7 @@ def test_upgrading_a_populated_database_moves_decisions_into_monthly_partitions_
         assert listed == {"n": 5}
         after = decisions()
 
-        migrate.downgrade(dsn, "pyretrieve_0008")
+        migrate.downgrade(dsn, "pyretrieve_0009")
         assert decisions() == after
         with psycopg.connect(app, autocommit=True, row_factory=psycopg.rows.dict_row) as conn:
             search(conn)

@@ -1,4 +1,4 @@
--- pyretrieve migration 0009, downgrade: back to 0008
+-- pyretrieve migration 0010, downgrade: back to 0009
 -- Drafted by `python -m pyretrieve.db.draft` from a catalog diff; reviewed by hand.
 -- What is not drafted is marked "Hand-written" (blocks with an end marker) or "Hand-edited"
 -- (a drafted statement moved): carry these parts over when the migration is re-drafted.
@@ -659,7 +659,7 @@ SET LOCAL ROLE pyretrieve_owner;
 DROP TYPE pyretrieve.ingest_row;
 -- ====================================================================== end of hand-written
 
-UPDATE pyretrieve.installation SET schema_version = '0008';
+UPDATE pyretrieve.installation SET schema_version = '0009';
 
 RESET ROLE;
 REVOKE CREATE ON SCHEMA pyretrieve FROM pyretrieve_api;

@@ -1,4 +1,4 @@
--- pyretrieve migration 0009: bulk_retention
+-- pyretrieve migration 0010: bulk_retention
 -- Drafted by `python -m pyretrieve.db.draft` from a catalog diff; reviewed by hand.
 -- What is not drafted is marked "Hand-written" (blocks with an end marker) or "Hand-edited"
 -- (a drafted statement changed in place): to renumber, re-draft, drop the drafter's TODO lines
@@ -1113,7 +1113,7 @@ $replay$;
 DROP TABLE pyretrieve.decisions_replay;
 -- ====================================================================== end of hand-written
 
-UPDATE pyretrieve.installation SET schema_version = '0009';
+UPDATE pyretrieve.installation SET schema_version = '0010';
 
 RESET ROLE;
 REVOKE CREATE ON SCHEMA pyretrieve FROM pyretrieve_api;
