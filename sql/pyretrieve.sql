@@ -320,14 +320,19 @@ CREATE TABLE pyretrieve.decisions (
     semantic_intent   text NOT NULL CHECK (semantic_intent IN ('disabled', 'optional', 'required')),
     embedding_digest  bytea CHECK (pg_catalog.length(embedding_digest) = 32),
     xact_id           xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id(),
-    PRIMARY KEY (workspace_id, decision_id)
-);
-CREATE UNIQUE INDEX decisions_id_key ON pyretrieve.decisions (decision_id, workspace_id);
+    -- A key of a partitioned table holds the partition key.
+    PRIMARY KEY (workspace_id, decision_id, evaluated_at)
+) PARTITION BY RANGE (evaluated_at);
 -- A transaction holds at most one binding (a read decision or a write scope); the binding is
--- found by the transaction, never by a setting.
+-- found by the transaction, never by a setting. Its look-up also states evaluated_at = now(),
+-- so it reads the current month's partition only.
 CREATE INDEX decisions_xact_idx ON pyretrieve.decisions (xact_id);
+-- Who searched what scope when, and what one principal searched when: the audit's questions,
+-- each a range scan of the months asked for.
+CREATE INDEX decisions_scope_time_idx ON pyretrieve.decisions (workspace_id, project_id, evaluated_at);
+CREATE INDEX decisions_principal_time_idx ON pyretrieve.decisions (principal, evaluated_at);
 COMMENT ON TABLE pyretrieve.decisions IS
-    'Audit log of authorisation decisions: digests and intent only, never query text, embedding values or content. At most one per transaction: the read binding of that transaction.';
+    'Audit log of authorisation decisions: digests and intent only, never query text, embedding values or content. At most one per transaction: the read binding of that transaction. Partitioned by month of evaluated_at (UTC); partitions are created ahead by pyretrieve.ensure_decision_partitions and whole months older than a retention are dropped by pyretrieve.prune_decisions (admins).';
 
 CREATE TABLE pyretrieve.write_bindings (
     workspace_id  pyretrieve.identifier NOT NULL,
@@ -1045,6 +1050,7 @@ AS $$
 DECLARE
     g pyretrieve.grants;
     d pyretrieve.decisions;
+    v_attempt integer;
 BEGIN
     PERFORM pyretrieve.check_caller();
     PERFORM pyretrieve.apply_request_timeouts();
@@ -1081,15 +1087,29 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'PR001', MESSAGE = 'access denied';
     END IF;
 
-    INSERT INTO pyretrieve.decisions AS dn (
-        workspace_id, principal, project_id, purpose, grant_id, ceiling, max_age, semantic_policy,
-        requested_limit, candidate_limit, query_digest, semantic_intent, embedding_digest)
-    VALUES (
-        g.workspace_id, pyretrieve.caller(), g.project_id, g.purpose, g.grant_id, g.ceiling,
-        g.max_age, g.semantic_policy,
-        p_requested_limit, least(greatest(p_requested_limit, 100), 1000),
-        p_query_digest, p_semantic_intent, p_embedding_digest)
-    RETURNING dn.* INTO d;
+    -- The decisions log is partitioned by month. When the partition of this month does not
+    -- exist yet (no maintenance has run since the month began), the first decision creates it
+    -- and the insert is retried once.
+    FOR v_attempt IN 1..2 LOOP
+        BEGIN
+            INSERT INTO pyretrieve.decisions AS dn (
+                workspace_id, principal, project_id, purpose, grant_id, ceiling, max_age, semantic_policy,
+                requested_limit, candidate_limit, query_digest, semantic_intent, embedding_digest)
+            VALUES (
+                g.workspace_id, pyretrieve.caller(), g.project_id, g.purpose, g.grant_id, g.ceiling,
+                g.max_age, g.semantic_policy,
+                p_requested_limit, least(greatest(p_requested_limit, 100), 1000),
+                p_query_digest, p_semantic_intent, p_embedding_digest)
+            RETURNING dn.* INTO d;
+            EXIT;
+        EXCEPTION WHEN check_violation THEN
+            -- Every CHECK of the row was validated above: only a missing partition is left.
+            IF v_attempt = 2 THEN
+                RAISE;
+            END IF;
+            PERFORM pyretrieve.ensure_decision_partitions();
+        END;
+    END LOOP;
 
     RETURN QUERY SELECT d.decision_id, d.principal, d.workspace_id::text, d.project_id::text,
                         d.purpose::text, d.evaluated_at, d.ceiling, d.max_age, d.semantic_policy,
@@ -1720,6 +1740,25 @@ COMMENT ON FUNCTION pyretrieve.search(text, text, text, text, public.vector, tex
 -- writer's ceiling; row-level security checks every row again. Postings, generations and the
 -- embeddings' mirror columns are written by triggers only.
 -- ---------------------------------------------------------------------------------------------
+-- One record of a bulk batch (pyretrieve.ingest_batch): what a writer copies into its own
+-- staging table and passes as one array value. No column names a derived value (digest,
+-- tsvector, postings, generation, mirror columns): the database computes those.
+CREATE TYPE pyretrieve.ingest_row AS (
+    ord              integer,
+    source_uri       text,
+    body             text,
+    classification   pyretrieve.classification,
+    observed_at      timestamptz,
+    expires_at       timestamptz,
+    source_revision  text,
+    manifest_id      text,
+    replaces         uuid[],
+    keep             uuid,
+    embedding        public.vector
+);
+COMMENT ON TYPE pyretrieve.ingest_row IS
+    'A record of a bulk ingest batch: ord (its position), the fragment to write (source_uri, body, classification, times, provenance) or keep (an active fragment that stays), the active fragments of its source it supersedes (replaces), and optionally its embedding for the batch''s model.';
+
 SET LOCAL ROLE pyretrieve_api;
 
 -- Bind this transaction's write scope and return the writer's ceiling there; access denied
@@ -2067,6 +2106,265 @@ $$;
 COMMENT ON FUNCTION pyretrieve.stale_embeddings(text, text, text, uuid, integer) IS
     'Active fragments of the caller''s write scope whose embedding for p_model is missing or stale, in fragment-id order after p_after (keyset pagination), at most p_limit (all when NULL), with their bodies so they can be embedded again. SECURITY DEFINER (runs as pyretrieve_api).';
 
+-- ---------------------------------------------------------------------------------------------
+-- Bulk ingestion. A writer copies a batch into a staging table of its own (a temporary table
+-- it creates in its transaction) and passes the rows to ingest_batch as one array value,
+-- built in its own context: this function never reads a table of the caller's by name, so no
+-- object in the caller's pg_temp (a view, a table shadowing a name) runs as pyretrieve_api.
+-- ---------------------------------------------------------------------------------------------
+
+-- What ingestion compares a batch against: the active fragments of the given source uris in
+-- the caller's write scope (up to the writer's ceiling) and, for one model, whether each one's
+-- embedding is current. One index probe per key, as in active_sources.
+CREATE FUNCTION pyretrieve.ingest_state(p_workspace text, p_project text, p_uris text[], p_model text DEFAULT NULL)
+RETURNS TABLE (source_uri text, fragment_id uuid, content_digest bytea,
+               classification pyretrieve.classification, embedding_current boolean)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pyretrieve.bind_write_scope(p_workspace, p_project);
+    IF p_uris IS NULL OR cardinality(p_uris) > 100000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'between 0 and 100000 source uris';
+    END IF;
+    RETURN QUERY
+    SELECT f.source_uri, f.fragment_id, f.content_digest, f.classification,
+           CASE WHEN p_model IS NULL THEN NULL
+                ELSE coalesce(e.source_digest = f.content_digest
+                              AND e.vector_generation >= f.lexical_generation, false) END
+      FROM unnest(p_uris) AS u(uri)
+     CROSS JOIN LATERAL (
+           SELECT f.source_uri, f.fragment_id, f.content_digest, f.classification, f.lexical_generation
+             FROM pyretrieve.fragments f
+            WHERE f.workspace_id = p_workspace AND f.project_id = p_project AND f.state = 'active'
+              AND f.source_uri = u.uri
+           OFFSET 0) f
+      LEFT JOIN LATERAL (
+           SELECT e.source_digest, e.vector_generation
+             FROM pyretrieve.embeddings e
+            WHERE p_model IS NOT NULL AND e.workspace_id = p_workspace
+              AND e.fragment_id = f.fragment_id AND e.model_id = p_model
+           OFFSET 0) e ON true;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.ingest_state(text, text, text[], text) IS
+    'The active fragments (source_uri, fragment_id, content_digest, classification) of the given source uris in the caller''s write scope, up to the writer''s ceiling, and for p_model whether each embedding is current (computed from this content after the fragment was written; NULL without a model): what a bulk ingest plans its batch from. Binds the write scope (PR001 without a writer grant). SECURITY DEFINER (runs as pyretrieve_api).';
+
+CREATE FUNCTION pyretrieve.ingest_batch(
+    p_workspace text,
+    p_project text,
+    p_rows pyretrieve.ingest_row[],
+    p_model text DEFAULT NULL)
+RETURNS TABLE (ord integer, fragment_id uuid, created boolean, embedded boolean)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_ceiling pyretrieve.classification := pyretrieve.bind_write_scope(p_workspace, p_project);
+    v_config regconfig;
+    v_dimension integer;
+    v_locked uuid[];
+    v_replaced uuid[];
+    v_kept uuid[];
+    v_ords integer[];
+    v_ids uuid[];
+    v_created boolean[];
+    v_embedded integer[] := '{}';
+BEGIN
+    IF p_rows IS NULL OR cardinality(p_rows) > 10000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'between 0 and 10000 rows';
+    END IF;
+
+    -- Every check runs before any write, over the whole batch: a batch is written whole or
+    -- not at all.
+    IF EXISTS (SELECT 1 FROM unnest(p_rows) r GROUP BY r.ord HAVING r.ord IS NULL OR count(*) > 1) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'every row needs its own ord';
+    END IF;
+    IF EXISTS (SELECT 1 FROM unnest(p_rows) r
+                WHERE r.keep IS NULL AND (r.classification IS NULL OR r.classification > v_ceiling)) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR001', MESSAGE = 'access denied';
+    END IF;
+    IF EXISTS (SELECT 1 FROM unnest(p_rows) r
+                WHERE (r.keep IS NULL AND (r.body IS NULL OR length(r.body) NOT BETWEEN 1 AND 1000000))
+                   OR (r.keep IS NOT NULL AND r.body IS NOT NULL)) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'body must be 1 to 1000000 characters (and absent for a kept row)';
+    END IF;
+    IF EXISTS (SELECT 1 FROM unnest(p_rows) r
+                WHERE r.observed_at IN ('infinity', '-infinity')) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'observed_at must be finite';
+    END IF;
+    IF EXISTS (SELECT 1 FROM unnest(p_rows) r
+                WHERE r.expires_at <= coalesce(r.observed_at, now())) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'expires_at must be after observed_at';
+    END IF;
+    IF EXISTS (SELECT 1 FROM unnest(p_rows) r
+                WHERE length(r.source_uri) > 2048 OR length(r.source_revision) > 256
+                   OR length(r.manifest_id) > 256) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'provenance field too long';
+    END IF;
+
+    -- The fragments the batch supersedes and keeps: each named once, each active and visible
+    -- in this write scope (an absent id and one the writer may not see fail alike, PR020).
+    SELECT coalesce(array_agg(x.id), '{}') INTO v_replaced
+      FROM unnest(p_rows) r CROSS JOIN LATERAL unnest(r.replaces) AS x(id);
+    SELECT coalesce(array_agg(r.keep), '{}') INTO v_kept FROM unnest(p_rows) r WHERE r.keep IS NOT NULL;
+    IF EXISTS (SELECT 1 FROM unnest(v_replaced || v_kept) AS x(id)
+                GROUP BY x.id HAVING x.id IS NULL OR count(*) > 1) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'a fragment is superseded or kept twice';
+    END IF;
+    IF cardinality(v_replaced) + cardinality(v_kept) > 0 THEN
+        -- In id order, so concurrent batches lock in one order and never deadlock.
+        SELECT coalesce(array_agg(l.fragment_id), '{}') INTO v_locked
+          FROM (SELECT f.fragment_id FROM pyretrieve.fragments f
+                 WHERE f.workspace_id = p_workspace AND f.project_id = p_project
+                   AND f.fragment_id = ANY (v_replaced || v_kept) AND f.state = 'active'
+                 ORDER BY f.fragment_id
+                   FOR UPDATE) l;
+        IF cardinality(v_locked) <> (SELECT count(DISTINCT x.id) FROM unnest(v_replaced || v_kept) AS x(id)) THEN
+            RAISE EXCEPTION USING ERRCODE = 'PR020', MESSAGE = 'fragment not found';
+        END IF;
+    END IF;
+
+    -- Embeddings: a registered model, the model's dimension, finite, non-zero, no subnormal
+    -- values (as check_embedding, for the whole batch at once).
+    IF EXISTS (SELECT 1 FROM unnest(p_rows) r WHERE r.embedding IS NOT NULL) THEN
+        SELECT m.dimension INTO v_dimension FROM pyretrieve.embedding_models m WHERE m.model_id = p_model;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION USING ERRCODE = 'PR012', MESSAGE = 'unknown embedding model';
+        END IF;
+        IF EXISTS (SELECT 1 FROM unnest(p_rows) r
+                    WHERE r.embedding IS NOT NULL AND public.vector_dims(r.embedding) <> v_dimension) THEN
+            RAISE EXCEPTION USING ERRCODE = 'PR011', MESSAGE = 'embedding dimension does not match the model';
+        END IF;
+        IF EXISTS (SELECT 1 FROM unnest(p_rows) r
+                    WHERE r.embedding IS NOT NULL
+                      AND NOT (public.vector_norm(r.embedding) > 0
+                               AND public.vector_norm(r.embedding) < 'Infinity'::double precision)) THEN
+            RAISE EXCEPTION USING ERRCODE = 'PR011', MESSAGE = 'embedding must be finite and non-zero';
+        END IF;
+        IF EXISTS (SELECT 1 FROM unnest(p_rows) r CROSS JOIN LATERAL unnest(r.embedding::real[]) AS x(v)
+                    WHERE x.v <> 0 AND abs(x.v) < 1.17549435e-38::real) THEN
+            RAISE EXCEPTION USING ERRCODE = 'PR011', MESSAGE = 'embedding must not hold subnormal values';
+        END IF;
+    END IF;
+
+    SELECT p.ts_config INTO v_config
+      FROM pyretrieve.projects p
+     WHERE p.workspace_id = p_workspace AND p.project_id = p_project;
+    PERFORM pyretrieve.check_ts_config(v_config);
+
+    -- Content the batch supersedes leaves the active set first (retracted for the moment), so
+    -- that a record bringing that content back, under another source, gets a fragment of its
+    -- own and not the one being superseded. A fragment with exactly the row's new content and
+    -- classification stays active: superseding by the same content keeps it (as
+    -- supersede_fragment does).
+    IF cardinality(v_replaced) > 0 THEN
+        UPDATE pyretrieve.fragments f
+           SET state = 'retracted'
+          FROM unnest(p_rows) r CROSS JOIN LATERAL unnest(r.replaces) AS x(id)
+         WHERE f.workspace_id = p_workspace AND f.project_id = p_project AND f.fragment_id = x.id
+           AND NOT (r.keep IS NULL AND f.classification = r.classification
+                    AND f.content_digest = pyretrieve.content_digest(r.body));
+    END IF;
+
+    -- New fragments in content-key order (so concurrent batches take the unique index's
+    -- keys in one order and never deadlock), the input order among equal keys (so that of two
+    -- records with the same body and classification the first one's row is written and the
+    -- second finds it). A superseding
+    -- record takes the text-search configuration (and, when it names none, the manifest and
+    -- source) of the first fragment it supersedes.
+    BEGIN
+        INSERT INTO pyretrieve.fragments AS f (
+            workspace_id, project_id, body, classification, observed_at, expires_at,
+            source_uri, source_revision, manifest_id, ts_config)
+        SELECT p_workspace, p_project, r.body, r.classification, coalesce(r.observed_at, now()),
+               r.expires_at, coalesce(r.source_uri, o.source_uri), r.source_revision,
+               coalesce(r.manifest_id, o.manifest_id), coalesce(o.ts_config, v_config)
+          FROM unnest(p_rows) r
+          LEFT JOIN LATERAL (
+                SELECT f.source_uri, f.manifest_id, f.ts_config FROM pyretrieve.fragments f
+                 WHERE f.workspace_id = p_workspace AND f.project_id = p_project
+                   AND f.fragment_id = r.replaces[1]) o ON true
+         WHERE r.keep IS NULL
+         ORDER BY r.classification, pyretrieve.content_digest(r.body), r.ord
+        ON CONFLICT (workspace_id, project_id, classification, content_digest) WHERE state = 'active'
+        DO NOTHING;
+    EXCEPTION WHEN program_limit_exceeded THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR014',
+            MESSAGE = 'body has too many distinct words or positions for a text-search vector';
+    END;
+
+    -- Each row's fragment: the active one with its content and classification (written now,
+    -- or found), or the one it keeps.
+    SELECT array_agg(m.ord ORDER BY m.ord), array_agg(m.fragment_id ORDER BY m.ord),
+           array_agg(m.created ORDER BY m.ord)
+      INTO v_ords, v_ids, v_created
+      FROM (SELECT r.ord, f.fragment_id, f.ingested_at = now() AS created
+              FROM unnest(p_rows) r
+              JOIN pyretrieve.fragments f
+                ON f.workspace_id = p_workspace AND f.project_id = p_project AND f.state = 'active'
+               AND f.classification = r.classification
+               AND f.content_digest = pyretrieve.content_digest(r.body)
+             WHERE r.keep IS NULL
+            UNION ALL
+            SELECT r.ord, r.keep, false FROM unnest(p_rows) r WHERE r.keep IS NOT NULL) m;
+    IF coalesce(cardinality(v_ords), 0) <> cardinality(p_rows) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR020', MESSAGE = 'fragment not found';
+    END IF;
+
+    IF cardinality(v_replaced) > 0 THEN
+        UPDATE pyretrieve.fragments f
+           SET state = 'superseded', superseded_by = s.successor
+          FROM (SELECT x.id AS old, m.fragment_id AS successor
+                  FROM unnest(p_rows) r
+                 CROSS JOIN LATERAL unnest(r.replaces) AS x(id)
+                  JOIN unnest(v_ords, v_ids) AS m(ord, fragment_id) ON m.ord = r.ord) s
+         WHERE f.workspace_id = p_workspace AND f.project_id = p_project AND f.fragment_id = s.old
+           AND s.old <> s.successor;
+    END IF;
+
+    -- Embeddings where the fragment's is missing or stale, once per fragment (the first row).
+    IF v_dimension IS NOT NULL THEN
+        WITH t AS (
+            SELECT DISTINCT ON (m.fragment_id) m.fragment_id, m.ord, r.embedding
+              FROM unnest(p_rows) r
+              JOIN unnest(v_ords, v_ids) AS m(ord, fragment_id) ON m.ord = r.ord
+             WHERE r.embedding IS NOT NULL
+             ORDER BY m.fragment_id, m.ord
+        ), need AS (
+            SELECT t.fragment_id, t.ord, t.embedding, f.content_digest
+              FROM t
+              JOIN pyretrieve.fragments f
+                ON f.workspace_id = p_workspace AND f.fragment_id = t.fragment_id
+              LEFT JOIN pyretrieve.embeddings e
+                ON e.workspace_id = p_workspace AND e.fragment_id = t.fragment_id AND e.model_id = p_model
+             WHERE e.fragment_id IS NULL OR e.source_digest <> f.content_digest
+                OR e.vector_generation < f.lexical_generation
+        ), put AS (
+            INSERT INTO pyretrieve.embeddings AS e (
+                workspace_id, project_id, fragment_id, model_id, embedding, source_digest)
+            SELECT p_workspace, p_project, need.fragment_id, p_model, need.embedding, need.content_digest
+              FROM need
+             ORDER BY need.fragment_id
+            ON CONFLICT (workspace_id, fragment_id, model_id)
+            DO UPDATE SET embedding = EXCLUDED.embedding, source_digest = EXCLUDED.source_digest
+            RETURNING e.fragment_id
+        )
+        SELECT coalesce(array_agg(need.ord), '{}') INTO v_embedded
+          FROM need WHERE need.fragment_id IN (SELECT put.fragment_id FROM put);
+    END IF;
+
+    RETURN QUERY
+    SELECT m.ord, m.fragment_id, m.created, m.ord = ANY (v_embedded)
+      FROM unnest(v_ords, v_ids, v_created) AS m(ord, fragment_id, created)
+     ORDER BY m.ord;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.ingest_batch(text, text, pyretrieve.ingest_row[], text) IS
+    'Write one ingest batch in one set-based step: new fragments (idempotent by content, as put_fragment), the active fragments each row supersedes (replaces: marked superseded by the row''s fragment, as supersede_fragment), kept fragments (keep), and the rows'' embeddings for p_model where missing or stale (the source digest is the fragment''s own content digest). Every check (grant, ceiling PR001, lengths and times PR010, each superseded or kept fragment active and visible PR020, model and vectors PR012/PR011) runs before any write, so the batch is written whole or not at all. Returns each row''s fragment, whether this transaction created it and whether an embedding was stored for it. The rows are a value: the function never reads a caller''s table. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+
 SET LOCAL ROLE pyretrieve_owner;
 
 -- ==== sql/schema/60_admin.sql ====
@@ -2134,6 +2432,103 @@ END;
 $$;
 COMMENT ON FUNCTION pyretrieve.create_model_index(text) IS
     'Create the per-model HNSW index (cosine, on the embedding cast to the model''s dimension, partial on the model). SECURITY DEFINER because index creation needs the table owner; executable by admins and by register_model (pyretrieve_api) only.';
+
+-- ---------------------------------------------------------------------------------------------
+-- Decision retention. pyretrieve.decisions is partitioned by month of evaluated_at (UTC). The
+-- partitions are owned by pyretrieve_owner, have row-level security enabled and forced with no
+-- policy of their own (so nothing reads one except through the parent, whose policies apply),
+-- and are only ever created or dropped whole: no decision row is ever updated or deleted.
+-- ---------------------------------------------------------------------------------------------
+
+-- The monthly partitions of pyretrieve.decisions and the range each holds.
+CREATE FUNCTION pyretrieve.decision_partition_ranges()
+RETURNS TABLE (partition_name text, range_start timestamptz, range_end timestamptz)
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    SELECT c.relname::text, b.m[1]::timestamptz, b.m[2]::timestamptz
+      FROM pg_catalog.pg_inherits i
+      JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid
+     CROSS JOIN LATERAL (SELECT pg_catalog.regexp_match(pg_catalog.pg_get_expr(c.relpartbound, c.oid),
+                                '^FOR VALUES FROM \(''([^'']+)''\) TO \(''([^'']+)''\)$') AS m) b
+     WHERE i.inhparent = 'pyretrieve.decisions'::regclass AND b.m IS NOT NULL
+     ORDER BY 2;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.decision_partition_ranges() IS
+    'The partitions of pyretrieve.decisions with the range of evaluated_at each holds, oldest first (read from the catalog).';
+
+-- SECURITY DEFINER, written reason: a partition is created by the owner of the partitioned
+-- table, and neither admins nor pyretrieve_api may own it. Names and bounds are derived from
+-- the clock (never from the arguments' text); the inputs are a number of months and a start.
+CREATE FUNCTION pyretrieve.ensure_decision_partitions(p_months_ahead integer DEFAULT 2, p_from timestamptz DEFAULT NULL)
+RETURNS SETOF text
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_first timestamp := date_trunc('month', coalesce(p_from, now()) AT TIME ZONE 'UTC');
+    v_last timestamp := date_trunc('month', now() AT TIME ZONE 'UTC');
+    v_month timestamp;
+    v_start timestamptz;
+    v_end timestamptz;
+    v_name text;
+BEGIN
+    IF p_months_ahead IS NULL OR p_months_ahead NOT BETWEEN 0 AND 24 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'months ahead must be between 0 and 24';
+    END IF;
+    IF v_first > v_last OR v_first < v_last - interval '20 years' THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'the first month must be in the last 20 years';
+    END IF;
+    v_month := v_first;
+    WHILE v_month <= v_last + make_interval(months => p_months_ahead) LOOP
+        v_start := v_month AT TIME ZONE 'UTC';
+        v_end := (v_month + interval '1 month') AT TIME ZONE 'UTC';
+        v_name := 'decisions_' || to_char(v_month, 'YYYY_MM');
+        IF NOT EXISTS (SELECT 1 FROM pyretrieve.decision_partition_ranges() r
+                        WHERE r.range_start < v_end AND r.range_end > v_start) THEN
+            BEGIN
+                EXECUTE format('CREATE TABLE pyretrieve.%I PARTITION OF pyretrieve.decisions FOR VALUES FROM (%L) TO (%L)',
+                               v_name, v_start, v_end);
+                EXECUTE format('ALTER TABLE pyretrieve.%I ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY', v_name);
+                EXECUTE format('COMMENT ON TABLE pyretrieve.%I IS %L', v_name,
+                               format('Decisions evaluated in %s (UTC): a partition of pyretrieve.decisions, read and written only through it.',
+                                      to_char(v_month, 'YYYY-MM')));
+                RETURN NEXT v_name;
+            EXCEPTION WHEN duplicate_table OR invalid_object_definition THEN
+                -- Another transaction created it meanwhile.
+                NULL;
+            END;
+        END IF;
+        v_month := v_month + interval '1 month';
+    END LOOP;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.ensure_decision_partitions(integer, timestamptz) IS
+    'Create the monthly partitions of pyretrieve.decisions (UTC months) from the month of p_from (default: the current month) to p_months_ahead months after the current one, where missing; returns the names created. Idempotent; authorize calls it when no partition holds the current month yet. SECURITY DEFINER (runs as pyretrieve_owner): a partition is created by the owner of the partitioned table.';
+
+-- SECURITY DEFINER, written reason: dropping a partition needs the owner of the table. The
+-- function drops only a partition of pyretrieve.decisions, and only one whose range ended at
+-- least a day ago, whatever its caller asks: no decision of an open or recent transaction
+-- can go.
+CREATE FUNCTION pyretrieve.drop_decision_partition(p_partition text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pyretrieve.decision_partition_ranges() r
+                    WHERE r.partition_name = p_partition AND r.range_end <= now() - interval '1 day') THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'not a decision partition that ended more than a day ago';
+    END IF;
+    EXECUTE format('DROP TABLE pyretrieve.%I', p_partition);
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.drop_decision_partition(text) IS
+    'Drop one partition of pyretrieve.decisions whose range ended more than a day ago (prune_decisions calls it). SECURITY DEFINER (runs as pyretrieve_owner): dropping a partition needs the owner of the table.';
 
 SET LOCAL ROLE pyretrieve_api;
 
@@ -2363,6 +2758,114 @@ BEGIN ATOMIC
 END;
 COMMENT ON FUNCTION pyretrieve.schema_version() IS
     'The installed schema version. SECURITY DEFINER (runs as pyretrieve_api) so that principals, who hold no table privilege, can read it.';
+
+-- Decision retention and the audit's questions, for admins.
+CREATE FUNCTION pyretrieve.decision_partitions()
+RETURNS TABLE (partition_name text, range_start timestamptz, range_end timestamptz, decisions bigint)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    RETURN QUERY
+    SELECT r.partition_name, r.range_start, r.range_end,
+           (SELECT count(*) FROM pyretrieve.decisions d
+             WHERE d.evaluated_at >= r.range_start AND d.evaluated_at < r.range_end)
+      FROM pyretrieve.decision_partition_ranges() r
+     ORDER BY r.range_start;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.decision_partitions() IS
+    'The monthly partitions of the decisions log, with their range and the number of decisions each holds. Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals hold no table privilege.';
+
+CREATE FUNCTION pyretrieve.prune_decisions(p_older_than interval, p_dry_run boolean DEFAULT false)
+RETURNS TABLE (partition_name text, range_start timestamptz, range_end timestamptz, decisions bigint)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    p record;
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    IF p_older_than IS NULL OR p_older_than < interval '1 day' THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'retention must be at least one day';
+    END IF;
+    -- Whole months only: a partition goes when every decision it can hold is older than the
+    -- retention, so no decision younger than that is ever dropped.
+    FOR p IN SELECT * FROM pyretrieve.decision_partitions() d
+              WHERE d.range_end <= now() - p_older_than ORDER BY d.range_start LOOP
+        IF NOT p_dry_run THEN
+            PERFORM pyretrieve.drop_decision_partition(p.partition_name);
+        END IF;
+        partition_name := p.partition_name;
+        range_start := p.range_start;
+        range_end := p.range_end;
+        decisions := p.decisions;
+        RETURN NEXT;
+    END LOOP;
+    IF NOT p_dry_run THEN
+        PERFORM pyretrieve.ensure_decision_partitions();
+    END IF;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.prune_decisions(interval, boolean) IS
+    'Retention of the decisions log: drop every monthly partition whose whole range is older than p_older_than (at least one day), returning each with the number of decisions it held (with p_dry_run, only report them), then create the partitions ahead. Decisions are never deleted one by one. Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals hold no table privilege.';
+
+-- Who searched what scope when: the decisions of a time range, optionally of one scope or one
+-- principal, newest first. Each filter given becomes a predicate of its own (dynamic SQL with
+-- parameters, never spliced text), so the planner uses the scope or principal index and reads
+-- only the months asked for.
+CREATE FUNCTION pyretrieve.list_decisions(
+    p_since timestamptz,
+    p_until timestamptz DEFAULT NULL,
+    p_workspace text DEFAULT NULL,
+    p_project text DEFAULT NULL,
+    p_principal text DEFAULT NULL,
+    p_limit integer DEFAULT 1000)
+RETURNS TABLE (evaluated_at timestamptz, principal name, workspace_id text, project_id text,
+               purpose text, decision_id uuid, grant_id uuid, ceiling pyretrieve.classification,
+               semantic_intent text, requested_limit integer, query_digest bytea,
+               embedding_digest bytea)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_sql text := 'SELECT d.evaluated_at, d.principal, d.workspace_id::text, d.project_id::text,'
+               || ' d.purpose::text, d.decision_id, d.grant_id, d.ceiling, d.semantic_intent,'
+               || ' d.requested_limit, d.query_digest, d.embedding_digest'
+               || ' FROM pyretrieve.decisions d WHERE d.evaluated_at >= $1 AND d.evaluated_at < $2';
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    IF p_since IS NULL OR (p_until IS NOT NULL AND p_until <= p_since) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'a time range: since, and until after it';
+    END IF;
+    IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 100000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'limit must be between 1 and 100000';
+    END IF;
+    IF p_project IS NOT NULL AND p_workspace IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'a project is named with its workspace';
+    END IF;
+    IF p_workspace IS NOT NULL THEN
+        PERFORM pyretrieve.check_identifier(p_workspace, 'workspace');
+        v_sql := v_sql || ' AND d.workspace_id = $3';
+    END IF;
+    IF p_project IS NOT NULL THEN
+        PERFORM pyretrieve.check_identifier(p_project, 'project');
+        v_sql := v_sql || ' AND d.project_id = $4';
+    END IF;
+    IF p_principal IS NOT NULL THEN
+        v_sql := v_sql || ' AND d.principal = $5';
+    END IF;
+    v_sql := v_sql || ' ORDER BY d.evaluated_at DESC, d.decision_id LIMIT $6';
+    RETURN QUERY EXECUTE v_sql
+        USING p_since, coalesce(p_until, 'infinity'::timestamptz), p_workspace, p_project,
+              p_principal::name, p_limit;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.list_decisions(timestamptz, timestamptz, text, text, text, integer) IS
+    'Who searched what scope when: the decisions evaluated in [p_since, p_until), optionally of one workspace (and project) or one principal, newest first, at most p_limit: digests and intent only, never query text. Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals hold no table privilege.';
 
 SET LOCAL ROLE pyretrieve_owner;
 
@@ -3273,11 +3776,13 @@ BEGIN
 END
 $revoke$;
 REVOKE ALL ON TYPE pyretrieve.classification, pyretrieve.fragment_state, pyretrieve.semantic_policy,
-    pyretrieve.identifier FROM PUBLIC;
+    pyretrieve.identifier, pyretrieve.ingest_row FROM PUBLIC;
 
 GRANT USAGE ON SCHEMA pyretrieve TO pyretrieve_reader, pyretrieve_writer, pyretrieve_admin, pyretrieve_api;
 GRANT USAGE ON TYPE pyretrieve.classification, pyretrieve.fragment_state, pyretrieve.semantic_policy,
     pyretrieve.identifier TO pyretrieve_reader, pyretrieve_writer, pyretrieve_admin, pyretrieve_api;
+-- Writers build bulk batches of this type (a staging table of their own, one array value).
+GRANT USAGE ON TYPE pyretrieve.ingest_row TO pyretrieve_writer, pyretrieve_api;
 
 -- What the API functions (and the triggers they fire) read and write, as pyretrieve_api.
 GRANT SELECT ON pyretrieve.installation, pyretrieve.workspaces, pyretrieve.projects,
@@ -3316,7 +3821,9 @@ GRANT EXECUTE ON FUNCTION pyretrieve.caller(), pyretrieve.caller_in(name),
     pyretrieve.check_identifier(text, text), pyretrieve.require_decision(uuid),
     pyretrieve.check_embedding(text, public.vector), pyretrieve.require_admin(),
     pyretrieve.scope_sequence(text, text), pyretrieve.tsvector_length(tsvector),
-    pyretrieve.create_scope_sequence(text, text), pyretrieve.create_model_index(text)
+    pyretrieve.create_scope_sequence(text, text), pyretrieve.create_model_index(text),
+    pyretrieve.decision_partition_ranges(), pyretrieve.ensure_decision_partitions(integer, timestamptz),
+    pyretrieve.drop_decision_partition(text)
     TO pyretrieve_api;
 
 -- Pure helpers for everyone in a group (digests, the OR query, the caller's identity).
@@ -3333,6 +3840,8 @@ GRANT EXECUTE ON FUNCTION
     TO pyretrieve_reader;
 -- create_model_index is an owner function that admins may call directly too.
 GRANT EXECUTE ON FUNCTION pyretrieve.create_model_index(text) TO pyretrieve_admin;
+-- So is creating the decisions log's partitions ahead (a maintenance job run as an admin).
+GRANT EXECUTE ON FUNCTION pyretrieve.ensure_decision_partitions(integer, timestamptz) TO pyretrieve_admin;
 
 -- The SQL API, granted by its owner pyretrieve_api.
 SET LOCAL ROLE pyretrieve_api;
@@ -3367,7 +3876,9 @@ GRANT EXECUTE ON FUNCTION
     pyretrieve.active_sources_like(text, text, text[]),
     pyretrieve.created_now(text, text, uuid[]),
     pyretrieve.embeddings_needed(text, text, text, uuid[]),
-    pyretrieve.stale_embeddings(text, text, text, uuid, integer)
+    pyretrieve.stale_embeddings(text, text, text, uuid, integer),
+    pyretrieve.ingest_state(text, text, text[], text),
+    pyretrieve.ingest_batch(text, text, pyretrieve.ingest_row[], text)
     TO pyretrieve_writer;
 GRANT EXECUTE ON FUNCTION
     pyretrieve.create_workspace(text, text),
@@ -3377,7 +3888,10 @@ GRANT EXECUTE ON FUNCTION
     pyretrieve.register_model(text, integer),
     pyretrieve.set_bm25(text, text, double precision, double precision),
     pyretrieve.list_projects(),
-    pyretrieve.list_grants()
+    pyretrieve.list_grants(),
+    pyretrieve.decision_partitions(),
+    pyretrieve.prune_decisions(interval, boolean),
+    pyretrieve.list_decisions(timestamptz, timestamptz, text, text, text, integer)
     TO pyretrieve_admin;
 SET LOCAL ROLE pyretrieve_owner;
 
@@ -3504,12 +4018,17 @@ SELECT pg_catalog.format('%I.%I', n.nspname, c.relname) AS table_name,
        (SELECT pg_catalog.count(*) FROM pg_catalog.pg_policy p
          WHERE p.polrelid = c.oid AND NOT p.polpermissive)::integer AS restrictive_policies,
        EXISTS (SELECT FROM pg_catalog.pg_attribute a
-                WHERE a.attrelid = c.oid AND a.attname = 'workspace_id' AND NOT a.attisdropped) AS has_workspace_id
+                WHERE a.attrelid = c.oid AND a.attname = 'workspace_id' AND NOT a.attisdropped) AS has_workspace_id,
+       (SELECT pg_catalog.format('%I.%I', pn.nspname, p.relname)
+          FROM pg_catalog.pg_inherits i
+          JOIN pg_catalog.pg_class p ON p.oid = i.inhparent
+          JOIN pg_catalog.pg_namespace pn ON pn.oid = p.relnamespace
+         WHERE c.relispartition AND i.inhrelid = c.oid) AS partition_of
   FROM pg_catalog.pg_class c
   JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
  WHERE n.nspname = 'pyretrieve' AND c.relkind IN ('r', 'p');
 COMMENT ON VIEW pyretrieve.audit_tables IS
-    'Each table of the pyretrieve schema: owner, row-level security enabled and forced (so the owner is bound too), its policies (permissive and restrictive) and whether it has a workspace_id column.';
+    'Each table of the pyretrieve schema: owner, row-level security enabled and forced (so the owner is bound too), its policies (permissive and restrictive), whether it has a workspace_id column and, for a partition, the table it is a partition of (read through that table, under its policies; its own row-level security, with no policy, refuses every direct read).';
 
 -- The top-level OR branches of a deparsed expression (one element when it has none): each
 -- branch admits rows on its own, so each must carry its own identity check.
@@ -3909,7 +4428,7 @@ WITH f (severity, code, object_type, object, evidence, fix) AS (
            CASE WHEN t.rls_enabled THEN 'no policy: every query by a role other than the owner returns no rows'
                 ELSE 'no policy, and row-level security is disabled' END,
            pg_catalog.format('CREATE POLICY ... ON %s TO <the group roles that use it> USING (...); or drop the table', t.table_name)
-      FROM pyretrieve.audit_tables t WHERE t.policies = 0
+      FROM pyretrieve.audit_tables t WHERE t.policies = 0 AND t.partition_of IS NULL
     UNION ALL
     -- Policies.
     SELECT 'warning', 'overlapping_permissive_policies', 'table', a.table_name,
@@ -3981,7 +4500,9 @@ WITH f (severity, code, object_type, object, evidence, fix) AS (
            pg_catalog.format('REVOKE %s ON %s FROM %s;', pr.privilege, pr.object,
                              CASE WHEN pr.grantee = 'PUBLIC' THEN 'PUBLIC' ELSE pg_catalog.quote_ident(pr.grantee) END)
       FROM pyretrieve.audit_privileges pr
-     WHERE pr.object IN ('pyretrieve.decisions', 'pyretrieve.write_bindings')
+     WHERE (pr.object IN ('pyretrieve.decisions', 'pyretrieve.write_bindings')
+            OR pr.object IN (SELECT t.table_name FROM pyretrieve.audit_tables t
+                              WHERE t.partition_of IN ('pyretrieve.decisions', 'pyretrieve.write_bindings')))
        AND pr.privilege IN ('UPDATE', 'DELETE', 'TRUNCATE') AND NOT pr.grantee_is_owner
     UNION ALL
     SELECT 'error', 'decisions_mutable', 'policy',
@@ -3989,7 +4510,9 @@ WITH f (severity, code, object_type, object, evidence, fix) AS (
            pg_catalog.format('a %s policy on an audit log that must be append-only', p.command),
            pg_catalog.format('DROP POLICY %I ON %s;', p.policy_name, p.table_name)
       FROM pyretrieve.audit_policies p
-     WHERE p.table_name IN ('pyretrieve.decisions', 'pyretrieve.write_bindings')
+     WHERE (p.table_name IN ('pyretrieve.decisions', 'pyretrieve.write_bindings')
+            OR p.table_name IN (SELECT t.table_name FROM pyretrieve.audit_tables t
+                                 WHERE t.partition_of IN ('pyretrieve.decisions', 'pyretrieve.write_bindings')))
        AND p.command IN ('UPDATE', 'DELETE', 'ALL')
     UNION ALL
     SELECT 'error', 'content_updatable', pr.object_type,
@@ -4374,8 +4897,11 @@ GRANT EXECUTE ON FUNCTION pyretrieve.audit_server(), pyretrieve.audit_objects(),
 SET LOCAL ROLE pyretrieve_owner;
 
 -- ==== sql/schema/90_epilogue.sql ====
+-- The decisions log's partitions: this month and the next two.
+SELECT pg_catalog.count(*) AS decision_partitions FROM pyretrieve.ensure_decision_partitions();
+
 INSERT INTO pyretrieve.installation (schema_version, created_vector)
-VALUES ('0010', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
+VALUES ('0011', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
 
 RESET ROLE;
 -- pyretrieve_api created the API functions; it may not create anything else.

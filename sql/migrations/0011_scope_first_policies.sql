@@ -1,4 +1,4 @@
--- pyretrieve migration 0010: scope_first_policies
+-- pyretrieve migration 0011: scope_first_policies
 -- Drafted by `python -m pyretrieve.db.draft` from a catalog diff; reviewed by hand.
 --
 -- Policies only (no table, function or data change): the read policies of the tenant tables
@@ -76,7 +76,7 @@ CREATE POLICY workspaces_read ON pyretrieve.workspaces FOR SELECT TO pyretrieve_
    FROM pyretrieve.bound_decision() d(workspace_id, decision_id, principal, project_id, purpose, grant_id, evaluated_at, ceiling, max_age, semantic_policy, requested_limit, candidate_limit, query_digest, semantic_intent, embedding_digest, xact_id)), ( SELECT w.workspace_id
    FROM pyretrieve.bound_write() w(workspace_id, binding_id, principal, project_id, ceiling, bound_at, xact_id, "position"))))::text) OR ( SELECT pyretrieve.caller_in('pyretrieve_admin'::name) AS caller_in)));
 
-UPDATE pyretrieve.installation SET schema_version = '0010';
+UPDATE pyretrieve.installation SET schema_version = '0011';
 
 RESET ROLE;
 REVOKE CREATE ON SCHEMA pyretrieve FROM pyretrieve_api;

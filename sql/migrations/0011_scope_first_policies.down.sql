@@ -1,4 +1,4 @@
--- pyretrieve migration 0010, downgrade: back to 0009
+-- pyretrieve migration 0011, downgrade: back to 0010
 -- Drafted by `python -m pyretrieve.db.draft` from a catalog diff; reviewed by hand.
 
 -- pyretrieve_api creates the functions it owns while the migration runs.
@@ -62,7 +62,7 @@ CREATE POLICY workspaces_read ON pyretrieve.workspaces FOR SELECT TO pyretrieve_
    FROM pyretrieve.bound_decision() d(workspace_id, decision_id, principal, project_id, purpose, grant_id, evaluated_at, ceiling, max_age, semantic_policy, requested_limit, candidate_limit, query_digest, semantic_intent, embedding_digest, xact_id)))::text) OR ((workspace_id)::text = (( SELECT w.workspace_id
    FROM pyretrieve.bound_write() w(workspace_id, binding_id, principal, project_id, ceiling, bound_at, xact_id, "position")))::text) OR ( SELECT pyretrieve.caller_in('pyretrieve_admin'::name) AS caller_in)));
 
-UPDATE pyretrieve.installation SET schema_version = '0009';
+UPDATE pyretrieve.installation SET schema_version = '0010';
 
 RESET ROLE;
 REVOKE CREATE ON SCHEMA pyretrieve FROM pyretrieve_api;
