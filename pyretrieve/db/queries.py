@@ -396,8 +396,17 @@ SELECT c.relname::text AS tbl, p.polname::text AS name, pg_get_expr(p.polqual, p
   FROM pg_policy p JOIN pg_class c ON c.oid = p.polrelid
  WHERE c.relnamespace = 'pyretrieve'::regnamespace
 """
-CATALOG_VIEWS: Final = """
+# A view's definition as compared between two catalogs: pg_get_viewdef without the select-list
+# aliases. A view created from a deparsed definition deparses with aliases its source did not
+# write ('x'::text AS text in the later branches of a UNION), which name nothing (the output
+# columns are the first branch's, and are compared as columns), so they are not a difference.
+_VIEW_DEFINITION_COMPARED: Final = (
+    "pg_catalog.regexp_replace(pg_catalog.pg_get_viewdef(c.oid),"
+    " '\\s+AS\\s+(\"[^\"]+\"|\\w+)(?=,|\\n|;|$)', '', 'g')"
+)
+CATALOG_VIEWS: Final = f"""
 SELECT c.relname::text AS name, pg_get_viewdef(c.oid) AS definition, c.reloptions AS options,
+       {_VIEW_DEFINITION_COMPARED} AS compared,
        obj_description(c.oid, 'pg_class') AS comment
   FROM pg_class c WHERE c.relnamespace = 'pyretrieve'::regnamespace AND c.relkind = 'v'
 """

@@ -19,7 +19,7 @@ import psycopg
 import pytest
 
 from pyretrieve import resources
-from pyretrieve.db import migrate
+from pyretrieve.db import migrate, queries
 from tests.conftest import (
     HEAD,
     INSTALL_SQL,
@@ -86,6 +86,11 @@ CATALOG_QUERIES: dict[str, str] = {
     "indexes": """
         SELECT tablename, indexname, indexdef FROM pg_catalog.pg_indexes
          WHERE schemaname = 'pyretrieve'
+    """,
+    # The drafter's view definitions, as it compares them (select-list aliases aside).
+    "views": f"""
+        SELECT v.name, v.compared, coalesce(v.options::text, '')
+          FROM ({queries.CATALOG_VIEWS}) v
     """,
     "policies": """
         SELECT tablename, policyname, permissive,
