@@ -32,11 +32,13 @@ from pyretrieve.errors import (
 )
 from pyretrieve.types import (
     DegradationReason,
+    Fusion,
     JsonValue,
     Scope,
     SearchResult,
     SemanticStatus,
     Weights,
+    WeightsSource,
 )
 from pyretrieve.vectors import canonical_embedding, embedding_digest, to_pgvector_text
 
@@ -66,9 +68,11 @@ class SearchRequest:
     candidate_limit: int | None
     model: str | None
     embedding: bytes | None  # float32 little-endian, canonical
-    weights: Weights
+    # None: the model's registered defaults (or 1.0 each), resolved in the request's transaction.
+    weights: Weights | None
     query_digest: bytes
     ranking: Ranking = "bm25"
+    fusion: Fusion = Fusion.RRF
 
     @property
     def wants_vector(self) -> bool:
@@ -110,6 +114,7 @@ def build_request(
     model: str | None = None,
     weights: Weights | None = None,
     ranking: str = "bm25",
+    fusion: str = contract.DEFAULT_FUSION,
 ) -> SearchRequest:
     """Validate everything that can be validated before touching the database."""
     if not isinstance(query, str) or not 1 <= len(query) <= MAX_QUERY_CHARS:
@@ -125,6 +130,8 @@ def build_request(
         raise InvalidInput("semantic must be optional, required or disabled")
     if ranking not in ("bm25", "ts_rank"):
         raise InvalidInput("ranking must be bm25 or ts_rank")
+    if fusion not in contract.FUSIONS:
+        raise InvalidInput(f"fusion must be {' or '.join(contract.FUSIONS)}")
     if mode == "vector" and semantic == "disabled":
         raise InvalidInput("vector mode needs semantic retrieval")
     _check_int(limit, "limit", 1, MAX_LIMIT)
@@ -134,9 +141,7 @@ def build_request(
         not isinstance(model, str) or not 1 <= len(model) <= contract.MAX_MODEL_ID_CHARS
     ):
         raise InvalidInput("invalid model id")
-    if weights is None:
-        weights = Weights()
-    elif not isinstance(weights, Weights):
+    if weights is not None and not isinstance(weights, Weights):
         raise InvalidInput("weights must be Weights")
     vector_bytes = None
     if embedding is not None:
@@ -153,6 +158,7 @@ def build_request(
         weights=weights,
         query_digest=hashlib.sha256(query.encode("utf-8")).digest(),
         ranking=cast(Ranking, ranking),
+        fusion=Fusion(fusion),
     )
 
 
@@ -215,6 +221,7 @@ class Retriever:
         model: str | None = None,
         weights: Weights | None = None,
         ranking: str = "bm25",
+        fusion: str = contract.DEFAULT_FUSION,
     ) -> SearchResult:
         """Search ``scope`` for ``query`` as the retriever's principal, in one transaction.
 
@@ -225,8 +232,11 @@ class Retriever:
         (1..1000); the rest of the eligible fragments come back as omissions.
         ``candidate_limit``: candidates per leg, at most the decision's cap. ``embedding``:
         the query's vector for ``model``; without it the embedder registered for ``model``
-        embeds the query. ``weights``: per-leg RRF weights. ``ranking``: ``bm25`` or
-        ``ts_rank`` (for comparison).
+        embeds the query. ``weights``: per-leg fusion weights; without them, the defaults
+        registered with ``model`` (``register_model``), or 1.0 each when no registered model is
+        named; every explanation says which. ``ranking``: ``bm25`` or ``ts_rank`` (for
+        comparison). ``fusion``: ``rrf`` (canonical Reciprocal Rank Fusion, the default) or
+        ``dbsf`` (distribution-based score fusion).
 
         Raises :class:`InvalidInput` before anything is sent when an argument breaks the
         contract, :class:`AccessDenied` when the principal holds no grant for the scope, and
@@ -243,6 +253,7 @@ class Retriever:
             model=model,
             weights=weights,
             ranking=ranking,
+            fusion=fusion,
         )
         return self.execute(request)
 
@@ -383,6 +394,7 @@ class Retriever:
 
         leg = self._vector(conn, request, decision, vector_input, digest, adapter_status, per_leg)
 
+        weights, source, weights_model = self._weights(cur, request)
         ids = sorted(
             {r["fragment_id"] for r in lexical_rows or []}
             | {r["fragment_id"] for r in leg.rows or []},
@@ -401,8 +413,28 @@ class Retriever:
             semantic=leg.status,
             query_digest=request.query_digest,
             embedding_digest=leg.digest,
-            weights=request.weights,
+            weights=weights,
+            fusion=request.fusion,
+            weights_source=source,
+            weights_model=weights_model,
         )
+
+    @staticmethod
+    def _weights(
+        cur: psycopg.Cursor[Row], request: SearchRequest
+    ) -> tuple[Weights, WeightsSource, str | None]:
+        """The request's weights, else the named model's registered defaults, else 1.0 each
+        (``pyretrieve.search()`` in SQL resolves them by the same rule)."""
+        if request.weights is not None:
+            return request.weights, WeightsSource.REQUEST, None
+        if request.model is not None:
+            row = cur.execute(
+                "SELECT * FROM pyretrieve.model_weights(p_model => %s)", (request.model,)
+            ).fetchone()
+            if row is not None:
+                weights = Weights(lexical=row["lexical_weight"], vector=row["vector_weight"])
+                return weights, WeightsSource.MODEL, request.model
+        return Weights(), WeightsSource.DEFAULT, None
 
     @staticmethod
     def _lexical(

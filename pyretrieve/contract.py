@@ -19,9 +19,15 @@ __all__ = [
     "CANDIDATE_CAP_MAX",
     "CANDIDATE_CAP_MIN",
     "CLASSIFICATION_ORDER",
+    "DBSF_DEGENERATE",
+    "DBSF_FORMULA",
+    "DBSF_SPREAD",
+    "DEFAULT_FUSION",
+    "DEFAULT_WEIGHT",
     "DEGRADED_CONFIDENCE_FACTOR",
     "FRESHNESS_FLOOR",
     "FRESHNESS_SLOPE",
+    "FUSIONS",
     "IDENTIFIER_MAX_CHARS",
     "IDENTIFIER_PATTERN",
     "IDENTIFIER_RE",
@@ -32,11 +38,13 @@ __all__ = [
     "MAX_PROVENANCE_CHARS",
     "MAX_QUERY_CHARS",
     "MAX_SOURCE_URI_CHARS",
+    "MAX_WEIGHT",
     "MODEL_ID_PATTERN",
     "RANK_BASE",
     "RRF_FORMULA",
     "RRF_K",
     "TRUST_LABEL",
+    "WEIGHT_SOURCES",
     "candidate_cap",
     "is_identifier",
     "is_stale",
@@ -92,6 +100,25 @@ RANK_BASE: Final = 1
 RRF_FORMULA: Final = (
     "sum of w/(60+rank) over modalities, 1-based ranks, missing modality contributes 0"
 )
+# The fusions a request may ask for; canonical RRF unless it asks for another.
+FUSIONS: Final = ("rrf", "dbsf")
+DEFAULT_FUSION: Final = "rrf"
+# Distribution-based score fusion: each leg's candidate scores (BM25, or 1 - cosine distance)
+# are mapped from [mean - SPREAD * std, mean + SPREAD * std] (sample std of that leg's
+# candidates for this query) to [0, 1] and clipped; a leg whose range is empty (one candidate,
+# or all equal) maps every candidate to DBSF_DEGENERATE, the value of the mean.
+DBSF_SPREAD: Final = 3.0
+DBSF_DEGENERATE: Final = 0.5
+DBSF_FORMULA: Final = (
+    "sum of w*clip((x-lower)/(upper-lower),0,1) over modalities, x = lexical score or"
+    " 1 - cosine distance, lower/upper = mean -/+ 3 sample std of that modality's candidates"
+    " for this query (0.5 when upper <= lower), missing modality contributes 0"
+)
+# Per-leg weights: a request's, else the model's registered defaults, else this for both.
+DEFAULT_WEIGHT: Final = 1.0
+MAX_WEIGHT: Final = 1000.0
+# Where the weights a search used came from (the explanation says which).
+WEIGHT_SOURCES: Final = ("request", "model", "default")
 # freshness = clamp(1 - FRESHNESS_SLOPE * age / max_age, FRESHNESS_FLOOR, 1)
 FRESHNESS_FLOOR: Final = 0.5
 FRESHNESS_SLOPE: Final = 0.5

@@ -10,7 +10,10 @@ from rich.text import Text
 from pyretrieve import contract
 from pyretrieve.cli import main
 from pyretrieve.cli.common import as_option, connect, dsn_option, handle_errors, transaction
+from pyretrieve.embedders import registry
 from pyretrieve.embedders.registry import available_models, get_embedder, register_model
+from pyretrieve.errors import InvalidInput
+from pyretrieve.types import Weights
 
 CLASSIFICATIONS = click.Choice(list(contract.CLASSIFICATION_ORDER))
 
@@ -75,10 +78,7 @@ def workspaces_create(
         transaction(conn, principal or ctx.obj["principal"]),
     ):
         for embedder in embedders:
-            conn.execute(
-                "SELECT pyretrieve.register_model(p_model => %s, p_dimension => %s)",
-                (embedder.model_id, embedder.dimension),
-            )
+            conn.execute(registry.REGISTER_SQL, registry.register_params(embedder))
         conn.execute("SELECT pyretrieve.create_workspace(p_workspace => %s)", (workspace,))
         for project in projects:
             conn.execute(
@@ -106,25 +106,49 @@ def models(ctx: click.Context, principal: str | None, dsn: str | None) -> None:
         return
     with connect(dsn) as conn, transaction(conn, principal):
         rows = conn.execute(
-            "SELECT model_id AS model, dimension, registered_at FROM pyretrieve.list_models()"
-            " ORDER BY model_id"
+            "SELECT model_id AS model, dimension, lexical_weight, vector_weight, registered_at"
+            " FROM pyretrieve.list_models() ORDER BY model_id"
         ).fetchall()
-    _table(["model", "dimension", "registered_at"], list(rows))
+    _table(["model", "dimension", "lexical_weight", "vector_weight", "registered_at"], list(rows))
     click.echo(f"embedders available here: {', '.join(available_models())}")
 
 
 @models.command("register")
 @click.argument("model")
+@click.option(
+    "--lexical-weight",
+    type=float,
+    help="Default weight of the lexical leg for searches with this model (with --vector-weight;"
+    " default: the weights shipped for a known model, else 1.0 each).",
+)
+@click.option(
+    "--vector-weight", type=float, help="Default weight of the vector leg (with --lexical-weight)."
+)
 @as_option
 @dsn_option
 @click.pass_context
 @handle_errors
-def models_register(ctx: click.Context, model: str, principal: str | None, dsn: str | None) -> None:
-    """Register the model of a locally available embedder (its id and dimension)."""
+def models_register(
+    ctx: click.Context,
+    model: str,
+    lexical_weight: float | None,
+    vector_weight: float | None,
+    principal: str | None,
+    dsn: str | None,
+) -> None:
+    """Register the model of a locally available embedder: its id, its dimension and the
+    default fusion weights searches with it use when they give none."""
+    if (lexical_weight is None) != (vector_weight is None):
+        raise InvalidInput("give --lexical-weight and --vector-weight together, or neither")
+    weights = None
+    if lexical_weight is not None and vector_weight is not None:
+        weights = Weights(lexical=lexical_weight, vector=vector_weight)
     embedder = get_embedder(model)
     with connect(dsn or ctx.obj["dsn"]) as conn:
-        register_model(conn, embedder, principal=principal or ctx.obj["principal"])
-    click.echo(f"model {embedder.model_id} ({embedder.dimension}-d) registered")
+        register_model(conn, embedder, principal=principal or ctx.obj["principal"], weights=weights)
+        chosen = weights or registry.default_weights(embedder.model_id)
+    shown = "" if chosen is None else f", default weights {chosen.lexical:g}/{chosen.vector:g}"
+    click.echo(f"model {embedder.model_id} ({embedder.dimension}-d) registered{shown}")
 
 
 PURPOSE_HELP = (

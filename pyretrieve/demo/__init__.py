@@ -23,6 +23,7 @@ from rich.text import Text
 from pyretrieve.client import Retriever
 from pyretrieve.db import migrate
 from pyretrieve.embedded import APP_ROLE
+from pyretrieve.embedders import registry
 from pyretrieve.embedders.hashing import HashNgramEmbedder
 from pyretrieve.errors import PyretrieveError
 from pyretrieve.ingest import Ingestor
@@ -84,10 +85,7 @@ def _setup_scopes(conn: psycopg.Connection[dict[str, Any]], embedder: HashNgramE
                 " p_project => %s, p_purpose => 'ingest', p_ceiling => 'restricted')",
                 (INGEST, scope.workspace, scope.project),
             )
-        conn.execute(
-            "SELECT pyretrieve.register_model(p_model => %s, p_dimension => %s)",
-            (embedder.model_id, embedder.dimension),
-        )
+        conn.execute(registry.REGISTER_SQL, registry.register_params(embedder))
         grants = [
             (RESEARCHER, VISION, "confidential", "optional"),
             (RESEARCHER, PARTNER, "internal", "optional"),

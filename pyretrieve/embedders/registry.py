@@ -21,8 +21,19 @@ from pyretrieve.embedders import Embedder
 from pyretrieve.embedders.hashing import MODEL_ID as HASH_MODEL_ID
 from pyretrieve.embedders.hashing import HashNgramEmbedder
 from pyretrieve.errors import UnknownModel
+from pyretrieve.types import Weights
 
 DEFAULT_MODEL = HASH_MODEL_ID
+
+# The default fusion weights each known model is registered with: what a search naming the
+# model uses when it gives no weights (stored with the model, so SQL callers get the same).
+# Chosen by cross-validation over the shared collections (evals/quality/defaults.json,
+# docs/quality.md); a model not listed here is registered with 1.0 each.
+DEFAULT_WEIGHTS: dict[str, Weights] = {
+    HASH_MODEL_ID: Weights(lexical=1.0, vector=1.0),
+    "all-MiniLM-L6-v2-int8": Weights(lexical=1.0, vector=1.0),
+    "all-MiniLM-L6-v2-int8-windowed": Weights(lexical=1.0, vector=1.0),
+}
 
 
 def _hash() -> Embedder:
@@ -80,19 +91,50 @@ def get_embedder(model_id: str) -> Embedder:
     return factory()
 
 
+def default_weights(model_id: str) -> Weights | None:
+    """The fusion weights a known model is registered with; None for another model."""
+    return DEFAULT_WEIGHTS.get(model_id)
+
+
+def register_params(embedder: Embedder, weights: Weights | None = None) -> dict[str, Any]:
+    """The named arguments of ``pyretrieve.register_model`` for an embedder: its id and
+    dimension, and ``weights`` or, without them, the model's shipped defaults (none for a
+    model this package does not know, which the database then registers with 1.0 each)."""
+    chosen = weights if weights is not None else default_weights(embedder.model_id)
+    return {
+        "p_model": embedder.model_id,
+        "p_dimension": embedder.dimension,
+        "p_lexical_weight": None if chosen is None else chosen.lexical,
+        "p_vector_weight": None if chosen is None else chosen.vector,
+    }
+
+
+REGISTER_SQL = (
+    "SELECT pyretrieve.register_model(p_model => %(p_model)s, p_dimension => %(p_dimension)s,"
+    " p_lexical_weight => %(p_lexical_weight)s, p_vector_weight => %(p_vector_weight)s)"
+)
+
+
 def register_model(
-    conn: psycopg.Connection[Any], embedder: Embedder, *, principal: str | None = None
+    conn: psycopg.Connection[Any],
+    embedder: Embedder,
+    *,
+    principal: str | None = None,
+    weights: Weights | None = None,
 ) -> str:
-    """Register the embedder's model and dimension in the database (an admin's call)."""
+    """Register the embedder's model, dimension and default fusion weights (an admin's call).
+
+    ``weights``: the defaults searches naming this model use when they give none; without
+    them, the shipped defaults for a known model (:data:`DEFAULT_WEIGHTS`), which registering
+    again restores, and for another model 1.0 each when new, its current ones otherwise."""
+    if weights is not None and not isinstance(weights, Weights):
+        raise TypeError("weights must be Weights")
     try:
         # Whatever row factory the caller's connection uses, this cursor returns tuples.
         with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
             if principal is not None:
                 cur.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(principal)))
-            row = cur.execute(
-                "SELECT pyretrieve.register_model(p_model => %s, p_dimension => %s)",
-                (embedder.model_id, embedder.dimension),
-            ).fetchone()
+            row = cur.execute(REGISTER_SQL, register_params(embedder, weights)).fetchone()
     except psycopg.Error as exc:
         raise translate(exc) from None
     assert row is not None

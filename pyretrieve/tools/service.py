@@ -38,7 +38,7 @@ from pyretrieve.embedders import Embedder
 from pyretrieve.errors import AccessDenied, InvalidInput, PyretrieveError
 from pyretrieve.tools import context, events, select
 from pyretrieve.tools.definitions import NAME_RE, ToolDefinition, definitions
-from pyretrieve.types import Scope, SearchResult
+from pyretrieve.types import Scope, SearchResult, Weights
 from pyretrieve.vectors import canonical_embedding, to_pgvector_text
 
 if TYPE_CHECKING:
@@ -340,6 +340,11 @@ def discover(
         candidate_limit=100,
         model=model,
         embedding=embedding,
+        # The selector's confidence levels and K were calibrated on equal-weight RRF scores
+        # (normalised by the RRF ideal), so discovery asks for exactly that, whatever the
+        # model's registered defaults for plain search.
+        weights=Weights(),
+        fusion="rrf",
     )
 
     def then(cur: psycopg.Cursor[Row], result: SearchResult) -> Discovery:

@@ -34,7 +34,7 @@ from pyretrieve.errors import (
     PyretrieveError,
     SemanticRequired,
 )
-from pyretrieve.types import Scope, SearchResult, SemanticStatus, canonical_json
+from pyretrieve.types import Scope, SearchResult, SemanticStatus, Weights, canonical_json
 from pyretrieve.vectors import canonical_embedding, embedding_digest, to_pgvector_text
 from tests.conftest import Database, Server, acting_as, create_database, drop_database, role
 from tests.db.seed import embed, grant, sha
@@ -78,7 +78,13 @@ class Statement:
             return "SAVEPOINT"
         if upper.startswith("SET LOCAL ROLE"):
             return "set_role"
-        for name in ("authorize", "lexical_candidates", "vector_candidates", "fragments"):
+        for name in (
+            "authorize",
+            "lexical_candidates",
+            "vector_candidates",
+            "model_weights",
+            "fragments",
+        ):
             if f"pyretrieve.{name}(" in text:
                 return name
         return text
@@ -303,9 +309,32 @@ HYBRID_ORDER = [
     "SAVEPOINT",
     "vector_candidates",
     "RELEASE",
+    # No weights given: the named model's registered defaults, read after both legs.
+    "model_weights",
     "fragments",
     "COMMIT",
 ]
+
+
+def test_a_requests_weights_win_without_reading_the_models(rec: RecordingConnection) -> None:
+    rec.reset()
+    result = alice(rec).search(
+        QUERY,
+        scope=scope(),
+        embedding=QUERY_VECTOR,
+        model=MODEL,
+        limit=3,
+        weights=Weights(lexical=2.0, vector=0.5),
+    )
+    rec.recording = False
+    assert "model_weights" not in rec.kinds()
+    assert result.fusion.source.value == "request"
+    assert result.weights == Weights(lexical=2.0, vector=0.5)
+    assert all(
+        r.explanation["fusion"]["weights"]  # type: ignore[index]
+        == {"lexical": 2.0, "vector": 0.5, "source": "request", "model": None}
+        for r in result.results
+    )
 
 
 def test_hybrid_calls_authorize_lexical_vector_fragments_in_one_transaction(
@@ -433,6 +462,7 @@ def test_lexical_mode_never_calls_the_vector_function(rec: RecordingConnection) 
         "set_role",
         "authorize",
         "lexical_candidates",
+        "model_weights",
         "fragments",
         "COMMIT",
     ]
@@ -476,6 +506,7 @@ def test_vector_mode_never_calls_the_lexical_function(rec: RecordingConnection) 
         "SAVEPOINT",
         "vector_candidates",
         "RELEASE",
+        "model_weights",
         "fragments",
         "COMMIT",
     ]
@@ -500,6 +531,7 @@ def test_policy_disabled_semantic_is_a_degradation_without_a_vector_call(
         "set_role",
         "authorize",
         "lexical_candidates",
+        "model_weights",
         "fragments",
         "COMMIT",
     ]

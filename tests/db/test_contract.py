@@ -144,7 +144,7 @@ def test_the_classification_order_is_the_contracts(catalog: dict[str, str]) -> N
 def test_the_fusion_and_score_constants_are_the_contracts(catalog: dict[str, str]) -> None:
     search = _flat(catalog["function:search"])
     # RRF: w / (k + rank) per modality, and the explanation's k, rank base and formula.
-    assert _numbers(r"p_(?:lexical|vector)_weight / \((\d+) \+ [lv]\.rank\)", search) == {
+    assert _numbers(r"v_w[lv] / \((\d+) \+ j\.(?:lexical|vector)_rank\)", search) == {
         contract.RRF_K
     }
     assert _numbers(r"'k', (\d+)", search) == {contract.RRF_K}
@@ -152,7 +152,7 @@ def test_the_fusion_and_score_constants_are_the_contracts(catalog: dict[str, str
     assert f"'formula', '{contract.RRF_FORMULA}'" in search
     # The ideal score and the rank decay of confidence: 1 / (k + rank base) and (k + 1)/(k + r).
     top = float(contract.RRF_K + contract.RANK_BASE)
-    assert _numbers(r"_weight / ([\d.]+)::double precision", search) == {top}
+    assert _numbers(r"v_w[lv] / ([\d.]+)::double precision", search) == {top}
     decay = re.search(
         r"\(([\d.]+)::double precision / \(([\d.]+)::double precision \+ o\.fused_rank\)\)",
         search,
@@ -168,6 +168,40 @@ def test_the_fusion_and_score_constants_are_the_contracts(catalog: dict[str, str
     factor = _numbers(r"WHEN v_status = 'degraded' THEN ([\d.]+)::double precision", search)
     assert factor == {contract.DEGRADED_CONFIDENCE_FACTOR}
     assert f"'trust', '{contract.TRUST_LABEL}'" in search
+
+
+def test_the_fusions_and_weights_are_the_contracts(catalog: dict[str, str]) -> None:
+    search = _flat(catalog["function:search"])
+    fusions = ", ".join(f"'{f}'" for f in contract.FUSIONS)
+    assert f"p_fusion NOT IN ({fusions})" in search
+    assert f"p_fusion text DEFAULT '{contract.DEFAULT_FUSION}'::text" in search
+    # DBSF: the explanation's formula and spread, the spread in the distribution, the value of
+    # an empty range.
+    formula = contract.DBSF_FORMULA.replace("'", "''")
+    assert f"'formula', '{formula}'" in search
+    assert _numbers(r"'spread', pyretrieve\.json_double\(([\d.]+)::double precision\)", search) == {
+        contract.DBSF_SPREAD
+    }
+    distribution = _flat(catalog["function:dbsf_distribution"])
+    assert _numbers(r"v_spread := ([\d.]+)::double precision \* std", distribution) == {
+        contract.DBSF_SPREAD
+    }
+    assert _numbers(
+        r"WHEN NOT \(v_[lv]hi > v_[lv]lo\) THEN ([\d.]+)::double precision", search
+    ) == {contract.DBSF_DEGENERATE}
+    # Weights: a request's between 0 and the maximum, a model's default above 0 up to it, and
+    # 1.0 each without either; the sources the explanation names.
+    assert _numbers(r"p_(?:lexical|vector)_weight <= (\d+)", search) == {contract.MAX_WEIGHT}
+    register = _flat(catalog["function:register_model"])
+    assert _numbers(r"p_(?:lexical|vector)_weight <= (\d+)", register) == {contract.MAX_WEIGHT}
+    checks = catalog["check:embedding_models"]
+    assert _numbers(r"(?:lexical|vector)_weight <= \(?(\d+)", checks) == {contract.MAX_WEIGHT}
+    assert _numbers(r"v_w[lv] := ([\d.]+)::double precision", search) == {contract.DEFAULT_WEIGHT}
+    assert _numbers(r"coalesce\(p_(?:lexical|vector)_weight, ([\d.]+)\)", register) == {
+        contract.DEFAULT_WEIGHT
+    }
+    sources = set(re.findall(r"v_source := '(\w+)'", search))
+    assert sources == set(contract.WEIGHT_SOURCES)
 
 
 def test_the_staleness_and_intent_rules_are_the_contracts(catalog: dict[str, str]) -> None:

@@ -56,6 +56,7 @@ from tests.db.seed import grant, sha
 WS = "prop"
 MODEL = "h8"
 DIM = 8
+MODEL_WEIGHTS = (0.7, 1.3)
 VOCAB = ["ledger", "audit", "quarterly", "balance", "journal", "closing", "review"]
 QUERY_WORDS = [*VOCAB, "the", "zebra"]  # a stop word and a word no body holds
 CLASSIFICATIONS = ["public", "internal", "confidential"]  # alice's ceiling: internal
@@ -83,7 +84,10 @@ class Case:
     # "wrong_dimension" (a corrupt one).
     vector_input: str = "ok"
     purpose: str = "ranked"  # "ranked" (max_age), "nomax" or "nosem" (semantic disabled)
-    weights: tuple[float, float] = (1.0, 1.0)
+    # None: neither side gives weights, so both use the model's registered defaults (or 1.0
+    # each for an unknown model).
+    weights: tuple[float, float] | None = (1.0, 1.0)
+    fusion: str = "rrf"
 
     @property
     def model(self) -> str:
@@ -138,6 +142,7 @@ def cases(draw: st.DrawFn) -> Case:
         query_embedding=tuple(float(v) for v in draw(_vector)),
         mode=draw(st.sampled_from(["hybrid", "hybrid", "lexical", "vector"])),
         limit=draw(st.integers(1, 10)),
+        fusion=draw(st.sampled_from(["rrf", "dbsf"])),
     )
 
 
@@ -156,10 +161,16 @@ def contract_cases(draw: st.DrawFn) -> Case:
             st.sampled_from(["ok", "ok", "ok", "none", "unknown_model", "wrong_dimension"])
         ),
         purpose=draw(st.sampled_from(["ranked", "ranked", "nomax", "nosem"])),
-        weights=(
-            draw(st.sampled_from([0.5, 1.0, 1.0, 2.0])),
-            draw(st.sampled_from([0.5, 1.0, 1.0, 3.0])),
+        weights=draw(
+            st.one_of(
+                st.none(),
+                st.tuples(
+                    st.sampled_from([0.5, 1.0, 1.0, 2.0]),
+                    st.sampled_from([0.5, 1.0, 1.0, 3.0]),
+                ),
+            )
         ),
+        fusion=case.fusion,
     )
 
 
@@ -173,7 +184,11 @@ def pdb(server: Server, template_db: str) -> Iterator[Database]:
         database = Database(server=server, name=name)
         with database.connect(autocommit=True) as c, acting_as(c, "adam"):
             c.execute("SELECT pyretrieve.create_workspace(%s)", (WS,))
-            c.execute("SELECT pyretrieve.register_model(%s, %s)", (MODEL, DIM))
+            # Default weights other than 1.0, so a request without weights shows whose they are.
+            c.execute(
+                "SELECT pyretrieve.register_model(%s, %s, %s, %s)",
+                (MODEL, DIM, *MODEL_WEIGHTS),
+            )
         yield database
     finally:
         drop_database(server, name)
@@ -285,6 +300,12 @@ def python_ranking(
     records = conn.execute(
         "SELECT * FROM pyretrieve.fragments(%s, %s::uuid[])", (decision["decision_id"], ids)
     ).fetchall()
+    weights = (
+        None if case.weights is None else Weights(lexical=case.weights[0], vector=case.weights[1])
+    )
+    source = "request"
+    if weights is None:
+        weights, source = Weights(lexical=MODEL_WEIGHTS[0], vector=MODEL_WEIGHTS[1]), "model"
     return ranking.rank(
         decision=decision,
         lexical=lexical,
@@ -294,6 +315,10 @@ def python_ranking(
         semantic=semantic,
         query_digest=sha(case.query),
         embedding_digest=digest,
+        weights=weights,
+        fusion=case.fusion,
+        weights_source=source,
+        weights_model=MODEL if source == "model" else None,
     )
 
 
@@ -315,7 +340,7 @@ def sql_search(
         with rolled_back(conn):
             rows = conn.execute(
                 "SELECT * FROM pyretrieve.search(%s, %s, %s, %s, %s::public.vector, %s, %s, %s,"
-                " %s, %s)",
+                " %s, %s, p_fusion => %s)",
                 (
                     WS,
                     project,
@@ -325,7 +350,8 @@ def sql_search(
                     case.model,
                     case.limit if limit is None else limit,
                     case.mode,
-                    *case.weights,
+                    *(case.weights or (None, None)),
+                    case.fusion,
                 ),
             ).fetchall()
             if decision is not None:
@@ -361,7 +387,10 @@ def client_search(conn: psycopg.Connection[Any], case: Case, project: str) -> Se
         limit=case.limit,
         embedding=None if case.embedding is None else list(case.embedding),
         model=case.model,
-        weights=Weights(lexical=case.weights[0], vector=case.weights[1]),
+        weights=None
+        if case.weights is None
+        else Weights(lexical=case.weights[0], vector=case.weights[1]),
+        fusion=case.fusion,
     )
     try:
         return Retriever(conn)._execute_in_transaction(conn, request)
@@ -422,8 +451,8 @@ def assert_same_documents(
             res.record.content_digest,
             res.record.body,
         )
-        assert (row["rrf_score"], row["freshness"], row["final_score"], row["confidence"]) == (
-            res.rrf_score,
+        assert (row["fused_score"], row["freshness"], row["final_score"], row["confidence"]) == (
+            res.fused_score,
             res.freshness,
             res.final_score,
             res.confidence,
@@ -458,8 +487,8 @@ def assert_same(result: SearchResult | None, rows: list[dict[str, Any]] | None) 
     ]
     for row, res in zip(rows, result.results, strict=True):
         assert row["fragment_id"] == res.fragment_id
-        assert (row["rrf_score"], row["freshness"], row["final_score"], row["confidence"]) == (
-            res.rrf_score,
+        assert (row["fused_score"], row["freshness"], row["final_score"], row["confidence"]) == (
+            res.fused_score,
             res.freshness,
             res.final_score,
             res.confidence,
@@ -518,6 +547,10 @@ def test_sql_search_equals_the_client_without_max_age(
         "embedding": list(case.query_embedding),
         "model": MODEL,
         "limit": case.limit,
+        "weights": None
+        if case.weights is None
+        else Weights(lexical=case.weights[0], vector=case.weights[1]),
+        "fusion": case.fusion,
     }
     try:
         client: SearchResult | None = retriever.search(

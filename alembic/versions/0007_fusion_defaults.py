@@ -1,0 +1,27 @@
+"""pyretrieve 0007: default fusion weights per model, DBSF, explanations that name the fusion.
+
+Executes sql/migrations/0007_fusion_defaults.sql.
+
+Revision ID: pyretrieve_0007
+Revises: pyretrieve_0006
+"""
+
+from __future__ import annotations
+
+from alembic import op
+from pyretrieve.db.migrate import run_sql_file
+
+revision = "pyretrieve_0007"
+# Stacks on any head: the migration is self-contained. Re-point to the previous revision
+# when migrations are merged.
+down_revision = "pyretrieve_0006"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    run_sql_file(op.get_bind(), "0007_fusion_defaults.sql")
+
+
+def downgrade() -> None:
+    run_sql_file(op.get_bind(), "0007_fusion_defaults.down.sql")

@@ -1,0 +1,472 @@
+-- pyretrieve migration 0007: default fusion weights per model, and DBSF.
+-- Drafted by `python -m pyretrieve.db.draft` from a catalog diff; reviewed by hand.
+--
+-- Each registered model carries default lexical and vector weights (embedding_models), which
+-- search() and the client use when a request gives none; register_model sets them and
+-- model_weights() reads them. search() gains p_fusion ('rrf', the default, or 'dbsf'),
+-- resolves its weights from the model when none are given (weights default to NULL now), says
+-- in every explanation which fusion ran with which weights from where (the "fusion" key, which
+-- replaces "rrf"), and returns fused_score (formerly rrf_score).
+
+-- pyretrieve_api creates the functions it owns while the migration runs.
+GRANT USAGE, CREATE ON SCHEMA pyretrieve TO pyretrieve_api;
+SET LOCAL ROLE pyretrieve_owner;
+SET LOCAL search_path = pg_catalog, pg_temp;
+
+-- ---- hand-written: table DDL (columns, their privileges) -----------------------------------
+-- Models registered before this migration get 1.0 each, the weights they were searched with.
+ALTER TABLE pyretrieve.embedding_models
+    ADD COLUMN lexical_weight double precision NOT NULL DEFAULT 1.0
+               CHECK (lexical_weight > 0 AND lexical_weight <= 1000),
+    ADD COLUMN vector_weight  double precision NOT NULL DEFAULT 1.0
+               CHECK (vector_weight > 0 AND vector_weight <= 1000);
+GRANT INSERT (model_id, dimension, lexical_weight, vector_weight),
+      UPDATE (lexical_weight, vector_weight) ON pyretrieve.embedding_models TO pyretrieve_api;
+COMMENT ON TABLE pyretrieve.embedding_models IS
+    'Registered embedding models and their default fusion weights. Global, not per workspace: a model id, its dimension and its default weights are configuration, not tenant data.';
+-- ---- end of the hand-written part; the rest is the drafter's ------------------------------
+DROP FUNCTION pyretrieve.register_model(text,integer) CASCADE;
+DROP FUNCTION pyretrieve.search(text,text,text,text,public.vector,text,integer,text,double precision,double precision,text) CASCADE;
+DROP FUNCTION pyretrieve.list_models() CASCADE;
+SET LOCAL ROLE pyretrieve_owner;
+CREATE OR REPLACE FUNCTION pyretrieve.dbsf_distribution(p_values double precision[])
+ RETURNS TABLE(candidates integer, mean double precision, std double precision, lower_bound double precision, upper_bound double precision)
+ LANGUAGE plpgsql
+ IMMUTABLE PARALLEL SAFE STRICT
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_value double precision;
+    v_total double precision := 0.0;
+    v_squares double precision := 0.0;
+    v_delta double precision;
+    v_spread double precision;
+BEGIN
+    candidates := coalesce(pg_catalog.array_length(p_values, 1), 0);
+    IF candidates = 0 THEN
+        RETURN;
+    END IF;
+    FOREACH v_value IN ARRAY p_values LOOP
+        v_total := v_total + v_value;
+    END LOOP;
+    mean := v_total / candidates::double precision;
+    std := 0.0::double precision;
+    IF candidates > 1 THEN
+        FOREACH v_value IN ARRAY p_values LOOP
+            v_delta := v_value - mean;
+            v_squares := v_squares + v_delta * v_delta;
+        END LOOP;
+        std := pg_catalog.sqrt(v_squares / (candidates - 1)::double precision);
+    END IF;
+    v_spread := 3.0::double precision * std;
+    lower_bound := mean - v_spread;
+    upper_bound := mean + v_spread;
+    RETURN NEXT;
+END;
+$function$;
+COMMENT ON FUNCTION pyretrieve.dbsf_distribution(double precision[]) IS 'The distribution-based score fusion range of one leg''s candidate scores, given in rank order: count, mean, sample standard deviation and mean -/+ 3 std, summed one addition at a time in the given order so the doubles are the Python ranker''s. No row for an empty array.';
+REVOKE ALL ON FUNCTION pyretrieve.dbsf_distribution(double precision[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pyretrieve.dbsf_distribution(double precision[]) TO pyretrieve_reader;
+SET LOCAL ROLE pyretrieve_owner;
+SET LOCAL ROLE pyretrieve_owner;
+CREATE OR REPLACE FUNCTION pyretrieve.search(p_workspace text, p_project text, p_purpose text, p_query text, p_embedding public.vector DEFAULT NULL::public.vector, p_model text DEFAULT NULL::text, p_limit integer DEFAULT 10, p_mode text DEFAULT 'hybrid'::text, p_lexical_weight double precision DEFAULT NULL::double precision, p_vector_weight double precision DEFAULT NULL::double precision, p_ranking text DEFAULT 'bm25'::text, p_fusion text DEFAULT 'rrf'::text)
+ RETURNS TABLE(rank integer, fragment_id uuid, content_digest bytea, body text, final_score double precision, fused_score double precision, freshness double precision, confidence double precision, explanation jsonb)
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    d record;
+    v_wants_vector boolean;
+    v_required boolean;
+    v_intent text;
+    v_embedding_digest bytea;
+    v_lexical jsonb;
+    v_vector jsonb;
+    v_status text;
+    v_reason text;
+    v_evidence jsonb := '{}'::jsonb;
+    v_ideal double precision := 0.0;
+    v_factor double precision;
+    v_stale integer;
+    v_wl double precision;
+    v_wv double precision;
+    v_source text;
+    v_weights_model text;
+    v_weights jsonb;
+    v_ln integer;
+    v_lmean double precision;
+    v_lstd double precision;
+    v_llo double precision;
+    v_lhi double precision;
+    v_vn integer;
+    v_vmean double precision;
+    v_vstd double precision;
+    v_vlo double precision;
+    v_vhi double precision;
+BEGIN
+    IF p_mode IS NULL OR p_mode NOT IN ('hybrid', 'lexical', 'vector') THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'mode must be hybrid, lexical or vector';
+    END IF;
+    IF p_fusion IS NULL OR p_fusion NOT IN ('rrf', 'dbsf') THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'fusion must be rrf or dbsf';
+    END IF;
+    IF (p_lexical_weight IS NULL) <> (p_vector_weight IS NULL) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'give both weights or neither';
+    END IF;
+    IF p_lexical_weight IS NOT NULL
+       AND (NOT (p_lexical_weight >= 0 AND p_lexical_weight <= 1000)
+            OR NOT (p_vector_weight >= 0 AND p_vector_weight <= 1000)) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'weights must be between 0 and 1000';
+    END IF;
+    IF p_query IS NULL OR length(p_query) NOT BETWEEN 1 AND 4096 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'query must be 1 to 4096 characters';
+    END IF;
+    v_wants_vector := p_mode <> 'lexical';
+    IF v_wants_vector AND p_embedding IS NOT NULL THEN
+        v_embedding_digest := pyretrieve.embedding_digest(p_embedding);
+    END IF;
+    -- The client's rule (pyretrieve.contract.semantic_intent) for semantic => 'optional'.
+    v_intent := CASE WHEN NOT v_wants_vector THEN 'disabled'
+                     WHEN p_mode = 'vector' THEN 'required' ELSE 'optional' END;
+
+    -- 1. Policy.
+    SELECT * INTO d FROM pyretrieve.authorize(
+        p_workspace => p_workspace, p_project => p_project, p_purpose => p_purpose,
+        p_query_digest => pyretrieve.content_digest(p_query), p_semantic_intent => v_intent,
+        p_embedding_digest => v_embedding_digest, p_requested_limit => p_limit);
+    v_required := p_mode = 'vector' OR d.semantic_policy = 'required';
+
+    -- The weights: the request's, else the named model's registered defaults, else 1.0 each
+    -- (the client's rule, Retriever._weights).
+    IF p_lexical_weight IS NOT NULL THEN
+        v_wl := p_lexical_weight;
+        v_wv := p_vector_weight;
+        v_source := 'request';
+    ELSE
+        IF p_model IS NOT NULL THEN
+            SELECT w.lexical_weight, w.vector_weight INTO v_wl, v_wv
+              FROM pyretrieve.model_weights(p_model) w;
+        END IF;
+        IF v_wl IS NOT NULL THEN
+            v_source := 'model';
+            v_weights_model := p_model;
+        ELSE
+            v_wl := 1.0::double precision;
+            v_wv := 1.0::double precision;
+            v_source := 'default';
+        END IF;
+    END IF;
+    v_weights := jsonb_build_object('lexical', pyretrieve.json_double(v_wl),
+                                    'vector', pyretrieve.json_double(v_wv),
+                                    'source', v_source, 'model', v_weights_model);
+
+    -- 2. Lexical candidates (a failure here is a hard error).
+    IF p_mode <> 'vector' THEN
+        SELECT coalesce(jsonb_agg(to_jsonb(c) ORDER BY c.rank), '[]'::jsonb) INTO v_lexical
+          FROM pyretrieve.lexical_candidates(d.decision_id, p_query, d.candidate_limit, p_ranking) c;
+        IF p_fusion = 'rrf' THEN
+            v_ideal := v_ideal + v_wl / 61.0::double precision;
+        ELSE
+            v_ideal := v_ideal + v_wl;
+        END IF;
+    END IF;
+
+    -- 3. Vector candidates, when mode, intent and policy allow and an embedding exists.
+    IF NOT v_wants_vector THEN
+        v_status := 'not_requested';
+    ELSIF d.semantic_policy = 'disabled' THEN
+        v_status := 'degraded';
+        v_reason := 'disabled';
+        v_evidence := jsonb_build_object('policy', 'disabled');
+    ELSIF p_embedding IS NULL THEN
+        -- The client's evidence when it has no embedding and no embedder for the model.
+        v_status := 'degraded';
+        v_reason := 'missing_embedding';
+        v_evidence := jsonb_build_object('model', p_model, 'embedder_registered', false);
+    ELSIF p_model IS NULL THEN
+        v_status := 'degraded';
+        v_reason := 'missing_embedding';
+        v_evidence := jsonb_build_object('model', p_model);
+    ELSE
+        BEGIN
+            SELECT coalesce(jsonb_agg(to_jsonb(c) ORDER BY c.rank), '[]'::jsonb),
+                   count(*) FILTER (WHERE c.source_digest <> c.content_digest
+                                       OR c.vector_generation < c.lexical_generation)
+              INTO v_vector, v_stale
+              FROM pyretrieve.vector_candidates(d.decision_id, p_model, p_embedding, d.candidate_limit) c;
+            IF v_stale > 0 THEN
+                v_status := 'degraded';
+                v_reason := 'stale';
+                v_evidence := jsonb_build_object('model', p_model, 'stale_candidates', v_stale,
+                                                 'candidates', jsonb_array_length(v_vector));
+                v_vector := NULL;
+            ELSE
+                v_status := 'used';
+                v_evidence := jsonb_build_object('model', p_model);
+                IF p_fusion = 'rrf' THEN
+                    v_ideal := v_ideal + v_wv / 61.0::double precision;
+                ELSE
+                    v_ideal := v_ideal + v_wv;
+                END IF;
+            END IF;
+        EXCEPTION
+            WHEN SQLSTATE 'PR012' THEN
+                v_status := 'degraded'; v_reason := 'unavailable';
+                v_evidence := jsonb_build_object('model', p_model, 'cause', 'unknown_model');
+            WHEN SQLSTATE 'PR011' THEN
+                v_status := 'degraded'; v_reason := 'corrupt';
+                v_evidence := jsonb_build_object('model', p_model, 'cause', 'invalid_embedding');
+        END;
+    END IF;
+    IF v_required AND v_status IS DISTINCT FROM 'used' THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR030', MESSAGE = 'semantic retrieval is required but was not available';
+    END IF;
+    IF NOT v_ideal > 0 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'the weights of the modalities that ran are all zero';
+    END IF;
+    v_factor := CASE WHEN v_status = 'degraded' THEN 0.75::double precision ELSE 1.0::double precision END;
+    -- DBSF: each leg's distribution over all of its candidates, in rank order.
+    IF p_fusion = 'dbsf' THEN
+        SELECT x.candidates, x.mean, x.std, x.lower_bound, x.upper_bound
+          INTO v_ln, v_lmean, v_lstd, v_llo, v_lhi
+          FROM pyretrieve.dbsf_distribution(ARRAY(
+                   SELECT (e->>'score')::double precision
+                     FROM jsonb_array_elements(coalesce(v_lexical, '[]'::jsonb)) WITH ORDINALITY AS u(e, o)
+                    ORDER BY o)) x;
+        SELECT x.candidates, x.mean, x.std, x.lower_bound, x.upper_bound
+          INTO v_vn, v_vmean, v_vstd, v_vlo, v_vhi
+          FROM pyretrieve.dbsf_distribution(ARRAY(
+                   SELECT 1.0::double precision - (e->>'distance')::double precision
+                     FROM jsonb_array_elements(coalesce(v_vector, '[]'::jsonb)) WITH ORDINALITY AS u(e, o)
+                    ORDER BY o)) x;
+    END IF;
+
+    -- 4. Authoritative records, fusion, freshness, total order, confidence, explanation.
+    RETURN QUERY
+    WITH lex AS (
+        SELECT (x->>'rank')::integer AS rank, (x->>'fragment_id')::uuid AS fragment_id,
+               (x->>'score')::double precision AS score,
+               (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                           'term', e->'term', 'tf', e->'tf', 'query_tf', e->'query_tf',
+                           'idf', pyretrieve.json_double((e->>'idf')::double precision),
+                           'length_norm', pyretrieve.json_double((e->>'length_norm')::double precision),
+                           'contribution', pyretrieve.json_double((e->>'contribution')::double precision))
+                           ORDER BY o), '[]'::jsonb)
+                  FROM jsonb_array_elements(x->'terms') WITH ORDINALITY AS u(e, o)) AS terms
+          FROM jsonb_array_elements(coalesce(v_lexical, '[]'::jsonb)) x
+    ), vec AS (
+        SELECT (x->>'rank')::integer AS rank, (x->>'fragment_id')::uuid AS fragment_id,
+               (x->>'distance')::double precision AS distance,
+               (x->>'vector_generation')::bigint AS vector_generation
+          FROM jsonb_array_elements(coalesce(v_vector, '[]'::jsonb)) x
+    ), rec AS (
+        SELECT r.*
+          FROM pyretrieve.fragments(d.decision_id, ARRAY(
+                   SELECT l.fragment_id FROM lex l UNION SELECT v.fragment_id FROM vec v)) r
+    ), joined AS (
+        SELECT r.*, l.rank AS lexical_rank, l.score AS lexical_score, l.terms AS lexical_terms,
+               v.rank AS vector_rank, v.distance, v.vector_generation,
+               1.0::double precision - v.distance AS vector_input,
+               CASE WHEN p_fusion = 'dbsf' AND l.rank IS NOT NULL THEN
+                   CASE WHEN NOT (v_lhi > v_llo) THEN 0.5::double precision
+                        ELSE least(1.0::double precision, greatest(0.0::double precision,
+                                   (l.score - v_llo) / (v_lhi - v_llo))) END
+               END AS lexical_normalized,
+               CASE WHEN p_fusion = 'dbsf' AND v.rank IS NOT NULL THEN
+                   CASE WHEN NOT (v_vhi > v_vlo) THEN 0.5::double precision
+                        ELSE least(1.0::double precision, greatest(0.0::double precision,
+                                   ((1.0::double precision - v.distance) - v_vlo) / (v_vhi - v_vlo))) END
+               END AS vector_normalized,
+               (extract(epoch FROM d.evaluated_at - r.observed_at) * 1000000)::bigint AS age_us,
+               (extract(epoch FROM d.max_age) * 1000000)::bigint AS max_age_us
+          FROM rec r
+          LEFT JOIN lex l ON l.fragment_id = r.fragment_id
+          LEFT JOIN vec v ON v.fragment_id = r.fragment_id
+    ), fused AS (
+        SELECT j.*,
+               CASE WHEN p_fusion = 'rrf' THEN v_wl / (60 + j.lexical_rank)::double precision
+                    ELSE v_wl * j.lexical_normalized END AS lexical_contribution,
+               CASE WHEN p_fusion = 'rrf' THEN v_wv / (60 + j.vector_rank)::double precision
+                    ELSE v_wv * j.vector_normalized END AS vector_contribution
+          FROM joined j
+    ), scored AS (
+        SELECT f.*,
+               (0.0::double precision + coalesce(f.lexical_contribution, 0.0::double precision))
+                   + coalesce(f.vector_contribution, 0.0::double precision) AS fused,
+               CASE WHEN f.max_age_us IS NULL THEN 1.0::double precision
+                    ELSE least(1.0::double precision, greatest(0.5::double precision,
+                         1.0::double precision - 0.5::double precision
+                             * (f.age_us::double precision / f.max_age_us::double precision)))
+               END AS fresh
+          FROM fused f
+    ), ordered AS (
+        SELECT s.*, s.fused * s.fresh AS final,
+               (row_number() OVER (ORDER BY s.fused * s.fresh DESC, s.fused DESC,
+                                            s.content_digest, s.fragment_id))::integer AS fused_rank
+          FROM scored s
+    ), top AS (
+        SELECT o.*,
+               least(1.0::double precision, greatest(0.0::double precision,
+                   (o.fused / v_ideal) * o.fresh * (61.0::double precision / (60.0::double precision + o.fused_rank))
+                   * v_factor)) AS conf
+          FROM ordered o
+         WHERE o.fused_rank <= p_limit
+    )
+    SELECT t.fused_rank, t.fragment_id, t.content_digest, t.body, t.final, t.fused, t.fresh, t.conf,
+           jsonb_build_object(
+               'fused_rank', t.fused_rank,
+               'decision_id', d.decision_id,
+               'fragment', jsonb_build_object('workspace_id', t.workspace_id, 'project_id', t.project_id,
+                                              'fragment_id', t.fragment_id,
+                                              'classification', t.classification),
+               'content', jsonb_build_object('text', t.body, 'trust', 'untrusted-data'),
+               'provenance', jsonb_build_object(
+                   'source_uri', t.source_uri, 'source_revision', t.source_revision,
+                   'manifest_id', t.manifest_id, 'observed_at', pyretrieve.iso_utc(t.observed_at),
+                   'retrieved_at', pyretrieve.iso_utc(d.evaluated_at),
+                   'expires_at', pyretrieve.iso_utc(t.expires_at),
+                   'ingested_at', pyretrieve.iso_utc(t.ingested_at),
+                   'content_digest', encode(t.content_digest, 'hex')),
+               'modalities', jsonb_build_object(
+                   'lexical', CASE WHEN t.lexical_rank IS NULL THEN NULL ELSE jsonb_build_object(
+                       'rank', t.lexical_rank, 'score', pyretrieve.json_double(t.lexical_score),
+                       'terms', t.lexical_terms,
+                       'contribution', pyretrieve.json_double(t.lexical_contribution),
+                       'weight', pyretrieve.json_double(v_wl))
+                       || CASE WHEN p_fusion = 'dbsf' THEN jsonb_build_object('normalization', jsonb_build_object(
+                              'input', pyretrieve.json_double(t.lexical_score), 'candidates', v_ln,
+                              'mean', pyretrieve.json_double(v_lmean), 'std', pyretrieve.json_double(v_lstd),
+                              'lower', pyretrieve.json_double(v_llo), 'upper', pyretrieve.json_double(v_lhi),
+                              'normalized', pyretrieve.json_double(t.lexical_normalized)))
+                          ELSE '{}'::jsonb END END,
+                   'vector', CASE WHEN t.vector_rank IS NULL THEN NULL ELSE jsonb_build_object(
+                       'rank', t.vector_rank, 'distance', pyretrieve.json_double(t.distance),
+                       'metric', 'cosine_distance',
+                       'contribution', pyretrieve.json_double(t.vector_contribution),
+                       'weight', pyretrieve.json_double(v_wv))
+                       || CASE WHEN p_fusion = 'dbsf' THEN jsonb_build_object('normalization', jsonb_build_object(
+                              'input', pyretrieve.json_double(t.vector_input), 'candidates', v_vn,
+                              'mean', pyretrieve.json_double(v_vmean), 'std', pyretrieve.json_double(v_vstd),
+                              'lower', pyretrieve.json_double(v_vlo), 'upper', pyretrieve.json_double(v_vhi),
+                              'normalized', pyretrieve.json_double(t.vector_normalized)))
+                          ELSE '{}'::jsonb END END),
+               'fusion', CASE WHEN p_fusion = 'rrf' THEN jsonb_build_object(
+                   'method', 'rrf', 'k', 60, 'rank_base', 1,
+                   'formula', 'sum of w/(60+rank) over modalities, 1-based ranks, missing modality contributes 0',
+                   'weights', v_weights, 'score', pyretrieve.json_double(t.fused))
+                   ELSE jsonb_build_object(
+                   'method', 'dbsf', 'spread', pyretrieve.json_double(3.0::double precision),
+                   'formula', 'sum of w*clip((x-lower)/(upper-lower),0,1) over modalities, x = lexical score or 1 - cosine distance, lower/upper = mean -/+ 3 sample std of that modality''s candidates for this query (0.5 when upper <= lower), missing modality contributes 0',
+                   'weights', v_weights, 'score', pyretrieve.json_double(t.fused)) END,
+               'freshness', jsonb_build_object('factor', pyretrieve.json_double(t.fresh),
+                                               'age_us', t.age_us, 'max_age_us', t.max_age_us),
+               'final_score', pyretrieve.json_double(t.final),
+               'confidence', pyretrieve.json_double(t.conf),
+               'tie_break', encode(t.content_digest, 'hex') || ':' || t.fragment_id::text,
+               'generations', jsonb_build_object('lexical_generation', t.lexical_generation,
+                                                 'vector_generation', t.vector_generation),
+               'semantic', jsonb_build_object('status', v_status, 'reason', v_reason, 'evidence', v_evidence,
+                                              'lowers_confidence', v_status = 'degraded'),
+               'semantic_query_digest', encode(v_embedding_digest, 'hex'))
+      FROM top t
+     ORDER BY t.fused_rank;
+END;
+$function$;
+COMMENT ON FUNCTION pyretrieve.search(text,text,text,text,public.vector,text,integer,text,double precision,double precision,text,text) IS 'One fused, explained search: authorize, lexical candidates (BM25 by default, p_ranking ''ts_rank'' for comparison), vector candidates (when the mode and the grant''s semantic policy allow and an embedding and model are given), then fusion: weighted Reciprocal Rank Fusion by default (w / (60 + rank), 1-based ranks, k = 60, a missing modality contributes 0) or, with p_fusion ''dbsf'', distribution-based score fusion (each leg''s scores mapped from mean -/+ 3 sample std of its candidates to [0, 1], clipped, weighted and summed). Weights: both given, or neither, and then the model''s registered defaults (1.0 each without a registered model); the explanation says which. Then a freshness factor within the grant''s max_age, a total order (final score, fused score, content digest, fragment id), confidence and a jsonb explanation per result: the document the Python ranker builds (fused rank, decision, fragment, content, provenance, modalities, fusion with its method, parameters, weights and where they came from, freshness, scores, tie-break, generations, semantic status, semantic query digest), whose canonical JSON is byte-identical to the client''s. Same order as the Python client. Raises PR001 on deny and PR030 when semantic retrieval is required but unavailable.';
+REVOKE ALL ON FUNCTION pyretrieve.search(text,text,text,text,public.vector,text,integer,text,double precision,double precision,text,text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pyretrieve.search(text,text,text,text,public.vector,text,integer,text,double precision,double precision,text,text) TO pyretrieve_reader;
+SET LOCAL ROLE pyretrieve_owner;
+SET LOCAL ROLE pyretrieve_api;
+CREATE OR REPLACE FUNCTION pyretrieve.register_model(p_model text, p_dimension integer, p_lexical_weight double precision DEFAULT NULL::double precision, p_vector_weight double precision DEFAULT NULL::double precision)
+ RETURNS text
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_dimension integer;
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    IF p_model IS NULL OR p_model !~ '^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$' THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'invalid model id';
+    END IF;
+    IF p_dimension IS NULL OR p_dimension NOT BETWEEN 1 AND 2000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'dimension must be between 1 and 2000';
+    END IF;
+    IF (p_lexical_weight IS NULL) <> (p_vector_weight IS NULL) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'give both default weights or neither';
+    END IF;
+    IF p_lexical_weight IS NOT NULL
+       AND NOT (p_lexical_weight > 0 AND p_lexical_weight <= 1000
+                AND p_vector_weight > 0 AND p_vector_weight <= 1000) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'default weights must be above 0 and at most 1000';
+    END IF;
+    INSERT INTO pyretrieve.embedding_models (model_id, dimension, lexical_weight, vector_weight)
+    VALUES (p_model, p_dimension, coalesce(p_lexical_weight, 1.0), coalesce(p_vector_weight, 1.0))
+    ON CONFLICT (model_id) DO NOTHING;
+    SELECT m.dimension INTO v_dimension FROM pyretrieve.embedding_models m WHERE m.model_id = p_model;
+    IF v_dimension <> p_dimension THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR013', MESSAGE = 'model already registered with another dimension';
+    END IF;
+    IF p_lexical_weight IS NOT NULL THEN
+        UPDATE pyretrieve.embedding_models m
+           SET lexical_weight = p_lexical_weight, vector_weight = p_vector_weight
+         WHERE m.model_id = p_model;
+    END IF;
+    PERFORM pyretrieve.create_model_index(p_model);
+    RETURN p_model;
+END;
+$function$;
+COMMENT ON FUNCTION pyretrieve.register_model(text,integer,double precision,double precision) IS 'Register an embedding model and its dimension (idempotent) and create its HNSW index; returns the model id. With both default weights (each above 0, at most 1000) it sets the lexical and vector weights that searches naming this model use when they give none; without them a new model gets 1.0 each and an existing one keeps its own. Raises PR013 if the model exists with another dimension. Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+REVOKE ALL ON FUNCTION pyretrieve.register_model(text,integer,double precision,double precision) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pyretrieve.register_model(text,integer,double precision,double precision) TO pyretrieve_admin;
+SET LOCAL ROLE pyretrieve_owner;
+SET LOCAL ROLE pyretrieve_api;
+CREATE OR REPLACE FUNCTION pyretrieve.list_models()
+ RETURNS TABLE(model_id text, dimension integer, registered_at timestamp with time zone, lexical_weight double precision, vector_weight double precision)
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+BEGIN
+    IF NOT (pyretrieve.caller_in('pyretrieve_reader') OR pyretrieve.caller_in('pyretrieve_admin')) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR001', MESSAGE = 'access denied';
+    END IF;
+    RETURN QUERY
+    SELECT m.model_id, m.dimension, m.registered_at, m.lexical_weight, m.vector_weight
+      FROM pyretrieve.embedding_models m ORDER BY 1;
+END;
+$function$;
+COMMENT ON FUNCTION pyretrieve.list_models() IS 'The registered embedding models, their dimensions and default fusion weights (configuration, not tenant data). Readers, writers and admins. SECURITY DEFINER (runs as pyretrieve_api).';
+REVOKE ALL ON FUNCTION pyretrieve.list_models() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pyretrieve.list_models() TO pyretrieve_admin, pyretrieve_reader, pyretrieve_writer;
+SET LOCAL ROLE pyretrieve_owner;
+SET LOCAL ROLE pyretrieve_api;
+CREATE OR REPLACE FUNCTION pyretrieve.model_weights(p_model text)
+ RETURNS TABLE(lexical_weight double precision, vector_weight double precision)
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+BEGIN
+    IF NOT (pyretrieve.caller_in('pyretrieve_reader') OR pyretrieve.caller_in('pyretrieve_admin')) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR001', MESSAGE = 'access denied';
+    END IF;
+    RETURN QUERY
+    SELECT m.lexical_weight, m.vector_weight FROM pyretrieve.embedding_models m
+     WHERE m.model_id = p_model;
+END;
+$function$;
+COMMENT ON FUNCTION pyretrieve.model_weights(text) IS 'A registered model''s default fusion weights (lexical, vector), or no row for a model that is not registered: what a search naming the model uses when it gives no weights. Configuration, not tenant data. Readers, writers and admins. SECURITY DEFINER (runs as pyretrieve_api) because principals hold no table privilege.';
+REVOKE ALL ON FUNCTION pyretrieve.model_weights(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pyretrieve.model_weights(text) TO pyretrieve_admin, pyretrieve_reader, pyretrieve_writer;
+SET LOCAL ROLE pyretrieve_owner;
+CREATE POLICY embedding_models_admin_update ON pyretrieve.embedding_models FOR UPDATE TO pyretrieve_api USING (( SELECT pyretrieve.caller_in('pyretrieve_admin'::name) AS caller_in)) WITH CHECK (( SELECT pyretrieve.caller_in('pyretrieve_admin'::name) AS caller_in));
+
+UPDATE pyretrieve.installation SET schema_version = '0007';
+
+RESET ROLE;
+REVOKE CREATE ON SCHEMA pyretrieve FROM pyretrieve_api;

@@ -1,0 +1,277 @@
+"""Default fusion weights stored with each model, the fusion parameter, and who may set them.
+
+A search that gives no weights uses the registered defaults of the model it names, from SQL
+(``pyretrieve.search``) and from Python (``Retriever.search``) alike, and every explanation says
+which weights were used and where they came from. Only admins set a model's defaults: they
+steer the ranking of every workspace that searches with that model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from pyretrieve import Retriever, Scope, Weights
+from pyretrieve.client import build_request
+from pyretrieve.embedders.hashing import HashNgramEmbedder
+from pyretrieve.embedders.registry import DEFAULT_WEIGHTS, register_model
+from pyretrieve.errors import AccessDenied, InvalidInput
+from pyretrieve.types import canonical_json
+from tests.conftest import Database, Server, acting_as, role
+from tests.db.seed import MODEL, PROBE, PURPOSE, Seeded, error_as, seeded_database, vec
+
+Conn = psycopg.Connection[dict[str, Any]]
+
+
+@pytest.fixture(scope="module")
+def seeded(server: Server, template_db: str) -> Iterator[tuple[Database, Seeded]]:
+    with seeded_database(server, template_db) as pair:
+        yield pair
+
+
+@pytest.fixture
+def sconn(seeded: tuple[Database, Seeded]) -> Iterator[Conn]:
+    with seeded[0].connect(autocommit=True) as c:
+        yield c
+
+
+def _weights(conn: Conn, model: str) -> tuple[float, float] | None:
+    with acting_as(conn, "alice"):
+        row = conn.execute(
+            "SELECT lexical_weight, vector_weight FROM pyretrieve.model_weights(%s)", (model,)
+        ).fetchone()
+    return None if row is None else (row["lexical_weight"], row["vector_weight"])
+
+
+def _register(conn: Conn, model: str, *weights: float | None) -> None:
+    with acting_as(conn, "adam"):
+        conn.execute(
+            "SELECT pyretrieve.register_model(%s, 3, %s, %s)",
+            (model, *(weights or (None, None))),
+        )
+
+
+def _sql_search(conn: Conn, nick: str = "alice", **kw: Any) -> list[dict[str, Any]]:
+    args = {
+        "p_workspace": "acme",
+        "p_project": "docs",
+        "p_purpose": PURPOSE,
+        "p_query": "ledger",
+        "p_embedding": vec(PROBE),
+        "p_model": MODEL,
+        "p_limit": 5,
+        **kw,
+    }
+    names = ", ".join(f"{k} => %({k})s" for k in args).replace(
+        "%(p_embedding)s", "%(p_embedding)s::public.vector"
+    )
+    with acting_as(conn, nick):
+        return conn.execute(f"SELECT * FROM pyretrieve.search({names})", args).fetchall()
+
+
+# ------------------------------------------------------------------------ registering
+
+
+def test_register_model_sets_the_defaults_and_keeps_them_when_none_are_given(
+    sconn: Conn,
+) -> None:
+    _register(sconn, "w-new")
+    assert _weights(sconn, "w-new") == (1.0, 1.0)
+    _register(sconn, "w-new", 0.25, 1.0)
+    assert _weights(sconn, "w-new") == (0.25, 1.0)
+    _register(sconn, "w-new")  # registering again without weights keeps them
+    assert _weights(sconn, "w-new") == (0.25, 1.0)
+    _register(sconn, "w-new", 3.0, 0.5)
+    assert _weights(sconn, "w-new") == (3.0, 0.5)
+    with acting_as(sconn, "adam"):
+        listed = sconn.execute(
+            "SELECT lexical_weight, vector_weight FROM pyretrieve.list_models()"
+            " WHERE model_id = 'w-new'"
+        ).fetchone()
+    assert listed == {"lexical_weight": 3.0, "vector_weight": 0.5}
+    assert _weights(sconn, "never-registered") is None
+
+
+@pytest.mark.parametrize(
+    "weights",
+    [
+        (1.0, None),
+        (None, 1.0),
+        (0.0, 1.0),
+        (1.0, -1.0),
+        (1000.5, 1.0),
+        ("NaN", 1.0),
+        ("Infinity", 1.0),
+    ],
+)
+def test_register_model_refuses_bad_default_weights(sconn: Conn, weights: tuple[Any, Any]) -> None:
+    _register(sconn, "w-bad", 0.5, 2.0)
+    exc = error_as(
+        sconn,
+        "adam",
+        ("SELECT pyretrieve.register_model('w-bad', 3, %s::float8, %s::float8)", weights),
+    )
+    assert exc.sqlstate == "PR010"
+    assert _weights(sconn, "w-bad") == (0.5, 2.0)
+
+
+def test_python_registration_ships_the_known_models_defaults(
+    seeded: tuple[Database, Seeded],
+) -> None:
+    embedder = HashNgramEmbedder()
+    with seeded[0].connect(autocommit=True) as conn:
+        register_model(
+            conn, embedder, principal=role("adam"), weights=Weights(lexical=2.0, vector=1.0)
+        )
+        assert _weights(conn, embedder.model_id) == (2.0, 1.0)
+        # Registering again without weights restores the shipped defaults.
+        register_model(conn, embedder, principal=role("adam"))
+        shipped = DEFAULT_WEIGHTS[embedder.model_id]
+        assert _weights(conn, embedder.model_id) == (shipped.lexical, shipped.vector)
+
+
+# --------------------------------------------------------------------- the attack side
+
+
+@pytest.mark.parametrize("nick", ["alice", "wally", "nobody"])
+def test_only_admins_set_a_models_default_weights(sconn: Conn, nick: str) -> None:
+    """A reader or writer that could move a model's defaults would reorder every workspace's
+    results for that model; none of the doors lets it."""
+    _register(sconn, "w-guarded", 1.0, 1.0)
+    attempts = [
+        ("SELECT pyretrieve.register_model('w-guarded', 3, 50.0, 0.01)", ()),
+        ("UPDATE pyretrieve.embedding_models SET lexical_weight = 50 WHERE model_id = 'w-guarded'", ()),
+        ("INSERT INTO pyretrieve.embedding_models (model_id, dimension, lexical_weight, vector_weight)"
+         " VALUES ('w-planted', 3, 50, 0.01)", ()),
+        ("SELECT lexical_weight FROM pyretrieve.embedding_models", ()),
+    ]  # fmt: skip
+    for statement in attempts:
+        exc = error_as(sconn, nick, statement)
+        assert exc.sqlstate in ("PR001", "42501"), (statement, exc.sqlstate)
+    assert _weights(sconn, "w-guarded") == (1.0, 1.0)
+    assert _weights(sconn, "w-planted") is None
+
+
+def test_a_principal_outside_the_groups_cannot_read_model_weights(sconn: Conn) -> None:
+    exc = error_as(sconn, "nobody", f"SELECT * FROM pyretrieve.model_weights('{MODEL}')")
+    assert exc.sqlstate in ("PR001", "42501")
+
+
+# -------------------------------------------------------------------------- searching
+
+_PER_TRANSACTION = ("decision_id", "retrieved_at", "age_us")
+
+
+def blank(value: Any) -> Any:
+    """An explanation with what differs between two transactions blanked."""
+    if isinstance(value, dict):
+        return {k: "*" if k in _PER_TRANSACTION else blank(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [blank(v) for v in value]
+    return value
+
+
+def test_a_search_without_weights_uses_the_models_defaults_and_says_so(sconn: Conn) -> None:
+    _register(sconn, MODEL, 0.3, 1.0)
+    try:
+        cases = [
+            ({}, {"lexical": 0.3, "vector": 1.0, "source": "model", "model": MODEL}),
+            (
+                {"p_lexical_weight": 2.0, "p_vector_weight": 1.0},
+                {"lexical": 2.0, "vector": 1.0, "source": "request", "model": None},
+            ),
+            (
+                {"p_model": "not-registered"},
+                {"lexical": 1.0, "vector": 1.0, "source": "default", "model": None},
+            ),
+            (
+                {"p_mode": "lexical", "p_model": None, "p_embedding": None},
+                {"lexical": 1.0, "vector": 1.0, "source": "default", "model": None},
+            ),
+        ]
+        for kw, expected in cases:
+            rows = _sql_search(sconn, **kw)
+            assert rows, kw
+            for row in rows:
+                assert row["explanation"]["fusion"]["weights"] == expected
+                lexical = row["explanation"]["modalities"]["lexical"]
+                if lexical is not None:
+                    assert lexical["weight"] == expected["lexical"]
+    finally:
+        _register(sconn, MODEL, 1.0, 1.0)
+
+
+def test_sql_and_python_resolve_the_same_default(seeded: tuple[Database, Seeded]) -> None:
+    db, _ = seeded
+    with db.connect(autocommit=True) as conn:
+        _register(conn, MODEL, 0.4, 1.7)
+        try:
+            # bob's grant has no max_age: freshness does not move between the two transactions.
+            retriever = Retriever(conn, principal=role("bob"))
+            for fusion in ("rrf", "dbsf"):
+                result = retriever.search(
+                    "ledger",
+                    scope=Scope(workspace="acme", project="docs", purpose=PURPOSE),
+                    embedding=list(PROBE),
+                    model=MODEL,
+                    limit=5,
+                    fusion=fusion,
+                )
+                rows = _sql_search(conn, "bob", p_fusion=fusion)
+                assert result.weights == Weights(lexical=0.4, vector=1.7)
+                assert result.fusion.source.value == "model"
+                assert [canonical_json(blank(r["explanation"])) for r in rows] == [
+                    canonical_json(blank(r.to_plain())) for r in result.results
+                ]
+        finally:
+            _register(conn, MODEL, 1.0, 1.0)
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"p_lexical_weight": 1.0}, "give both weights or neither"),
+        ({"p_vector_weight": 1.0}, "give both weights or neither"),
+        ({"p_fusion": "linear"}, "fusion must be rrf or dbsf"),
+        ({"p_fusion": None}, "fusion must be rrf or dbsf"),
+        (
+            {"p_lexical_weight": 1.0, "p_vector_weight": 1001.0},
+            "weights must be between 0 and 1000",
+        ),
+    ],
+)
+def test_search_refuses_half_given_weights_and_unknown_fusions(
+    sconn: Conn, kw: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(psycopg.Error) as info:
+        _sql_search(sconn, **kw)
+    assert info.value.sqlstate == "PR010"
+    assert info.value.diag.message_primary == message
+
+
+def test_the_client_refuses_an_unknown_fusion_before_the_database() -> None:
+    scope = Scope(workspace="acme", project="docs", purpose=PURPOSE)
+    with pytest.raises(InvalidInput, match="fusion"):
+        build_request("ledger", scope=scope, fusion="linear")
+    assert build_request("ledger", scope=scope).weights is None
+    assert build_request("ledger", scope=scope, fusion="dbsf").fusion.value == "dbsf"
+
+
+def test_a_denied_search_reveals_no_model_weights(sconn: Conn) -> None:
+    """Weights are resolved after the decision: a principal without a grant learns nothing,
+    not even whether the model it names is registered."""
+    retriever = Retriever(sconn, principal=role("carol"))
+    answers = set()
+    for model in (MODEL, "not-registered"):
+        with pytest.raises(AccessDenied) as info:
+            retriever.search(
+                "ledger",
+                scope=Scope(workspace="acme", project="docs", purpose=PURPOSE),
+                embedding=list(PROBE),
+                model=model,
+            )
+        answers.add((info.value.code, str(info.value)))
+    assert len(answers) == 1
