@@ -89,6 +89,12 @@ MAX_BODY_CHARS = contract.MAX_BODY_CHARS
 MAX_SOURCE_URI = contract.MAX_SOURCE_URI_CHARS
 MAX_PROVENANCE = contract.MAX_PROVENANCE_CHARS
 DEFAULT_BATCH_SIZE = 256
+# Texts embedded per embedder call inside a batch's transaction. Each chunk's vectors are
+# stored before the next chunk is embedded, so the session is never idle in its transaction for
+# longer than one chunk takes: a whole batch of 256 texts with a slow model on a busy machine
+# (all-MiniLM-L6-v2 at 4 texts/s) would stay idle past the 60 s idle-in-transaction timeout
+# that bind_write_scope sets, and fail.
+EMBED_CHUNK = 32
 DEFAULT_MAX_CHARS = 2000
 TEXT_SUFFIXES = (".txt", ".md")
 _IDENT = contract.IDENTIFIER_RE
@@ -1175,14 +1181,34 @@ class Ingestor:
         embedder: Embedder,
         items: Sequence[tuple[UUID, str, bytes, bytes]],
     ) -> int:
-        """Embed (id, body, content digest, body digest) items and store them in one statement."""
+        """Embed (id, body, content digest, body digest) items and store them, one statement
+        per chunk of :data:`EMBED_CHUNK` (all in the caller's transaction)."""
         if not items:
             return 0
         for fid, _body, content_digest, body_digest in items:
             if content_digest != body_digest:
                 raise IntegrityViolation("digest_mismatch", fragment_id=fid)
+        self._use_vectors(cur)
+        for start in range(0, len(items), EMBED_CHUNK):
+            chunk = items[start : start + EMBED_CHUNK]
+            vectors = self._vectors(embedder, [body for _, body, _, _ in chunk])
+            cur.execute(
+                _PUT_EMBEDDINGS,
+                (
+                    workspace,
+                    project,
+                    embedder.model_id,
+                    [fid for fid, _, _, _ in chunk],
+                    vectors,
+                    [digest for _, _, _, digest in chunk],
+                ),
+            )
+        return len(items)
+
+    @staticmethod
+    def _vectors(embedder: Embedder, texts: list[str]) -> list[NDArray[np.float32]]:
         try:
-            raw = embedder.embed_documents([body for _, body, _, _ in items])
+            raw = embedder.embed_documents(texts)
         except PyretrieveError:
             raise
         except Exception as exc:
@@ -1190,7 +1216,7 @@ class Ingestor:
             raise InternalError(
                 f"embedder {embedder.model_id!r} failed ({type(exc).__name__})"
             ) from None
-        if len(raw) != len(items):
+        if len(raw) != len(texts):
             raise InvalidEmbedding("the embedder returned a different number of vectors")
         vectors: list[NDArray[np.float32]] = []
         for values in raw:
@@ -1198,19 +1224,7 @@ class Ingestor:
             if vector.shape[0] != embedder.dimension:
                 raise InvalidEmbedding("the embedder returned a vector of the wrong dimension")
             vectors.append(vector)
-        self._use_vectors(cur)
-        cur.execute(
-            _PUT_EMBEDDINGS,
-            (
-                workspace,
-                project,
-                embedder.model_id,
-                [fid for fid, _, _, _ in items],
-                vectors,
-                [digest for _, _, _, digest in items],
-            ),
-        )
-        return len(items)
+        return vectors
 
     def _use_vectors(self, cur: psycopg.Cursor[TupleRow]) -> None:
         # pgvector's binary dumper, on this cursor only: the caller's connection keeps its own

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import time
 from collections.abc import Iterator, Sequence
 from importlib.util import find_spec
 from pathlib import Path
@@ -22,6 +23,7 @@ import pytest
 from pyretrieve.embedders.hashing import HashNgramEmbedder
 from pyretrieve.errors import AccessDenied, InternalError, InvalidInput, UnknownModel
 from pyretrieve.ingest import (
+    EMBED_CHUNK,
     MAX_BODY_CHARS,
     Ingestor,
     IngestReport,
@@ -370,6 +372,40 @@ def test_an_interrupted_ingest_keeps_whole_batches_and_resumes_without_duplicate
     assert calls[0] == (0, 10)
     assert calls[-1] == (10, 10)
     assert [done for done, _ in calls] == sorted(done for done, _ in calls)
+
+
+class SlowEmbedder(HashNgramEmbedder):
+    """Takes ``seconds`` per call, as a real model on a busy machine does."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.calls = 0
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        self.calls += 1
+        time.sleep(self.seconds)
+        return super().embed_documents(texts)
+
+
+def test_a_slow_embedder_never_leaves_the_batch_idle_past_the_timeout(
+    scope: Database, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    """Embedding a whole batch in one call kept its transaction idle for as long as the model
+    took, past the idle-in-transaction timeout; chunk by chunk, each stored before the next,
+    no single wait is longer than one chunk, and the batch still commits whole."""
+    path = write_jsonl(tmp_path / "slow.jsonl", docs(3 * EMBED_CHUNK))
+    slow = SlowEmbedder(seconds=1.2)
+    conn.execute("SET idle_in_transaction_session_timeout = '2s'")
+    try:
+        report = writer(conn, embedder=slow, batch_size=3 * EMBED_CHUNK).ingest_path(
+            path, workspace=WS, project=PJ
+        )
+    finally:
+        conn.execute("RESET idle_in_transaction_session_timeout")
+    assert slow.calls == 3  # 3.6 s of embedding in one transaction, 1.2 s at a time
+    assert report.batches == 1
+    assert (report.inserted, report.embedded) == (3 * EMBED_CHUNK, 3 * EMBED_CHUNK)
+    assert len(embeddings(scope)) == 3 * EMBED_CHUNK
 
 
 # ---------------------------------------------------------------------------------------------
