@@ -33,6 +33,7 @@ from pyretrieve.errors import (
 from pyretrieve.types import (
     DegradationReason,
     Fusion,
+    FusionSettings,
     JsonValue,
     Scope,
     SearchResult,
@@ -72,7 +73,8 @@ class SearchRequest:
     weights: Weights | None
     query_digest: bytes
     ranking: Ranking = "bm25"
-    fusion: Fusion = Fusion.RRF
+    # None: the model's registered default (or RRF), resolved in the request's transaction.
+    fusion: Fusion | None = None
 
     @property
     def wants_vector(self) -> bool:
@@ -114,7 +116,7 @@ def build_request(
     model: str | None = None,
     weights: Weights | None = None,
     ranking: str = "bm25",
-    fusion: str = contract.DEFAULT_FUSION,
+    fusion: str | None = None,
 ) -> SearchRequest:
     """Validate everything that can be validated before touching the database."""
     if not isinstance(query, str) or not 1 <= len(query) <= MAX_QUERY_CHARS:
@@ -130,7 +132,7 @@ def build_request(
         raise InvalidInput("semantic must be optional, required or disabled")
     if ranking not in ("bm25", "ts_rank"):
         raise InvalidInput("ranking must be bm25 or ts_rank")
-    if fusion not in contract.FUSIONS:
+    if fusion is not None and fusion not in contract.FUSIONS:
         raise InvalidInput(f"fusion must be {' or '.join(contract.FUSIONS)}")
     if mode == "vector" and semantic == "disabled":
         raise InvalidInput("vector mode needs semantic retrieval")
@@ -158,7 +160,7 @@ def build_request(
         weights=weights,
         query_digest=hashlib.sha256(query.encode("utf-8")).digest(),
         ranking=cast(Ranking, ranking),
-        fusion=Fusion(fusion),
+        fusion=None if fusion is None else Fusion(fusion),
     )
 
 
@@ -221,7 +223,7 @@ class Retriever:
         model: str | None = None,
         weights: Weights | None = None,
         ranking: str = "bm25",
-        fusion: str = contract.DEFAULT_FUSION,
+        fusion: str | None = None,
     ) -> SearchResult:
         """Search ``scope`` for ``query`` as the retriever's principal, in one transaction.
 
@@ -232,11 +234,11 @@ class Retriever:
         (1..1000); the rest of the eligible fragments come back as omissions.
         ``candidate_limit``: candidates per leg, at most the decision's cap. ``embedding``:
         the query's vector for ``model``; without it the embedder registered for ``model``
-        embeds the query. ``weights``: per-leg fusion weights; without them, the defaults
-        registered with ``model`` (``register_model``), or 1.0 each when no registered model is
-        named; every explanation says which. ``ranking``: ``bm25`` or ``ts_rank`` (for
-        comparison). ``fusion``: ``rrf`` (canonical Reciprocal Rank Fusion, the default) or
-        ``dbsf`` (distribution-based score fusion).
+        embeds the query. ``fusion``: ``rrf`` (canonical Reciprocal Rank Fusion) or ``dbsf``
+        (distribution-based score fusion); ``weights``: per-leg fusion weights. Without them,
+        the defaults registered with ``model`` (``register_model``), or RRF and 1.0 each when
+        no registered model is named; every explanation says which and from where.
+        ``ranking``: ``bm25`` or ``ts_rank`` (for comparison).
 
         Raises :class:`InvalidInput` before anything is sent when an argument breaks the
         contract, :class:`AccessDenied` when the principal holds no grant for the scope, and
@@ -394,7 +396,7 @@ class Retriever:
 
         leg = self._vector(conn, request, decision, vector_input, digest, adapter_status, per_leg)
 
-        weights, source, weights_model = self._weights(cur, request)
+        fusion = self._fusion(cur, request)
         ids = sorted(
             {r["fragment_id"] for r in lexical_rows or []}
             | {r["fragment_id"] for r in leg.rows or []},
@@ -413,28 +415,49 @@ class Retriever:
             semantic=leg.status,
             query_digest=request.query_digest,
             embedding_digest=leg.digest,
-            weights=weights,
-            fusion=request.fusion,
-            weights_source=source,
-            weights_model=weights_model,
+            weights=fusion.weights,
+            fusion=fusion.method,
+            weights_source=fusion.source,
+            weights_model=fusion.model,
+            fusion_source=fusion.fusion_source,
+            fusion_model=fusion.fusion_model,
         )
 
     @staticmethod
-    def _weights(
-        cur: psycopg.Cursor[Row], request: SearchRequest
-    ) -> tuple[Weights, WeightsSource, str | None]:
-        """The request's weights, else the named model's registered defaults, else 1.0 each
-        (``pyretrieve.search()`` in SQL resolves them by the same rule)."""
-        if request.weights is not None:
-            return request.weights, WeightsSource.REQUEST, None
-        if request.model is not None:
-            row = cur.execute(
-                "SELECT * FROM pyretrieve.model_weights(p_model => %s)", (request.model,)
+    def _fusion(cur: psycopg.Cursor[Row], request: SearchRequest) -> FusionSettings:
+        """The request's fusion and weights, else the named model's registered defaults, else
+        RRF and 1.0 each (``pyretrieve.search()`` in SQL resolves them by the same rule)."""
+        defaults: Row | None = None
+        if request.model is not None and (request.fusion is None or request.weights is None):
+            defaults = cur.execute(
+                "SELECT * FROM pyretrieve.model_defaults(p_model => %s)", (request.model,)
             ).fetchone()
-            if row is not None:
-                weights = Weights(lexical=row["lexical_weight"], vector=row["vector_weight"])
-                return weights, WeightsSource.MODEL, request.model
-        return Weights(), WeightsSource.DEFAULT, None
+        model = None if defaults is None else request.model
+        if request.fusion is not None:
+            method, fusion_source, fusion_model = request.fusion, WeightsSource.REQUEST, None
+        elif defaults is not None:
+            method, fusion_source, fusion_model = (
+                Fusion(defaults["fusion"]),
+                WeightsSource.MODEL,
+                model,
+            )
+        else:
+            method, fusion_source, fusion_model = Fusion.RRF, WeightsSource.DEFAULT, None
+        if request.weights is not None:
+            weights, source, weights_model = request.weights, WeightsSource.REQUEST, None
+        elif defaults is not None:
+            weights = Weights(lexical=defaults["lexical_weight"], vector=defaults["vector_weight"])
+            source, weights_model = WeightsSource.MODEL, model
+        else:
+            weights, source, weights_model = Weights(), WeightsSource.DEFAULT, None
+        return FusionSettings(
+            method=method,
+            weights=weights,
+            source=source,
+            model=weights_model,
+            fusion_source=fusion_source,
+            fusion_model=fusion_model,
+        )
 
     @staticmethod
     def _lexical(

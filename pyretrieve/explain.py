@@ -44,11 +44,13 @@ class PartExplanation:
 
 
 def fusion_section(fusion: FusionSettings, fused_score: float) -> dict[str, JsonValue]:
-    """The explanation's ``fusion`` part: which fusion ran, its parameters, the weights and
-    where they came from, and the result's fused score."""
+    """The explanation's ``fusion`` part: which fusion ran and where that choice came from, its
+    parameters, the weights and where they came from, and the result's fused score."""
     if fusion.method is Fusion.RRF:
         return {
             "method": fusion.method.value,
+            "source": fusion.fusion_source.value,
+            "model": fusion.fusion_model,
             "k": RRF_K,
             "rank_base": RANK_BASE,
             "formula": RRF_FORMULA,
@@ -57,6 +59,8 @@ def fusion_section(fusion: FusionSettings, fused_score: float) -> dict[str, Json
         }
     return {
         "method": fusion.method.value,
+        "source": fusion.fusion_source.value,
+        "model": fusion.fusion_model,
         "spread": DBSF_SPREAD,
         "formula": DBSF_FORMULA,
         "weights": fusion.weights_plain(),

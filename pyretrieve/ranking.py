@@ -285,7 +285,7 @@ def retrieval_id(
         "query_digest": hex_digest(query_digest),
         "embedding_digest": None if embedding_digest is None else hex_digest(embedding_digest),
         "limit": limit,
-        "fusion": fusion.method.value,
+        "fusion": fusion.fusion_plain(),
         "weights": fusion.weights_plain(),
         "lexical": (
             None
@@ -476,9 +476,11 @@ def rank(
     embedding_digest: bytes | None,
     weights: Weights | None = None,
     retrieved_at: datetime | None = None,
-    fusion: Fusion | str = Fusion.RRF,
+    fusion: Fusion | str | None = None,
     weights_source: WeightsSource | str | None = None,
     weights_model: str | None = None,
+    fusion_source: WeightsSource | str | None = None,
+    fusion_model: str | None = None,
 ) -> SearchResult:
     """Recheck, fuse and order candidates; return the first ``limit`` of them.
 
@@ -487,9 +489,10 @@ def rank(
     :class:`IntegrityViolation` before anything is returned; a required semantic
     modality that did not take part raises :class:`SemanticRequired`.
 
-    ``fusion``: ``rrf`` (canonical RRF) or ``dbsf``. ``weights_source`` (and, for ``model``,
-    ``weights_model``) is what the explanations say about where ``weights`` came from; by
-    default ``request`` when weights are given and ``default`` (1.0 each) when not.
+    ``fusion``: ``rrf`` (canonical RRF, also when None) or ``dbsf``. ``weights_source`` (and,
+    for ``model``, ``weights_model``) is what the explanations say about where ``weights`` came
+    from: by default ``request`` when weights are given and ``default`` (1.0 each) when not;
+    ``fusion_source`` / ``fusion_model`` likewise for ``fusion``.
 
     Three steps: :func:`_validate` (parse and recheck every input), :func:`_score` (fuse,
     freshness, total order) and :func:`_cut` (confidence, results and omissions).
@@ -508,6 +511,8 @@ def rank(
         fusion=fusion,
         weights_source=weights_source,
         weights_model=weights_model,
+        fusion_source=fusion_source,
+        fusion_model=fusion_model,
     )
     results, omissions = _cut(checked, _score(checked))
     return SearchResult(
@@ -569,24 +574,30 @@ def _validate(
     embedding_digest: bytes | None,
     weights: Weights | None,
     retrieved_at: datetime | None,
-    fusion: Fusion | str,
+    fusion: Fusion | str | None,
     weights_source: WeightsSource | str | None,
     weights_model: str | None,
+    fusion_source: WeightsSource | str | None,
+    fusion_model: str | None,
 ) -> _Checked:
     """Parse every row strictly and recheck it against the decision; raise on the first
     inconsistency (the checks run in a fixed order, so the same input names the same check)."""
     parsed_decision = _parse_decision(decision)
     if weights_source is None:
         weights_source = WeightsSource.DEFAULT if weights is None else WeightsSource.REQUEST
+    if fusion_source is None:
+        fusion_source = WeightsSource.DEFAULT if fusion is None else WeightsSource.REQUEST
     weights = Weights() if weights is None else weights
     if not isinstance(weights, Weights):
         raise IntegrityViolation("invalid_weights")
     try:
         settings = FusionSettings(
-            method=Fusion(fusion),
+            method=Fusion.RRF if fusion is None else Fusion(fusion),
             weights=weights,
             source=WeightsSource(weights_source),
             model=weights_model,
+            fusion_source=WeightsSource(fusion_source),
+            fusion_model=fusion_model,
         )
     except (ValueError, PyretrieveError):
         raise IntegrityViolation("invalid_fusion") from None

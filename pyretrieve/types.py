@@ -163,8 +163,9 @@ class Fusion(StrEnum):
 
 
 class WeightsSource(StrEnum):
-    """Where a search's weights came from: the request, the model's registered defaults, or
-    the built-in default (1.0 each) when the request named no registered model."""
+    """Where a search's weights (or its fusion) came from: the request, the model's registered
+    defaults, or the built-in default (1.0 each, and RRF) when the request named no registered
+    model."""
 
     REQUEST = "request"
     MODEL = "model"
@@ -615,29 +616,42 @@ class Weights:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class FusionSettings:
-    """How one search fused its legs: the method, the weights, and where the weights came
-    from (``model`` names the registered model whose defaults they are, for that source
-    only)."""
+    """How one search fused its legs: the method and the weights, and where each came from
+    (``model`` / ``fusion_model`` name the registered model whose defaults they are, for that
+    source only)."""
 
     method: Fusion = Fusion.RRF
     weights: Weights = field(default_factory=Weights)
     source: WeightsSource = WeightsSource.DEFAULT
     model: str | None = None
+    fusion_source: WeightsSource = WeightsSource.DEFAULT
+    fusion_model: str | None = None
 
     def __post_init__(self) -> None:
         try:
             object.__setattr__(self, "method", Fusion(self.method))
             object.__setattr__(self, "source", WeightsSource(self.source))
+            object.__setattr__(self, "fusion_source", WeightsSource(self.fusion_source))
         except ValueError:
-            raise InvalidInput("unknown fusion or weights source") from None
+            raise InvalidInput("unknown fusion or source") from None
         if not isinstance(self.weights, Weights):
             raise InvalidInput("weights must be Weights")
         if (self.source is WeightsSource.MODEL) != (self.model is not None):
             raise InvalidInput("a model is named exactly when the weights are the model's")
+        if (self.fusion_source is WeightsSource.MODEL) != (self.fusion_model is not None):
+            raise InvalidInput("a model is named exactly when the fusion is the model's")
 
     def weights_plain(self) -> dict[str, JsonValue]:
         """The weights as every explanation states them, with their source."""
         return {**self.weights.to_plain(), "source": self.source.value, "model": self.model}
+
+    def fusion_plain(self) -> dict[str, JsonValue]:
+        """The fusion method with its source."""
+        return {
+            "method": self.method.value,
+            "source": self.fusion_source.value,
+            "model": self.fusion_model,
+        }
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -808,7 +822,7 @@ class SearchResult:
                     None if self.embedding_digest is None else hex_digest(self.embedding_digest)
                 ),
                 "limit": self.limit,
-                "fusion": self.fusion.method.value,
+                "fusion": self.fusion.fusion_plain(),
                 "weights": self.fusion.weights_plain(),
                 "modalities_ran": {"lexical": self.lexical_ran, "vector": self.vector_ran},
             },

@@ -257,11 +257,13 @@ CREATE TABLE pyretrieve.embedding_models (
                    CHECK (lexical_weight > 0 AND lexical_weight <= 1000),
     vector_weight  double precision NOT NULL DEFAULT 1.0
                    CHECK (vector_weight > 0 AND vector_weight <= 1000),
+    -- The fusion such a search uses when it names none; the weights above are chosen for it.
+    fusion         text NOT NULL DEFAULT 'rrf' CHECK (fusion IN ('rrf', 'dbsf')),
     PRIMARY KEY (model_id),
     UNIQUE (model_serial)
 );
 COMMENT ON TABLE pyretrieve.embedding_models IS
-    'Registered embedding models and their default fusion weights. Global, not per workspace: a model id, its dimension and its default weights are configuration, not tenant data.';
+    'Registered embedding models and their default fusion and weights. Global, not per workspace: a model id, its dimension and its defaults are configuration, not tenant data.';
 
 CREATE TABLE pyretrieve.embeddings (
     workspace_id       pyretrieve.identifier NOT NULL,
@@ -1344,7 +1346,8 @@ SET LOCAL ROLE pyretrieve_owner;
 -- ---------------------------------------------------------------------------------------------
 -- One fused, explained search for SQL callers. The same steps, in the same order and with the
 -- same float arithmetic, as the Python client and its pure ranker (a test compares them):
---   weights    = the request's, else the model's registered defaults (model_weights), else 1.0
+--   fusion     = the request's, else the model's registered default (model_defaults), else rrf
+--   weights    = the request's, else the model's registered defaults, else 1.0 each
 --   rrf        : (0.0 + w_lex / (60 + lexical_rank)) + w_vec / (60 + vector_rank)
 --   dbsf       : (0.0 + w_lex * n_lex) + w_vec * n_vec, n = clip((x - lower) / (upper - lower), 0, 1)
 --                with x the BM25 score or 1 - cosine distance and lower/upper = mean -/+ 3 sample
@@ -1455,7 +1458,7 @@ CREATE FUNCTION pyretrieve.search(
     p_lexical_weight double precision DEFAULT NULL,
     p_vector_weight double precision DEFAULT NULL,
     p_ranking text DEFAULT 'bm25',
-    p_fusion text DEFAULT 'rrf')
+    p_fusion text DEFAULT NULL)
 RETURNS TABLE (
     rank integer, fragment_id uuid, content_digest bytea, body text, final_score double precision,
     fused_score double precision, freshness double precision, confidence double precision,
@@ -1483,6 +1486,12 @@ DECLARE
     v_source text;
     v_weights_model text;
     v_weights jsonb;
+    v_fusion text;
+    v_fusion_source text;
+    v_fusion_model text;
+    v_model_fusion text;
+    v_model_wl double precision;
+    v_model_wv double precision;
     v_ln integer;
     v_lmean double precision;
     v_lstd double precision;
@@ -1497,7 +1506,7 @@ BEGIN
     IF p_mode IS NULL OR p_mode NOT IN ('hybrid', 'lexical', 'vector') THEN
         RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'mode must be hybrid, lexical or vector';
     END IF;
-    IF p_fusion IS NULL OR p_fusion NOT IN ('rrf', 'dbsf') THEN
+    IF p_fusion IS NOT NULL AND p_fusion NOT IN ('rrf', 'dbsf') THEN
         RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'fusion must be rrf or dbsf';
     END IF;
     IF (p_lexical_weight IS NULL) <> (p_vector_weight IS NULL) THEN
@@ -1526,25 +1535,36 @@ BEGIN
         p_embedding_digest => v_embedding_digest, p_requested_limit => p_limit);
     v_required := p_mode = 'vector' OR d.semantic_policy = 'required';
 
-    -- The weights: the request's, else the named model's registered defaults, else 1.0 each
-    -- (the client's rule, Retriever._weights).
+    -- The fusion and the weights: the request's, else the named model's registered defaults,
+    -- else rrf and 1.0 each (the client's rule, Retriever._fusion).
+    IF p_model IS NOT NULL AND (p_fusion IS NULL OR p_lexical_weight IS NULL) THEN
+        SELECT m.fusion, m.lexical_weight, m.vector_weight INTO v_model_fusion, v_model_wl, v_model_wv
+          FROM pyretrieve.model_defaults(p_model) m;
+    END IF;
+    IF p_fusion IS NOT NULL THEN
+        v_fusion := p_fusion;
+        v_fusion_source := 'request';
+    ELSIF v_model_fusion IS NOT NULL THEN
+        v_fusion := v_model_fusion;
+        v_fusion_source := 'model';
+        v_fusion_model := p_model;
+    ELSE
+        v_fusion := 'rrf';
+        v_fusion_source := 'default';
+    END IF;
     IF p_lexical_weight IS NOT NULL THEN
         v_wl := p_lexical_weight;
         v_wv := p_vector_weight;
         v_source := 'request';
+    ELSIF v_model_wl IS NOT NULL THEN
+        v_wl := v_model_wl;
+        v_wv := v_model_wv;
+        v_source := 'model';
+        v_weights_model := p_model;
     ELSE
-        IF p_model IS NOT NULL THEN
-            SELECT w.lexical_weight, w.vector_weight INTO v_wl, v_wv
-              FROM pyretrieve.model_weights(p_model) w;
-        END IF;
-        IF v_wl IS NOT NULL THEN
-            v_source := 'model';
-            v_weights_model := p_model;
-        ELSE
-            v_wl := 1.0::double precision;
-            v_wv := 1.0::double precision;
-            v_source := 'default';
-        END IF;
+        v_wl := 1.0::double precision;
+        v_wv := 1.0::double precision;
+        v_source := 'default';
     END IF;
     v_weights := jsonb_build_object('lexical', pyretrieve.json_double(v_wl),
                                     'vector', pyretrieve.json_double(v_wv),
@@ -1554,7 +1574,7 @@ BEGIN
     IF p_mode <> 'vector' THEN
         SELECT coalesce(jsonb_agg(to_jsonb(c) ORDER BY c.rank), '[]'::jsonb) INTO v_lexical
           FROM pyretrieve.lexical_candidates(d.decision_id, p_query, d.candidate_limit, p_ranking) c;
-        IF p_fusion = 'rrf' THEN
+        IF v_fusion = 'rrf' THEN
             v_ideal := v_ideal + v_wl / 61.0::double precision;
         ELSE
             v_ideal := v_ideal + v_wl;
@@ -1593,7 +1613,7 @@ BEGIN
             ELSE
                 v_status := 'used';
                 v_evidence := jsonb_build_object('model', p_model);
-                IF p_fusion = 'rrf' THEN
+                IF v_fusion = 'rrf' THEN
                     v_ideal := v_ideal + v_wv / 61.0::double precision;
                 ELSE
                     v_ideal := v_ideal + v_wv;
@@ -1616,7 +1636,7 @@ BEGIN
     END IF;
     v_factor := CASE WHEN v_status = 'degraded' THEN 0.75::double precision ELSE 1.0::double precision END;
     -- DBSF: each leg's distribution over all of its candidates, in rank order.
-    IF p_fusion = 'dbsf' THEN
+    IF v_fusion = 'dbsf' THEN
         SELECT x.candidates, x.mean, x.std, x.lower_bound, x.upper_bound
           INTO v_ln, v_lmean, v_lstd, v_llo, v_lhi
           FROM pyretrieve.dbsf_distribution(ARRAY(
@@ -1657,12 +1677,12 @@ BEGIN
         SELECT r.*, l.rank AS lexical_rank, l.score AS lexical_score, l.terms AS lexical_terms,
                v.rank AS vector_rank, v.distance, v.vector_generation,
                1.0::double precision - v.distance AS vector_input,
-               CASE WHEN p_fusion = 'dbsf' AND l.rank IS NOT NULL THEN
+               CASE WHEN v_fusion = 'dbsf' AND l.rank IS NOT NULL THEN
                    CASE WHEN NOT (v_lhi > v_llo) THEN 0.5::double precision
                         ELSE least(1.0::double precision, greatest(0.0::double precision,
                                    (l.score - v_llo) / (v_lhi - v_llo))) END
                END AS lexical_normalized,
-               CASE WHEN p_fusion = 'dbsf' AND v.rank IS NOT NULL THEN
+               CASE WHEN v_fusion = 'dbsf' AND v.rank IS NOT NULL THEN
                    CASE WHEN NOT (v_vhi > v_vlo) THEN 0.5::double precision
                         ELSE least(1.0::double precision, greatest(0.0::double precision,
                                    ((1.0::double precision - v.distance) - v_vlo) / (v_vhi - v_vlo))) END
@@ -1674,9 +1694,9 @@ BEGIN
           LEFT JOIN vec v ON v.fragment_id = r.fragment_id
     ), fused AS (
         SELECT j.*,
-               CASE WHEN p_fusion = 'rrf' THEN v_wl / (60 + j.lexical_rank)::double precision
+               CASE WHEN v_fusion = 'rrf' THEN v_wl / (60 + j.lexical_rank)::double precision
                     ELSE v_wl * j.lexical_normalized END AS lexical_contribution,
-               CASE WHEN p_fusion = 'rrf' THEN v_wv / (60 + j.vector_rank)::double precision
+               CASE WHEN v_fusion = 'rrf' THEN v_wv / (60 + j.vector_rank)::double precision
                     ELSE v_wv * j.vector_normalized END AS vector_contribution
           FROM joined j
     ), scored AS (
@@ -1723,7 +1743,7 @@ BEGIN
                        'terms', t.lexical_terms,
                        'contribution', pyretrieve.json_double(t.lexical_contribution),
                        'weight', pyretrieve.json_double(v_wl))
-                       || CASE WHEN p_fusion = 'dbsf' THEN jsonb_build_object('normalization', jsonb_build_object(
+                       || CASE WHEN v_fusion = 'dbsf' THEN jsonb_build_object('normalization', jsonb_build_object(
                               'input', pyretrieve.json_double(t.lexical_score), 'candidates', v_ln,
                               'mean', pyretrieve.json_double(v_lmean), 'std', pyretrieve.json_double(v_lstd),
                               'lower', pyretrieve.json_double(v_llo), 'upper', pyretrieve.json_double(v_lhi),
@@ -1734,18 +1754,20 @@ BEGIN
                        'metric', 'cosine_distance',
                        'contribution', pyretrieve.json_double(t.vector_contribution),
                        'weight', pyretrieve.json_double(v_wv))
-                       || CASE WHEN p_fusion = 'dbsf' THEN jsonb_build_object('normalization', jsonb_build_object(
+                       || CASE WHEN v_fusion = 'dbsf' THEN jsonb_build_object('normalization', jsonb_build_object(
                               'input', pyretrieve.json_double(t.vector_input), 'candidates', v_vn,
                               'mean', pyretrieve.json_double(v_vmean), 'std', pyretrieve.json_double(v_vstd),
                               'lower', pyretrieve.json_double(v_vlo), 'upper', pyretrieve.json_double(v_vhi),
                               'normalized', pyretrieve.json_double(t.vector_normalized)))
                           ELSE '{}'::jsonb END END),
-               'fusion', CASE WHEN p_fusion = 'rrf' THEN jsonb_build_object(
-                   'method', 'rrf', 'k', 60, 'rank_base', 1,
+               'fusion', CASE WHEN v_fusion = 'rrf' THEN jsonb_build_object(
+                   'method', 'rrf', 'source', v_fusion_source, 'model', v_fusion_model,
+                   'k', 60, 'rank_base', 1,
                    'formula', 'sum of w/(60+rank) over modalities, 1-based ranks, missing modality contributes 0',
                    'weights', v_weights, 'score', pyretrieve.json_double(t.fused))
                    ELSE jsonb_build_object(
-                   'method', 'dbsf', 'spread', pyretrieve.json_double(3.0::double precision),
+                   'method', 'dbsf', 'source', v_fusion_source, 'model', v_fusion_model,
+                   'spread', pyretrieve.json_double(3.0::double precision),
                    'formula', 'sum of w*clip((x-lower)/(upper-lower),0,1) over modalities, x = lexical score or 1 - cosine distance, lower/upper = mean -/+ 3 sample std of that modality''s candidates for this query (0.5 when upper <= lower), missing modality contributes 0',
                    'weights', v_weights, 'score', pyretrieve.json_double(t.fused)) END,
                'freshness', jsonb_build_object('factor', pyretrieve.json_double(t.fresh),
@@ -1763,7 +1785,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION pyretrieve.search(text, text, text, text, public.vector, text, integer, text, double precision, double precision, text, text) IS
-    'One fused, explained search: authorize, lexical candidates (BM25 by default, p_ranking ''ts_rank'' for comparison), vector candidates (when the mode and the grant''s semantic policy allow and an embedding and model are given), then fusion: weighted Reciprocal Rank Fusion by default (w / (60 + rank), 1-based ranks, k = 60, a missing modality contributes 0) or, with p_fusion ''dbsf'', distribution-based score fusion (each leg''s scores mapped from mean -/+ 3 sample std of its candidates to [0, 1], clipped, weighted and summed). Weights: both given, or neither, and then the model''s registered defaults (1.0 each without a registered model); the explanation says which. Then a freshness factor within the grant''s max_age, a total order (final score, fused score, content digest, fragment id), confidence and a jsonb explanation per result: the document the Python ranker builds (fused rank, decision, fragment, content, provenance, modalities, fusion with its method, parameters, weights and where they came from, freshness, scores, tie-break, generations, semantic status, semantic query digest), whose canonical JSON is byte-identical to the client''s. Same order as the Python client. Raises PR001 on deny and PR030 when semantic retrieval is required but unavailable.';
+    'One fused, explained search: authorize, lexical candidates (BM25 by default, p_ranking ''ts_rank'' for comparison), vector candidates (when the mode and the grant''s semantic policy allow and an embedding and model are given), then fusion: weighted Reciprocal Rank Fusion by default (w / (60 + rank), 1-based ranks, k = 60, a missing modality contributes 0) or distribution-based score fusion, ''dbsf'' (each leg''s scores mapped from mean -/+ 3 sample std of its candidates to [0, 1], clipped, weighted and summed). The fusion and the weights (both given, or neither) are the request''s, else the named model''s registered defaults, else rrf and 1.0 each; the explanation says which and from where. Then a freshness factor within the grant''s max_age, a total order (final score, fused score, content digest, fragment id), confidence and a jsonb explanation per result: the document the Python ranker builds (fused rank, decision, fragment, content, provenance, modalities, fusion with its method, parameters, weights and where they came from, freshness, scores, tie-break, generations, semantic status, semantic query digest), whose canonical JSON is byte-identical to the client''s. Same order as the Python client. Raises PR001 on deny and PR030 when semantic retrieval is required but unavailable.';
 
 
 -- ==== sql/schema/50_writers.sql ====
@@ -2325,7 +2347,8 @@ COMMENT ON FUNCTION pyretrieve.revoke_access(regrole, text, text, text) IS
 
 CREATE FUNCTION pyretrieve.register_model(
     p_model text, p_dimension integer,
-    p_lexical_weight double precision DEFAULT NULL, p_vector_weight double precision DEFAULT NULL)
+    p_lexical_weight double precision DEFAULT NULL, p_vector_weight double precision DEFAULT NULL,
+    p_fusion text DEFAULT NULL)
 RETURNS text
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -2348,8 +2371,12 @@ BEGIN
                 AND p_vector_weight > 0 AND p_vector_weight <= 1000) THEN
         RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'default weights must be above 0 and at most 1000';
     END IF;
-    INSERT INTO pyretrieve.embedding_models (model_id, dimension, lexical_weight, vector_weight)
-    VALUES (p_model, p_dimension, coalesce(p_lexical_weight, 1.0), coalesce(p_vector_weight, 1.0))
+    IF p_fusion IS NOT NULL AND p_fusion NOT IN ('rrf', 'dbsf') THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'fusion must be rrf or dbsf';
+    END IF;
+    INSERT INTO pyretrieve.embedding_models (model_id, dimension, lexical_weight, vector_weight, fusion)
+    VALUES (p_model, p_dimension, coalesce(p_lexical_weight, 1.0), coalesce(p_vector_weight, 1.0),
+            coalesce(p_fusion, 'rrf'))
     ON CONFLICT (model_id) DO NOTHING;
     SELECT m.dimension INTO v_dimension FROM pyretrieve.embedding_models m WHERE m.model_id = p_model;
     IF v_dimension <> p_dimension THEN
@@ -2360,12 +2387,15 @@ BEGIN
            SET lexical_weight = p_lexical_weight, vector_weight = p_vector_weight
          WHERE m.model_id = p_model;
     END IF;
+    IF p_fusion IS NOT NULL THEN
+        UPDATE pyretrieve.embedding_models m SET fusion = p_fusion WHERE m.model_id = p_model;
+    END IF;
     PERFORM pyretrieve.create_model_index(p_model);
     RETURN p_model;
 END;
 $$;
-COMMENT ON FUNCTION pyretrieve.register_model(text, integer, double precision, double precision) IS
-    'Register an embedding model and its dimension (idempotent) and create its HNSW index; returns the model id. With both default weights (each above 0, at most 1000) it sets the lexical and vector weights that searches naming this model use when they give none; without them a new model gets 1.0 each and an existing one keeps its own. Raises PR013 if the model exists with another dimension. Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+COMMENT ON FUNCTION pyretrieve.register_model(text, integer, double precision, double precision, text) IS
+    'Register an embedding model and its dimension (idempotent) and create its HNSW index; returns the model id. With both default weights (each above 0, at most 1000) it sets the lexical and vector weights, and with p_fusion (rrf or dbsf) the fusion, that searches naming this model use when they give none; what is not given is 1.0 each and rrf for a new model and stays as it was for an existing one. Raises PR013 if the model exists with another dimension. Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
 
 -- Listings for admins and the CLI.
 CREATE FUNCTION pyretrieve.list_projects()
@@ -2409,7 +2439,7 @@ COMMENT ON FUNCTION pyretrieve.list_grants() IS
 
 CREATE FUNCTION pyretrieve.list_models()
 RETURNS TABLE (model_id text, dimension integer, registered_at timestamptz,
-               lexical_weight double precision, vector_weight double precision)
+               fusion text, lexical_weight double precision, vector_weight double precision)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -2419,16 +2449,17 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'PR001', MESSAGE = 'access denied';
     END IF;
     RETURN QUERY
-    SELECT m.model_id, m.dimension, m.registered_at, m.lexical_weight, m.vector_weight
+    SELECT m.model_id, m.dimension, m.registered_at, m.fusion, m.lexical_weight, m.vector_weight
       FROM pyretrieve.embedding_models m ORDER BY 1;
 END;
 $$;
 COMMENT ON FUNCTION pyretrieve.list_models() IS
-    'The registered embedding models, their dimensions and default fusion weights (configuration, not tenant data). Readers, writers and admins. SECURITY DEFINER (runs as pyretrieve_api).';
+    'The registered embedding models, their dimensions, default fusions and default weights (configuration, not tenant data). Readers, writers and admins. SECURITY DEFINER (runs as pyretrieve_api).';
 
--- The weights search() and the client use when a request names this model and gives none.
-CREATE FUNCTION pyretrieve.model_weights(p_model text)
-RETURNS TABLE (lexical_weight double precision, vector_weight double precision)
+-- The fusion and weights search() and the client use when a request names this model and
+-- gives none.
+CREATE FUNCTION pyretrieve.model_defaults(p_model text)
+RETURNS TABLE (fusion text, lexical_weight double precision, vector_weight double precision)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -2438,12 +2469,12 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'PR001', MESSAGE = 'access denied';
     END IF;
     RETURN QUERY
-    SELECT m.lexical_weight, m.vector_weight FROM pyretrieve.embedding_models m
+    SELECT m.fusion, m.lexical_weight, m.vector_weight FROM pyretrieve.embedding_models m
      WHERE m.model_id = p_model;
 END;
 $$;
-COMMENT ON FUNCTION pyretrieve.model_weights(text) IS
-    'A registered model''s default fusion weights (lexical, vector), or no row for a model that is not registered: what a search naming the model uses when it gives no weights. Configuration, not tenant data. Readers, writers and admins. SECURITY DEFINER (runs as pyretrieve_api) because principals hold no table privilege.';
+COMMENT ON FUNCTION pyretrieve.model_defaults(text) IS
+    'A registered model''s default fusion and weights (lexical, vector), or no row for a model that is not registered: what a search naming the model uses when it gives none. Configuration, not tenant data. Readers, writers and admins. SECURITY DEFINER (runs as pyretrieve_api) because principals hold no table privilege.';
 
 CREATE FUNCTION pyretrieve.schema_version()
 RETURNS text
@@ -2943,8 +2974,8 @@ GRANT INSERT (workspace_id, project_id, principal, purpose, ceiling, max_age, se
               expires_at, granted_by),
       UPDATE (ceiling, max_age, semantic_policy, expires_at, granted_by, granted_at),
       DELETE ON pyretrieve.grants TO pyretrieve_api;
-GRANT INSERT (model_id, dimension, lexical_weight, vector_weight),
-      UPDATE (lexical_weight, vector_weight) ON pyretrieve.embedding_models TO pyretrieve_api;
+GRANT INSERT (model_id, dimension, lexical_weight, vector_weight, fusion),
+      UPDATE (lexical_weight, vector_weight, fusion) ON pyretrieve.embedding_models TO pyretrieve_api;
 
 -- Helpers the API functions, the policies and the triggers call (as pyretrieve_api).
 GRANT EXECUTE ON FUNCTION pyretrieve.caller(), pyretrieve.caller_in(name),
@@ -2989,7 +3020,7 @@ BEGIN
 END
 $revoke$;
 GRANT EXECUTE ON FUNCTION pyretrieve.schema_version(), pyretrieve.list_models(),
-    pyretrieve.model_weights(text)
+    pyretrieve.model_defaults(text)
     TO pyretrieve_reader, pyretrieve_writer, pyretrieve_admin;
 GRANT EXECUTE ON FUNCTION
     pyretrieve.authorize(text, text, text, bytea, text, bytea, integer),
@@ -3014,7 +3045,7 @@ GRANT EXECUTE ON FUNCTION
     pyretrieve.create_project(text, text, regconfig),
     pyretrieve.grant_access(regrole, text, text, text, pyretrieve.classification, interval, pyretrieve.semantic_policy, timestamptz),
     pyretrieve.revoke_access(regrole, text, text, text),
-    pyretrieve.register_model(text, integer, double precision, double precision),
+    pyretrieve.register_model(text, integer, double precision, double precision, text),
     pyretrieve.set_bm25(text, text, double precision, double precision),
     pyretrieve.list_projects(),
     pyretrieve.list_grants()

@@ -55,7 +55,8 @@ def workspaces(ctx: click.Context, principal: str | None, dsn: str | None) -> No
     "--model",
     "models_",
     multiple=True,
-    help="Also register this embedding model (repeatable): ingest and search embed with it."
+    help="Also register this embedding model (repeatable): ingest and search embed with it,"
+    f" by default {registry.DEFAULT_MODEL} ({registry.TEST_MODEL} is for tests and demos only)."
     " Models are shared by all workspaces; `pyretrieve models` lists them.",
 )
 @as_option
@@ -106,10 +107,11 @@ def models(ctx: click.Context, principal: str | None, dsn: str | None) -> None:
         return
     with connect(dsn) as conn, transaction(conn, principal):
         rows = conn.execute(
-            "SELECT model_id AS model, dimension, lexical_weight, vector_weight, registered_at"
-            " FROM pyretrieve.list_models() ORDER BY model_id"
+            "SELECT model_id AS model, dimension, fusion, lexical_weight, vector_weight,"
+            " registered_at FROM pyretrieve.list_models() ORDER BY model_id"
         ).fetchall()
-    _table(["model", "dimension", "lexical_weight", "vector_weight", "registered_at"], list(rows))
+    columns = ["model", "dimension", "fusion", "lexical_weight", "vector_weight", "registered_at"]
+    _table(columns, list(rows))
     click.echo(f"embedders available here: {', '.join(available_models())}")
 
 
@@ -124,6 +126,12 @@ def models(ctx: click.Context, principal: str | None, dsn: str | None) -> None:
 @click.option(
     "--vector-weight", type=float, help="Default weight of the vector leg (with --lexical-weight)."
 )
+@click.option(
+    "--fusion",
+    type=click.Choice(list(contract.FUSIONS)),
+    help="Default fusion for searches with this model (default: the one shipped for a known"
+    " model, else rrf).",
+)
 @as_option
 @dsn_option
 @click.pass_context
@@ -133,11 +141,12 @@ def models_register(
     model: str,
     lexical_weight: float | None,
     vector_weight: float | None,
+    fusion: str | None,
     principal: str | None,
     dsn: str | None,
 ) -> None:
     """Register the model of a locally available embedder: its id, its dimension and the
-    default fusion weights searches with it use when they give none."""
+    default fusion and weights searches with it use when they give none."""
     if (lexical_weight is None) != (vector_weight is None):
         raise InvalidInput("give --lexical-weight and --vector-weight together, or neither")
     weights = None
@@ -145,9 +154,17 @@ def models_register(
         weights = Weights(lexical=lexical_weight, vector=vector_weight)
     embedder = get_embedder(model)
     with connect(dsn or ctx.obj["dsn"]) as conn:
-        register_model(conn, embedder, principal=principal or ctx.obj["principal"], weights=weights)
-        chosen = weights or registry.default_weights(embedder.model_id)
+        register_model(
+            conn,
+            embedder,
+            principal=principal or ctx.obj["principal"],
+            weights=weights,
+            fusion=fusion,
+        )
+    chosen = weights or registry.default_weights(embedder.model_id)
+    method = fusion or registry.default_fusion(embedder.model_id)
     shown = "" if chosen is None else f", default weights {chosen.lexical:g}/{chosen.vector:g}"
+    shown += "" if method is None else f", default fusion {method}"
     click.echo(f"model {embedder.model_id} ({embedder.dimension}-d) registered{shown}")
 
 

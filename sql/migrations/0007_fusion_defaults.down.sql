@@ -7,14 +7,15 @@ SET LOCAL ROLE pyretrieve_owner;
 SET LOCAL search_path = pg_catalog, pg_temp;
 
 -- ---- hand-written: table DDL -----------------------------------------------------------------
--- The default weights go with their columns (and the columns' privileges with them).
-ALTER TABLE pyretrieve.embedding_models DROP COLUMN lexical_weight, DROP COLUMN vector_weight;
+-- The defaults go with their columns (and the columns' privileges with them).
+ALTER TABLE pyretrieve.embedding_models
+    DROP COLUMN fusion, DROP COLUMN lexical_weight, DROP COLUMN vector_weight;
 COMMENT ON TABLE pyretrieve.embedding_models IS
     'Registered embedding models. Global, not per workspace: a model id and dimension are configuration, not tenant data.';
 -- ---- end of the hand-written part; the rest is the drafter's ------------------------------
 DROP FUNCTION pyretrieve.dbsf_distribution(double precision[]) CASCADE;
-DROP FUNCTION pyretrieve.model_weights(text) CASCADE;
-DROP FUNCTION pyretrieve.register_model(text,integer,double precision,double precision) CASCADE;
+DROP FUNCTION pyretrieve.model_defaults(text) CASCADE;
+DROP FUNCTION pyretrieve.register_model(text,integer,double precision,double precision,text) CASCADE;
 DROP FUNCTION pyretrieve.search(text,text,text,text,public.vector,text,integer,text,double precision,double precision,text,text) CASCADE;
 DROP FUNCTION pyretrieve.list_models() CASCADE;
 DROP POLICY embedding_models_admin_update ON pyretrieve.embedding_models;

@@ -1,29 +1,49 @@
--- pyretrieve migration 0007: default fusion weights per model, and DBSF.
+-- pyretrieve migration 0007: a default fusion and default weights per model, and DBSF.
 -- Drafted by `python -m pyretrieve.db.draft` from a catalog diff; reviewed by hand.
 --
--- Each registered model carries default lexical and vector weights (embedding_models), which
--- search() and the client use when a request gives none; register_model sets them and
--- model_weights() reads them. search() gains p_fusion ('rrf', the default, or 'dbsf'),
--- resolves its weights from the model when none are given (weights default to NULL now), says
--- in every explanation which fusion ran with which weights from where (the "fusion" key, which
--- replaces "rrf"), and returns fused_score (formerly rrf_score).
+-- Each registered model carries a default fusion and default lexical and vector weights
+-- (embedding_models), which search() and the client use when a request gives none;
+-- register_model sets them and model_defaults() reads them. search() gains p_fusion ('rrf' or
+-- 'dbsf'; NULL, the default, means the model's), takes its weights from the model when none are
+-- given (the weights default to NULL now), says in every explanation which fusion ran with which
+-- weights and where each came from (the "fusion" key, which replaces "rrf"), and returns
+-- fused_score (formerly rrf_score).
 
 -- pyretrieve_api creates the functions it owns while the migration runs.
 GRANT USAGE, CREATE ON SCHEMA pyretrieve TO pyretrieve_api;
 SET LOCAL ROLE pyretrieve_owner;
 SET LOCAL search_path = pg_catalog, pg_temp;
 
--- ---- hand-written: table DDL (columns, their privileges) -----------------------------------
--- Models registered before this migration get 1.0 each, the weights they were searched with.
+-- ---- hand-written: table DDL (columns and their privileges) ---------------------------------
+-- Models registered before this migration keep RRF and 1.0 each, what they were searched with
+-- (the data step below moves the known ones to their evaluated defaults).
 ALTER TABLE pyretrieve.embedding_models
     ADD COLUMN lexical_weight double precision NOT NULL DEFAULT 1.0
                CHECK (lexical_weight > 0 AND lexical_weight <= 1000),
     ADD COLUMN vector_weight  double precision NOT NULL DEFAULT 1.0
-               CHECK (vector_weight > 0 AND vector_weight <= 1000);
-GRANT INSERT (model_id, dimension, lexical_weight, vector_weight),
-      UPDATE (lexical_weight, vector_weight) ON pyretrieve.embedding_models TO pyretrieve_api;
+               CHECK (vector_weight > 0 AND vector_weight <= 1000),
+    ADD COLUMN fusion         text NOT NULL DEFAULT 'rrf' CHECK (fusion IN ('rrf', 'dbsf'));
+GRANT INSERT (model_id, dimension, lexical_weight, vector_weight, fusion),
+      UPDATE (lexical_weight, vector_weight, fusion) ON pyretrieve.embedding_models TO pyretrieve_api;
 COMMENT ON TABLE pyretrieve.embedding_models IS
-    'Registered embedding models and their default fusion weights. Global, not per workspace: a model id, its dimension and its default weights are configuration, not tenant data.';
+    'Registered embedding models and their default fusion and weights. Global, not per workspace: a model id, its dimension and its defaults are configuration, not tenant data.';
+
+-- ---- hand-written: data -----------------------------------------------------------------------
+-- The models this package ships get the defaults it registers them with
+-- (pyretrieve.embedders.registry.DEFAULTS as of this migration; a test checks they agree), so an
+-- upgraded database searches as a fresh one does. No admin can have chosen other values: the
+-- columns are new.
+-- The owner is bound by the forced RLS (no UPDATE policy admits it): lifted for this statement,
+-- inside the migration's transaction, as 0003 did for its backfill.
+ALTER TABLE pyretrieve.embedding_models NO FORCE ROW LEVEL SECURITY;
+UPDATE pyretrieve.embedding_models m
+   SET fusion = d.fusion, lexical_weight = d.lexical_weight, vector_weight = d.vector_weight
+  FROM (VALUES ('hash-ngram-v1', 'rrf', 20.0, 1.0),
+               ('all-MiniLM-L6-v2-int8', 'dbsf', 1.5, 1.0),
+               ('all-MiniLM-L6-v2-int8-windowed', 'dbsf', 1.5, 1.0))
+       AS d(model_id, fusion, lexical_weight, vector_weight)
+ WHERE m.model_id = d.model_id;
+ALTER TABLE pyretrieve.embedding_models FORCE ROW LEVEL SECURITY;
 -- ---- end of the hand-written part; the rest is the drafter's ------------------------------
 DROP FUNCTION pyretrieve.register_model(text,integer) CASCADE;
 DROP FUNCTION pyretrieve.search(text,text,text,text,public.vector,text,integer,text,double precision,double precision,text) CASCADE;
@@ -69,7 +89,7 @@ REVOKE ALL ON FUNCTION pyretrieve.dbsf_distribution(double precision[]) FROM PUB
 GRANT EXECUTE ON FUNCTION pyretrieve.dbsf_distribution(double precision[]) TO pyretrieve_reader;
 SET LOCAL ROLE pyretrieve_owner;
 SET LOCAL ROLE pyretrieve_owner;
-CREATE OR REPLACE FUNCTION pyretrieve.search(p_workspace text, p_project text, p_purpose text, p_query text, p_embedding public.vector DEFAULT NULL::public.vector, p_model text DEFAULT NULL::text, p_limit integer DEFAULT 10, p_mode text DEFAULT 'hybrid'::text, p_lexical_weight double precision DEFAULT NULL::double precision, p_vector_weight double precision DEFAULT NULL::double precision, p_ranking text DEFAULT 'bm25'::text, p_fusion text DEFAULT 'rrf'::text)
+CREATE OR REPLACE FUNCTION pyretrieve.search(p_workspace text, p_project text, p_purpose text, p_query text, p_embedding public.vector DEFAULT NULL::public.vector, p_model text DEFAULT NULL::text, p_limit integer DEFAULT 10, p_mode text DEFAULT 'hybrid'::text, p_lexical_weight double precision DEFAULT NULL::double precision, p_vector_weight double precision DEFAULT NULL::double precision, p_ranking text DEFAULT 'bm25'::text, p_fusion text DEFAULT NULL::text)
  RETURNS TABLE(rank integer, fragment_id uuid, content_digest bytea, body text, final_score double precision, fused_score double precision, freshness double precision, confidence double precision, explanation jsonb)
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -94,6 +114,12 @@ DECLARE
     v_source text;
     v_weights_model text;
     v_weights jsonb;
+    v_fusion text;
+    v_fusion_source text;
+    v_fusion_model text;
+    v_model_fusion text;
+    v_model_wl double precision;
+    v_model_wv double precision;
     v_ln integer;
     v_lmean double precision;
     v_lstd double precision;
@@ -108,7 +134,7 @@ BEGIN
     IF p_mode IS NULL OR p_mode NOT IN ('hybrid', 'lexical', 'vector') THEN
         RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'mode must be hybrid, lexical or vector';
     END IF;
-    IF p_fusion IS NULL OR p_fusion NOT IN ('rrf', 'dbsf') THEN
+    IF p_fusion IS NOT NULL AND p_fusion NOT IN ('rrf', 'dbsf') THEN
         RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'fusion must be rrf or dbsf';
     END IF;
     IF (p_lexical_weight IS NULL) <> (p_vector_weight IS NULL) THEN
@@ -137,25 +163,36 @@ BEGIN
         p_embedding_digest => v_embedding_digest, p_requested_limit => p_limit);
     v_required := p_mode = 'vector' OR d.semantic_policy = 'required';
 
-    -- The weights: the request's, else the named model's registered defaults, else 1.0 each
-    -- (the client's rule, Retriever._weights).
+    -- The fusion and the weights: the request's, else the named model's registered defaults,
+    -- else rrf and 1.0 each (the client's rule, Retriever._fusion).
+    IF p_model IS NOT NULL AND (p_fusion IS NULL OR p_lexical_weight IS NULL) THEN
+        SELECT m.fusion, m.lexical_weight, m.vector_weight INTO v_model_fusion, v_model_wl, v_model_wv
+          FROM pyretrieve.model_defaults(p_model) m;
+    END IF;
+    IF p_fusion IS NOT NULL THEN
+        v_fusion := p_fusion;
+        v_fusion_source := 'request';
+    ELSIF v_model_fusion IS NOT NULL THEN
+        v_fusion := v_model_fusion;
+        v_fusion_source := 'model';
+        v_fusion_model := p_model;
+    ELSE
+        v_fusion := 'rrf';
+        v_fusion_source := 'default';
+    END IF;
     IF p_lexical_weight IS NOT NULL THEN
         v_wl := p_lexical_weight;
         v_wv := p_vector_weight;
         v_source := 'request';
+    ELSIF v_model_wl IS NOT NULL THEN
+        v_wl := v_model_wl;
+        v_wv := v_model_wv;
+        v_source := 'model';
+        v_weights_model := p_model;
     ELSE
-        IF p_model IS NOT NULL THEN
-            SELECT w.lexical_weight, w.vector_weight INTO v_wl, v_wv
-              FROM pyretrieve.model_weights(p_model) w;
-        END IF;
-        IF v_wl IS NOT NULL THEN
-            v_source := 'model';
-            v_weights_model := p_model;
-        ELSE
-            v_wl := 1.0::double precision;
-            v_wv := 1.0::double precision;
-            v_source := 'default';
-        END IF;
+        v_wl := 1.0::double precision;
+        v_wv := 1.0::double precision;
+        v_source := 'default';
     END IF;
     v_weights := jsonb_build_object('lexical', pyretrieve.json_double(v_wl),
                                     'vector', pyretrieve.json_double(v_wv),
@@ -165,7 +202,7 @@ BEGIN
     IF p_mode <> 'vector' THEN
         SELECT coalesce(jsonb_agg(to_jsonb(c) ORDER BY c.rank), '[]'::jsonb) INTO v_lexical
           FROM pyretrieve.lexical_candidates(d.decision_id, p_query, d.candidate_limit, p_ranking) c;
-        IF p_fusion = 'rrf' THEN
+        IF v_fusion = 'rrf' THEN
             v_ideal := v_ideal + v_wl / 61.0::double precision;
         ELSE
             v_ideal := v_ideal + v_wl;
@@ -204,7 +241,7 @@ BEGIN
             ELSE
                 v_status := 'used';
                 v_evidence := jsonb_build_object('model', p_model);
-                IF p_fusion = 'rrf' THEN
+                IF v_fusion = 'rrf' THEN
                     v_ideal := v_ideal + v_wv / 61.0::double precision;
                 ELSE
                     v_ideal := v_ideal + v_wv;
@@ -227,7 +264,7 @@ BEGIN
     END IF;
     v_factor := CASE WHEN v_status = 'degraded' THEN 0.75::double precision ELSE 1.0::double precision END;
     -- DBSF: each leg's distribution over all of its candidates, in rank order.
-    IF p_fusion = 'dbsf' THEN
+    IF v_fusion = 'dbsf' THEN
         SELECT x.candidates, x.mean, x.std, x.lower_bound, x.upper_bound
           INTO v_ln, v_lmean, v_lstd, v_llo, v_lhi
           FROM pyretrieve.dbsf_distribution(ARRAY(
@@ -268,12 +305,12 @@ BEGIN
         SELECT r.*, l.rank AS lexical_rank, l.score AS lexical_score, l.terms AS lexical_terms,
                v.rank AS vector_rank, v.distance, v.vector_generation,
                1.0::double precision - v.distance AS vector_input,
-               CASE WHEN p_fusion = 'dbsf' AND l.rank IS NOT NULL THEN
+               CASE WHEN v_fusion = 'dbsf' AND l.rank IS NOT NULL THEN
                    CASE WHEN NOT (v_lhi > v_llo) THEN 0.5::double precision
                         ELSE least(1.0::double precision, greatest(0.0::double precision,
                                    (l.score - v_llo) / (v_lhi - v_llo))) END
                END AS lexical_normalized,
-               CASE WHEN p_fusion = 'dbsf' AND v.rank IS NOT NULL THEN
+               CASE WHEN v_fusion = 'dbsf' AND v.rank IS NOT NULL THEN
                    CASE WHEN NOT (v_vhi > v_vlo) THEN 0.5::double precision
                         ELSE least(1.0::double precision, greatest(0.0::double precision,
                                    ((1.0::double precision - v.distance) - v_vlo) / (v_vhi - v_vlo))) END
@@ -285,9 +322,9 @@ BEGIN
           LEFT JOIN vec v ON v.fragment_id = r.fragment_id
     ), fused AS (
         SELECT j.*,
-               CASE WHEN p_fusion = 'rrf' THEN v_wl / (60 + j.lexical_rank)::double precision
+               CASE WHEN v_fusion = 'rrf' THEN v_wl / (60 + j.lexical_rank)::double precision
                     ELSE v_wl * j.lexical_normalized END AS lexical_contribution,
-               CASE WHEN p_fusion = 'rrf' THEN v_wv / (60 + j.vector_rank)::double precision
+               CASE WHEN v_fusion = 'rrf' THEN v_wv / (60 + j.vector_rank)::double precision
                     ELSE v_wv * j.vector_normalized END AS vector_contribution
           FROM joined j
     ), scored AS (
@@ -334,7 +371,7 @@ BEGIN
                        'terms', t.lexical_terms,
                        'contribution', pyretrieve.json_double(t.lexical_contribution),
                        'weight', pyretrieve.json_double(v_wl))
-                       || CASE WHEN p_fusion = 'dbsf' THEN jsonb_build_object('normalization', jsonb_build_object(
+                       || CASE WHEN v_fusion = 'dbsf' THEN jsonb_build_object('normalization', jsonb_build_object(
                               'input', pyretrieve.json_double(t.lexical_score), 'candidates', v_ln,
                               'mean', pyretrieve.json_double(v_lmean), 'std', pyretrieve.json_double(v_lstd),
                               'lower', pyretrieve.json_double(v_llo), 'upper', pyretrieve.json_double(v_lhi),
@@ -345,18 +382,20 @@ BEGIN
                        'metric', 'cosine_distance',
                        'contribution', pyretrieve.json_double(t.vector_contribution),
                        'weight', pyretrieve.json_double(v_wv))
-                       || CASE WHEN p_fusion = 'dbsf' THEN jsonb_build_object('normalization', jsonb_build_object(
+                       || CASE WHEN v_fusion = 'dbsf' THEN jsonb_build_object('normalization', jsonb_build_object(
                               'input', pyretrieve.json_double(t.vector_input), 'candidates', v_vn,
                               'mean', pyretrieve.json_double(v_vmean), 'std', pyretrieve.json_double(v_vstd),
                               'lower', pyretrieve.json_double(v_vlo), 'upper', pyretrieve.json_double(v_vhi),
                               'normalized', pyretrieve.json_double(t.vector_normalized)))
                           ELSE '{}'::jsonb END END),
-               'fusion', CASE WHEN p_fusion = 'rrf' THEN jsonb_build_object(
-                   'method', 'rrf', 'k', 60, 'rank_base', 1,
+               'fusion', CASE WHEN v_fusion = 'rrf' THEN jsonb_build_object(
+                   'method', 'rrf', 'source', v_fusion_source, 'model', v_fusion_model,
+                   'k', 60, 'rank_base', 1,
                    'formula', 'sum of w/(60+rank) over modalities, 1-based ranks, missing modality contributes 0',
                    'weights', v_weights, 'score', pyretrieve.json_double(t.fused))
                    ELSE jsonb_build_object(
-                   'method', 'dbsf', 'spread', pyretrieve.json_double(3.0::double precision),
+                   'method', 'dbsf', 'source', v_fusion_source, 'model', v_fusion_model,
+                   'spread', pyretrieve.json_double(3.0::double precision),
                    'formula', 'sum of w*clip((x-lower)/(upper-lower),0,1) over modalities, x = lexical score or 1 - cosine distance, lower/upper = mean -/+ 3 sample std of that modality''s candidates for this query (0.5 when upper <= lower), missing modality contributes 0',
                    'weights', v_weights, 'score', pyretrieve.json_double(t.fused)) END,
                'freshness', jsonb_build_object('factor', pyretrieve.json_double(t.fresh),
@@ -373,12 +412,12 @@ BEGIN
      ORDER BY t.fused_rank;
 END;
 $function$;
-COMMENT ON FUNCTION pyretrieve.search(text,text,text,text,public.vector,text,integer,text,double precision,double precision,text,text) IS 'One fused, explained search: authorize, lexical candidates (BM25 by default, p_ranking ''ts_rank'' for comparison), vector candidates (when the mode and the grant''s semantic policy allow and an embedding and model are given), then fusion: weighted Reciprocal Rank Fusion by default (w / (60 + rank), 1-based ranks, k = 60, a missing modality contributes 0) or, with p_fusion ''dbsf'', distribution-based score fusion (each leg''s scores mapped from mean -/+ 3 sample std of its candidates to [0, 1], clipped, weighted and summed). Weights: both given, or neither, and then the model''s registered defaults (1.0 each without a registered model); the explanation says which. Then a freshness factor within the grant''s max_age, a total order (final score, fused score, content digest, fragment id), confidence and a jsonb explanation per result: the document the Python ranker builds (fused rank, decision, fragment, content, provenance, modalities, fusion with its method, parameters, weights and where they came from, freshness, scores, tie-break, generations, semantic status, semantic query digest), whose canonical JSON is byte-identical to the client''s. Same order as the Python client. Raises PR001 on deny and PR030 when semantic retrieval is required but unavailable.';
+COMMENT ON FUNCTION pyretrieve.search(text,text,text,text,public.vector,text,integer,text,double precision,double precision,text,text) IS 'One fused, explained search: authorize, lexical candidates (BM25 by default, p_ranking ''ts_rank'' for comparison), vector candidates (when the mode and the grant''s semantic policy allow and an embedding and model are given), then fusion: weighted Reciprocal Rank Fusion by default (w / (60 + rank), 1-based ranks, k = 60, a missing modality contributes 0) or distribution-based score fusion, ''dbsf'' (each leg''s scores mapped from mean -/+ 3 sample std of its candidates to [0, 1], clipped, weighted and summed). The fusion and the weights (both given, or neither) are the request''s, else the named model''s registered defaults, else rrf and 1.0 each; the explanation says which and from where. Then a freshness factor within the grant''s max_age, a total order (final score, fused score, content digest, fragment id), confidence and a jsonb explanation per result: the document the Python ranker builds (fused rank, decision, fragment, content, provenance, modalities, fusion with its method, parameters, weights and where they came from, freshness, scores, tie-break, generations, semantic status, semantic query digest), whose canonical JSON is byte-identical to the client''s. Same order as the Python client. Raises PR001 on deny and PR030 when semantic retrieval is required but unavailable.';
 REVOKE ALL ON FUNCTION pyretrieve.search(text,text,text,text,public.vector,text,integer,text,double precision,double precision,text,text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION pyretrieve.search(text,text,text,text,public.vector,text,integer,text,double precision,double precision,text,text) TO pyretrieve_reader;
 SET LOCAL ROLE pyretrieve_owner;
 SET LOCAL ROLE pyretrieve_api;
-CREATE OR REPLACE FUNCTION pyretrieve.register_model(p_model text, p_dimension integer, p_lexical_weight double precision DEFAULT NULL::double precision, p_vector_weight double precision DEFAULT NULL::double precision)
+CREATE OR REPLACE FUNCTION pyretrieve.register_model(p_model text, p_dimension integer, p_lexical_weight double precision DEFAULT NULL::double precision, p_vector_weight double precision DEFAULT NULL::double precision, p_fusion text DEFAULT NULL::text)
  RETURNS text
  LANGUAGE plpgsql
  SECURITY DEFINER
@@ -402,8 +441,12 @@ BEGIN
                 AND p_vector_weight > 0 AND p_vector_weight <= 1000) THEN
         RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'default weights must be above 0 and at most 1000';
     END IF;
-    INSERT INTO pyretrieve.embedding_models (model_id, dimension, lexical_weight, vector_weight)
-    VALUES (p_model, p_dimension, coalesce(p_lexical_weight, 1.0), coalesce(p_vector_weight, 1.0))
+    IF p_fusion IS NOT NULL AND p_fusion NOT IN ('rrf', 'dbsf') THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'fusion must be rrf or dbsf';
+    END IF;
+    INSERT INTO pyretrieve.embedding_models (model_id, dimension, lexical_weight, vector_weight, fusion)
+    VALUES (p_model, p_dimension, coalesce(p_lexical_weight, 1.0), coalesce(p_vector_weight, 1.0),
+            coalesce(p_fusion, 'rrf'))
     ON CONFLICT (model_id) DO NOTHING;
     SELECT m.dimension INTO v_dimension FROM pyretrieve.embedding_models m WHERE m.model_id = p_model;
     IF v_dimension <> p_dimension THEN
@@ -414,17 +457,20 @@ BEGIN
            SET lexical_weight = p_lexical_weight, vector_weight = p_vector_weight
          WHERE m.model_id = p_model;
     END IF;
+    IF p_fusion IS NOT NULL THEN
+        UPDATE pyretrieve.embedding_models m SET fusion = p_fusion WHERE m.model_id = p_model;
+    END IF;
     PERFORM pyretrieve.create_model_index(p_model);
     RETURN p_model;
 END;
 $function$;
-COMMENT ON FUNCTION pyretrieve.register_model(text,integer,double precision,double precision) IS 'Register an embedding model and its dimension (idempotent) and create its HNSW index; returns the model id. With both default weights (each above 0, at most 1000) it sets the lexical and vector weights that searches naming this model use when they give none; without them a new model gets 1.0 each and an existing one keeps its own. Raises PR013 if the model exists with another dimension. Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
-REVOKE ALL ON FUNCTION pyretrieve.register_model(text,integer,double precision,double precision) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION pyretrieve.register_model(text,integer,double precision,double precision) TO pyretrieve_admin;
+COMMENT ON FUNCTION pyretrieve.register_model(text,integer,double precision,double precision,text) IS 'Register an embedding model and its dimension (idempotent) and create its HNSW index; returns the model id. With both default weights (each above 0, at most 1000) it sets the lexical and vector weights, and with p_fusion (rrf or dbsf) the fusion, that searches naming this model use when they give none; what is not given is 1.0 each and rrf for a new model and stays as it was for an existing one. Raises PR013 if the model exists with another dimension. Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+REVOKE ALL ON FUNCTION pyretrieve.register_model(text,integer,double precision,double precision,text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pyretrieve.register_model(text,integer,double precision,double precision,text) TO pyretrieve_admin;
 SET LOCAL ROLE pyretrieve_owner;
 SET LOCAL ROLE pyretrieve_api;
 CREATE OR REPLACE FUNCTION pyretrieve.list_models()
- RETURNS TABLE(model_id text, dimension integer, registered_at timestamp with time zone, lexical_weight double precision, vector_weight double precision)
+ RETURNS TABLE(model_id text, dimension integer, registered_at timestamp with time zone, fusion text, lexical_weight double precision, vector_weight double precision)
  LANGUAGE plpgsql
  STABLE SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -435,17 +481,17 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'PR001', MESSAGE = 'access denied';
     END IF;
     RETURN QUERY
-    SELECT m.model_id, m.dimension, m.registered_at, m.lexical_weight, m.vector_weight
+    SELECT m.model_id, m.dimension, m.registered_at, m.fusion, m.lexical_weight, m.vector_weight
       FROM pyretrieve.embedding_models m ORDER BY 1;
 END;
 $function$;
-COMMENT ON FUNCTION pyretrieve.list_models() IS 'The registered embedding models, their dimensions and default fusion weights (configuration, not tenant data). Readers, writers and admins. SECURITY DEFINER (runs as pyretrieve_api).';
+COMMENT ON FUNCTION pyretrieve.list_models() IS 'The registered embedding models, their dimensions, default fusions and default weights (configuration, not tenant data). Readers, writers and admins. SECURITY DEFINER (runs as pyretrieve_api).';
 REVOKE ALL ON FUNCTION pyretrieve.list_models() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION pyretrieve.list_models() TO pyretrieve_admin, pyretrieve_reader, pyretrieve_writer;
 SET LOCAL ROLE pyretrieve_owner;
 SET LOCAL ROLE pyretrieve_api;
-CREATE OR REPLACE FUNCTION pyretrieve.model_weights(p_model text)
- RETURNS TABLE(lexical_weight double precision, vector_weight double precision)
+CREATE OR REPLACE FUNCTION pyretrieve.model_defaults(p_model text)
+ RETURNS TABLE(fusion text, lexical_weight double precision, vector_weight double precision)
  LANGUAGE plpgsql
  STABLE SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -456,13 +502,13 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'PR001', MESSAGE = 'access denied';
     END IF;
     RETURN QUERY
-    SELECT m.lexical_weight, m.vector_weight FROM pyretrieve.embedding_models m
+    SELECT m.fusion, m.lexical_weight, m.vector_weight FROM pyretrieve.embedding_models m
      WHERE m.model_id = p_model;
 END;
 $function$;
-COMMENT ON FUNCTION pyretrieve.model_weights(text) IS 'A registered model''s default fusion weights (lexical, vector), or no row for a model that is not registered: what a search naming the model uses when it gives no weights. Configuration, not tenant data. Readers, writers and admins. SECURITY DEFINER (runs as pyretrieve_api) because principals hold no table privilege.';
-REVOKE ALL ON FUNCTION pyretrieve.model_weights(text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION pyretrieve.model_weights(text) TO pyretrieve_admin, pyretrieve_reader, pyretrieve_writer;
+COMMENT ON FUNCTION pyretrieve.model_defaults(text) IS 'A registered model''s default fusion and weights (lexical, vector), or no row for a model that is not registered: what a search naming the model uses when it gives none. Configuration, not tenant data. Readers, writers and admins. SECURITY DEFINER (runs as pyretrieve_api) because principals hold no table privilege.';
+REVOKE ALL ON FUNCTION pyretrieve.model_defaults(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pyretrieve.model_defaults(text) TO pyretrieve_admin, pyretrieve_reader, pyretrieve_writer;
 SET LOCAL ROLE pyretrieve_owner;
 CREATE POLICY embedding_models_admin_update ON pyretrieve.embedding_models FOR UPDATE TO pyretrieve_api USING (( SELECT pyretrieve.caller_in('pyretrieve_admin'::name) AS caller_in)) WITH CHECK (( SELECT pyretrieve.caller_in('pyretrieve_admin'::name) AS caller_in));
 

@@ -1,7 +1,8 @@
 -- ---------------------------------------------------------------------------------------------
 -- One fused, explained search for SQL callers. The same steps, in the same order and with the
 -- same float arithmetic, as the Python client and its pure ranker (a test compares them):
---   weights    = the request's, else the model's registered defaults (model_weights), else 1.0
+--   fusion     = the request's, else the model's registered default (model_defaults), else rrf
+--   weights    = the request's, else the model's registered defaults, else 1.0 each
 --   rrf        : (0.0 + w_lex / (60 + lexical_rank)) + w_vec / (60 + vector_rank)
 --   dbsf       : (0.0 + w_lex * n_lex) + w_vec * n_vec, n = clip((x - lower) / (upper - lower), 0, 1)
 --                with x the BM25 score or 1 - cosine distance and lower/upper = mean -/+ 3 sample
@@ -112,7 +113,7 @@ CREATE FUNCTION pyretrieve.search(
     p_lexical_weight double precision DEFAULT NULL,
     p_vector_weight double precision DEFAULT NULL,
     p_ranking text DEFAULT 'bm25',
-    p_fusion text DEFAULT 'rrf')
+    p_fusion text DEFAULT NULL)
 RETURNS TABLE (
     rank integer, fragment_id uuid, content_digest bytea, body text, final_score double precision,
     fused_score double precision, freshness double precision, confidence double precision,
@@ -140,6 +141,12 @@ DECLARE
     v_source text;
     v_weights_model text;
     v_weights jsonb;
+    v_fusion text;
+    v_fusion_source text;
+    v_fusion_model text;
+    v_model_fusion text;
+    v_model_wl double precision;
+    v_model_wv double precision;
     v_ln integer;
     v_lmean double precision;
     v_lstd double precision;
@@ -154,7 +161,7 @@ BEGIN
     IF p_mode IS NULL OR p_mode NOT IN ('hybrid', 'lexical', 'vector') THEN
         RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'mode must be hybrid, lexical or vector';
     END IF;
-    IF p_fusion IS NULL OR p_fusion NOT IN ('rrf', 'dbsf') THEN
+    IF p_fusion IS NOT NULL AND p_fusion NOT IN ('rrf', 'dbsf') THEN
         RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'fusion must be rrf or dbsf';
     END IF;
     IF (p_lexical_weight IS NULL) <> (p_vector_weight IS NULL) THEN
@@ -183,25 +190,36 @@ BEGIN
         p_embedding_digest => v_embedding_digest, p_requested_limit => p_limit);
     v_required := p_mode = 'vector' OR d.semantic_policy = 'required';
 
-    -- The weights: the request's, else the named model's registered defaults, else 1.0 each
-    -- (the client's rule, Retriever._weights).
+    -- The fusion and the weights: the request's, else the named model's registered defaults,
+    -- else rrf and 1.0 each (the client's rule, Retriever._fusion).
+    IF p_model IS NOT NULL AND (p_fusion IS NULL OR p_lexical_weight IS NULL) THEN
+        SELECT m.fusion, m.lexical_weight, m.vector_weight INTO v_model_fusion, v_model_wl, v_model_wv
+          FROM pyretrieve.model_defaults(p_model) m;
+    END IF;
+    IF p_fusion IS NOT NULL THEN
+        v_fusion := p_fusion;
+        v_fusion_source := 'request';
+    ELSIF v_model_fusion IS NOT NULL THEN
+        v_fusion := v_model_fusion;
+        v_fusion_source := 'model';
+        v_fusion_model := p_model;
+    ELSE
+        v_fusion := 'rrf';
+        v_fusion_source := 'default';
+    END IF;
     IF p_lexical_weight IS NOT NULL THEN
         v_wl := p_lexical_weight;
         v_wv := p_vector_weight;
         v_source := 'request';
+    ELSIF v_model_wl IS NOT NULL THEN
+        v_wl := v_model_wl;
+        v_wv := v_model_wv;
+        v_source := 'model';
+        v_weights_model := p_model;
     ELSE
-        IF p_model IS NOT NULL THEN
-            SELECT w.lexical_weight, w.vector_weight INTO v_wl, v_wv
-              FROM pyretrieve.model_weights(p_model) w;
-        END IF;
-        IF v_wl IS NOT NULL THEN
-            v_source := 'model';
-            v_weights_model := p_model;
-        ELSE
-            v_wl := 1.0::double precision;
-            v_wv := 1.0::double precision;
-            v_source := 'default';
-        END IF;
+        v_wl := 1.0::double precision;
+        v_wv := 1.0::double precision;
+        v_source := 'default';
     END IF;
     v_weights := jsonb_build_object('lexical', pyretrieve.json_double(v_wl),
                                     'vector', pyretrieve.json_double(v_wv),
@@ -211,7 +229,7 @@ BEGIN
     IF p_mode <> 'vector' THEN
         SELECT coalesce(jsonb_agg(to_jsonb(c) ORDER BY c.rank), '[]'::jsonb) INTO v_lexical
           FROM pyretrieve.lexical_candidates(d.decision_id, p_query, d.candidate_limit, p_ranking) c;
-        IF p_fusion = 'rrf' THEN
+        IF v_fusion = 'rrf' THEN
             v_ideal := v_ideal + v_wl / 61.0::double precision;
         ELSE
             v_ideal := v_ideal + v_wl;
@@ -250,7 +268,7 @@ BEGIN
             ELSE
                 v_status := 'used';
                 v_evidence := jsonb_build_object('model', p_model);
-                IF p_fusion = 'rrf' THEN
+                IF v_fusion = 'rrf' THEN
                     v_ideal := v_ideal + v_wv / 61.0::double precision;
                 ELSE
                     v_ideal := v_ideal + v_wv;
@@ -273,7 +291,7 @@ BEGIN
     END IF;
     v_factor := CASE WHEN v_status = 'degraded' THEN 0.75::double precision ELSE 1.0::double precision END;
     -- DBSF: each leg's distribution over all of its candidates, in rank order.
-    IF p_fusion = 'dbsf' THEN
+    IF v_fusion = 'dbsf' THEN
         SELECT x.candidates, x.mean, x.std, x.lower_bound, x.upper_bound
           INTO v_ln, v_lmean, v_lstd, v_llo, v_lhi
           FROM pyretrieve.dbsf_distribution(ARRAY(
@@ -314,12 +332,12 @@ BEGIN
         SELECT r.*, l.rank AS lexical_rank, l.score AS lexical_score, l.terms AS lexical_terms,
                v.rank AS vector_rank, v.distance, v.vector_generation,
                1.0::double precision - v.distance AS vector_input,
-               CASE WHEN p_fusion = 'dbsf' AND l.rank IS NOT NULL THEN
+               CASE WHEN v_fusion = 'dbsf' AND l.rank IS NOT NULL THEN
                    CASE WHEN NOT (v_lhi > v_llo) THEN 0.5::double precision
                         ELSE least(1.0::double precision, greatest(0.0::double precision,
                                    (l.score - v_llo) / (v_lhi - v_llo))) END
                END AS lexical_normalized,
-               CASE WHEN p_fusion = 'dbsf' AND v.rank IS NOT NULL THEN
+               CASE WHEN v_fusion = 'dbsf' AND v.rank IS NOT NULL THEN
                    CASE WHEN NOT (v_vhi > v_vlo) THEN 0.5::double precision
                         ELSE least(1.0::double precision, greatest(0.0::double precision,
                                    ((1.0::double precision - v.distance) - v_vlo) / (v_vhi - v_vlo))) END
@@ -331,9 +349,9 @@ BEGIN
           LEFT JOIN vec v ON v.fragment_id = r.fragment_id
     ), fused AS (
         SELECT j.*,
-               CASE WHEN p_fusion = 'rrf' THEN v_wl / (60 + j.lexical_rank)::double precision
+               CASE WHEN v_fusion = 'rrf' THEN v_wl / (60 + j.lexical_rank)::double precision
                     ELSE v_wl * j.lexical_normalized END AS lexical_contribution,
-               CASE WHEN p_fusion = 'rrf' THEN v_wv / (60 + j.vector_rank)::double precision
+               CASE WHEN v_fusion = 'rrf' THEN v_wv / (60 + j.vector_rank)::double precision
                     ELSE v_wv * j.vector_normalized END AS vector_contribution
           FROM joined j
     ), scored AS (
@@ -380,7 +398,7 @@ BEGIN
                        'terms', t.lexical_terms,
                        'contribution', pyretrieve.json_double(t.lexical_contribution),
                        'weight', pyretrieve.json_double(v_wl))
-                       || CASE WHEN p_fusion = 'dbsf' THEN jsonb_build_object('normalization', jsonb_build_object(
+                       || CASE WHEN v_fusion = 'dbsf' THEN jsonb_build_object('normalization', jsonb_build_object(
                               'input', pyretrieve.json_double(t.lexical_score), 'candidates', v_ln,
                               'mean', pyretrieve.json_double(v_lmean), 'std', pyretrieve.json_double(v_lstd),
                               'lower', pyretrieve.json_double(v_llo), 'upper', pyretrieve.json_double(v_lhi),
@@ -391,18 +409,20 @@ BEGIN
                        'metric', 'cosine_distance',
                        'contribution', pyretrieve.json_double(t.vector_contribution),
                        'weight', pyretrieve.json_double(v_wv))
-                       || CASE WHEN p_fusion = 'dbsf' THEN jsonb_build_object('normalization', jsonb_build_object(
+                       || CASE WHEN v_fusion = 'dbsf' THEN jsonb_build_object('normalization', jsonb_build_object(
                               'input', pyretrieve.json_double(t.vector_input), 'candidates', v_vn,
                               'mean', pyretrieve.json_double(v_vmean), 'std', pyretrieve.json_double(v_vstd),
                               'lower', pyretrieve.json_double(v_vlo), 'upper', pyretrieve.json_double(v_vhi),
                               'normalized', pyretrieve.json_double(t.vector_normalized)))
                           ELSE '{}'::jsonb END END),
-               'fusion', CASE WHEN p_fusion = 'rrf' THEN jsonb_build_object(
-                   'method', 'rrf', 'k', 60, 'rank_base', 1,
+               'fusion', CASE WHEN v_fusion = 'rrf' THEN jsonb_build_object(
+                   'method', 'rrf', 'source', v_fusion_source, 'model', v_fusion_model,
+                   'k', 60, 'rank_base', 1,
                    'formula', 'sum of w/(60+rank) over modalities, 1-based ranks, missing modality contributes 0',
                    'weights', v_weights, 'score', pyretrieve.json_double(t.fused))
                    ELSE jsonb_build_object(
-                   'method', 'dbsf', 'spread', pyretrieve.json_double(3.0::double precision),
+                   'method', 'dbsf', 'source', v_fusion_source, 'model', v_fusion_model,
+                   'spread', pyretrieve.json_double(3.0::double precision),
                    'formula', 'sum of w*clip((x-lower)/(upper-lower),0,1) over modalities, x = lexical score or 1 - cosine distance, lower/upper = mean -/+ 3 sample std of that modality''s candidates for this query (0.5 when upper <= lower), missing modality contributes 0',
                    'weights', v_weights, 'score', pyretrieve.json_double(t.fused)) END,
                'freshness', jsonb_build_object('factor', pyretrieve.json_double(t.fresh),
@@ -420,5 +440,5 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION pyretrieve.search(text, text, text, text, public.vector, text, integer, text, double precision, double precision, text, text) IS
-    'One fused, explained search: authorize, lexical candidates (BM25 by default, p_ranking ''ts_rank'' for comparison), vector candidates (when the mode and the grant''s semantic policy allow and an embedding and model are given), then fusion: weighted Reciprocal Rank Fusion by default (w / (60 + rank), 1-based ranks, k = 60, a missing modality contributes 0) or, with p_fusion ''dbsf'', distribution-based score fusion (each leg''s scores mapped from mean -/+ 3 sample std of its candidates to [0, 1], clipped, weighted and summed). Weights: both given, or neither, and then the model''s registered defaults (1.0 each without a registered model); the explanation says which. Then a freshness factor within the grant''s max_age, a total order (final score, fused score, content digest, fragment id), confidence and a jsonb explanation per result: the document the Python ranker builds (fused rank, decision, fragment, content, provenance, modalities, fusion with its method, parameters, weights and where they came from, freshness, scores, tie-break, generations, semantic status, semantic query digest), whose canonical JSON is byte-identical to the client''s. Same order as the Python client. Raises PR001 on deny and PR030 when semantic retrieval is required but unavailable.';
+    'One fused, explained search: authorize, lexical candidates (BM25 by default, p_ranking ''ts_rank'' for comparison), vector candidates (when the mode and the grant''s semantic policy allow and an embedding and model are given), then fusion: weighted Reciprocal Rank Fusion by default (w / (60 + rank), 1-based ranks, k = 60, a missing modality contributes 0) or distribution-based score fusion, ''dbsf'' (each leg''s scores mapped from mean -/+ 3 sample std of its candidates to [0, 1], clipped, weighted and summed). The fusion and the weights (both given, or neither) are the request''s, else the named model''s registered defaults, else rrf and 1.0 each; the explanation says which and from where. Then a freshness factor within the grant''s max_age, a total order (final score, fused score, content digest, fragment id), confidence and a jsonb explanation per result: the document the Python ranker builds (fused rank, decision, fragment, content, provenance, modalities, fusion with its method, parameters, weights and where they came from, freshness, scores, tie-break, generations, semantic status, semantic query digest), whose canonical JSON is byte-identical to the client''s. Same order as the Python client. Raises PR001 on deny and PR030 when semantic retrieval is required but unavailable.';
 

@@ -199,7 +199,8 @@ COMMENT ON FUNCTION pyretrieve.revoke_access(regrole, text, text, text) IS
 
 CREATE FUNCTION pyretrieve.register_model(
     p_model text, p_dimension integer,
-    p_lexical_weight double precision DEFAULT NULL, p_vector_weight double precision DEFAULT NULL)
+    p_lexical_weight double precision DEFAULT NULL, p_vector_weight double precision DEFAULT NULL,
+    p_fusion text DEFAULT NULL)
 RETURNS text
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -222,8 +223,12 @@ BEGIN
                 AND p_vector_weight > 0 AND p_vector_weight <= 1000) THEN
         RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'default weights must be above 0 and at most 1000';
     END IF;
-    INSERT INTO pyretrieve.embedding_models (model_id, dimension, lexical_weight, vector_weight)
-    VALUES (p_model, p_dimension, coalesce(p_lexical_weight, 1.0), coalesce(p_vector_weight, 1.0))
+    IF p_fusion IS NOT NULL AND p_fusion NOT IN ('rrf', 'dbsf') THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'fusion must be rrf or dbsf';
+    END IF;
+    INSERT INTO pyretrieve.embedding_models (model_id, dimension, lexical_weight, vector_weight, fusion)
+    VALUES (p_model, p_dimension, coalesce(p_lexical_weight, 1.0), coalesce(p_vector_weight, 1.0),
+            coalesce(p_fusion, 'rrf'))
     ON CONFLICT (model_id) DO NOTHING;
     SELECT m.dimension INTO v_dimension FROM pyretrieve.embedding_models m WHERE m.model_id = p_model;
     IF v_dimension <> p_dimension THEN
@@ -234,12 +239,15 @@ BEGIN
            SET lexical_weight = p_lexical_weight, vector_weight = p_vector_weight
          WHERE m.model_id = p_model;
     END IF;
+    IF p_fusion IS NOT NULL THEN
+        UPDATE pyretrieve.embedding_models m SET fusion = p_fusion WHERE m.model_id = p_model;
+    END IF;
     PERFORM pyretrieve.create_model_index(p_model);
     RETURN p_model;
 END;
 $$;
-COMMENT ON FUNCTION pyretrieve.register_model(text, integer, double precision, double precision) IS
-    'Register an embedding model and its dimension (idempotent) and create its HNSW index; returns the model id. With both default weights (each above 0, at most 1000) it sets the lexical and vector weights that searches naming this model use when they give none; without them a new model gets 1.0 each and an existing one keeps its own. Raises PR013 if the model exists with another dimension. Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+COMMENT ON FUNCTION pyretrieve.register_model(text, integer, double precision, double precision, text) IS
+    'Register an embedding model and its dimension (idempotent) and create its HNSW index; returns the model id. With both default weights (each above 0, at most 1000) it sets the lexical and vector weights, and with p_fusion (rrf or dbsf) the fusion, that searches naming this model use when they give none; what is not given is 1.0 each and rrf for a new model and stays as it was for an existing one. Raises PR013 if the model exists with another dimension. Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
 
 -- Listings for admins and the CLI.
 CREATE FUNCTION pyretrieve.list_projects()
@@ -283,7 +291,7 @@ COMMENT ON FUNCTION pyretrieve.list_grants() IS
 
 CREATE FUNCTION pyretrieve.list_models()
 RETURNS TABLE (model_id text, dimension integer, registered_at timestamptz,
-               lexical_weight double precision, vector_weight double precision)
+               fusion text, lexical_weight double precision, vector_weight double precision)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -293,16 +301,17 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'PR001', MESSAGE = 'access denied';
     END IF;
     RETURN QUERY
-    SELECT m.model_id, m.dimension, m.registered_at, m.lexical_weight, m.vector_weight
+    SELECT m.model_id, m.dimension, m.registered_at, m.fusion, m.lexical_weight, m.vector_weight
       FROM pyretrieve.embedding_models m ORDER BY 1;
 END;
 $$;
 COMMENT ON FUNCTION pyretrieve.list_models() IS
-    'The registered embedding models, their dimensions and default fusion weights (configuration, not tenant data). Readers, writers and admins. SECURITY DEFINER (runs as pyretrieve_api).';
+    'The registered embedding models, their dimensions, default fusions and default weights (configuration, not tenant data). Readers, writers and admins. SECURITY DEFINER (runs as pyretrieve_api).';
 
--- The weights search() and the client use when a request names this model and gives none.
-CREATE FUNCTION pyretrieve.model_weights(p_model text)
-RETURNS TABLE (lexical_weight double precision, vector_weight double precision)
+-- The fusion and weights search() and the client use when a request names this model and
+-- gives none.
+CREATE FUNCTION pyretrieve.model_defaults(p_model text)
+RETURNS TABLE (fusion text, lexical_weight double precision, vector_weight double precision)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -312,12 +321,12 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'PR001', MESSAGE = 'access denied';
     END IF;
     RETURN QUERY
-    SELECT m.lexical_weight, m.vector_weight FROM pyretrieve.embedding_models m
+    SELECT m.fusion, m.lexical_weight, m.vector_weight FROM pyretrieve.embedding_models m
      WHERE m.model_id = p_model;
 END;
 $$;
-COMMENT ON FUNCTION pyretrieve.model_weights(text) IS
-    'A registered model''s default fusion weights (lexical, vector), or no row for a model that is not registered: what a search naming the model uses when it gives no weights. Configuration, not tenant data. Readers, writers and admins. SECURITY DEFINER (runs as pyretrieve_api) because principals hold no table privilege.';
+COMMENT ON FUNCTION pyretrieve.model_defaults(text) IS
+    'A registered model''s default fusion and weights (lexical, vector), or no row for a model that is not registered: what a search naming the model uses when it gives none. Configuration, not tenant data. Readers, writers and admins. SECURITY DEFINER (runs as pyretrieve_api) because principals hold no table privilege.';
 
 CREATE FUNCTION pyretrieve.schema_version()
 RETURNS text

@@ -51,8 +51,8 @@ GRANT INSERT (workspace_id, project_id, principal, purpose, ceiling, max_age, se
               expires_at, granted_by),
       UPDATE (ceiling, max_age, semantic_policy, expires_at, granted_by, granted_at),
       DELETE ON pyretrieve.grants TO pyretrieve_api;
-GRANT INSERT (model_id, dimension, lexical_weight, vector_weight),
-      UPDATE (lexical_weight, vector_weight) ON pyretrieve.embedding_models TO pyretrieve_api;
+GRANT INSERT (model_id, dimension, lexical_weight, vector_weight, fusion),
+      UPDATE (lexical_weight, vector_weight, fusion) ON pyretrieve.embedding_models TO pyretrieve_api;
 
 -- Helpers the API functions, the policies and the triggers call (as pyretrieve_api).
 GRANT EXECUTE ON FUNCTION pyretrieve.caller(), pyretrieve.caller_in(name),
@@ -97,7 +97,7 @@ BEGIN
 END
 $revoke$;
 GRANT EXECUTE ON FUNCTION pyretrieve.schema_version(), pyretrieve.list_models(),
-    pyretrieve.model_weights(text)
+    pyretrieve.model_defaults(text)
     TO pyretrieve_reader, pyretrieve_writer, pyretrieve_admin;
 GRANT EXECUTE ON FUNCTION
     pyretrieve.authorize(text, text, text, bytea, text, bytea, integer),
@@ -122,7 +122,7 @@ GRANT EXECUTE ON FUNCTION
     pyretrieve.create_project(text, text, regconfig),
     pyretrieve.grant_access(regrole, text, text, text, pyretrieve.classification, interval, pyretrieve.semantic_policy, timestamptz),
     pyretrieve.revoke_access(regrole, text, text, text),
-    pyretrieve.register_model(text, integer, double precision, double precision),
+    pyretrieve.register_model(text, integer, double precision, double precision, text),
     pyretrieve.set_bm25(text, text, double precision, double precision),
     pyretrieve.list_projects(),
     pyretrieve.list_grants()

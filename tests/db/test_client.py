@@ -82,7 +82,7 @@ class Statement:
             "authorize",
             "lexical_candidates",
             "vector_candidates",
-            "model_weights",
+            "model_defaults",
             "fragments",
         ):
             if f"pyretrieve.{name}(" in text:
@@ -309,14 +309,16 @@ HYBRID_ORDER = [
     "SAVEPOINT",
     "vector_candidates",
     "RELEASE",
-    # No weights given: the named model's registered defaults, read after both legs.
-    "model_weights",
+    # No fusion or weights given: the named model's registered defaults, read after both legs.
+    "model_defaults",
     "fragments",
     "COMMIT",
 ]
 
 
-def test_a_requests_weights_win_without_reading_the_models(rec: RecordingConnection) -> None:
+def test_a_requests_fusion_and_weights_win_without_reading_the_models(
+    rec: RecordingConnection,
+) -> None:
     rec.reset()
     result = alice(rec).search(
         QUERY,
@@ -325,10 +327,12 @@ def test_a_requests_weights_win_without_reading_the_models(rec: RecordingConnect
         model=MODEL,
         limit=3,
         weights=Weights(lexical=2.0, vector=0.5),
+        fusion="rrf",
     )
     rec.recording = False
-    assert "model_weights" not in rec.kinds()
+    assert "model_defaults" not in rec.kinds()
     assert result.fusion.source.value == "request"
+    assert result.fusion.fusion_source.value == "request"
     assert result.weights == Weights(lexical=2.0, vector=0.5)
     assert all(
         r.explanation["fusion"]["weights"]  # type: ignore[index]
@@ -462,7 +466,7 @@ def test_lexical_mode_never_calls_the_vector_function(rec: RecordingConnection) 
         "set_role",
         "authorize",
         "lexical_candidates",
-        "model_weights",
+        "model_defaults",
         "fragments",
         "COMMIT",
     ]
@@ -506,7 +510,7 @@ def test_vector_mode_never_calls_the_lexical_function(rec: RecordingConnection) 
         "SAVEPOINT",
         "vector_candidates",
         "RELEASE",
-        "model_weights",
+        "model_defaults",
         "fragments",
         "COMMIT",
     ]
@@ -531,7 +535,7 @@ def test_policy_disabled_semantic_is_a_degradation_without_a_vector_call(
         "set_role",
         "authorize",
         "lexical_candidates",
-        "model_weights",
+        "model_defaults",
         "fragments",
         "COMMIT",
     ]

@@ -174,7 +174,9 @@ def test_the_fusions_and_weights_are_the_contracts(catalog: dict[str, str]) -> N
     search = _flat(catalog["function:search"])
     fusions = ", ".join(f"'{f}'" for f in contract.FUSIONS)
     assert f"p_fusion NOT IN ({fusions})" in search
-    assert f"p_fusion text DEFAULT '{contract.DEFAULT_FUSION}'::text" in search
+    # No fusion given and no registered model: the default, canonical RRF.
+    assert "p_fusion text DEFAULT NULL::text" in search
+    assert f"v_fusion := '{contract.DEFAULT_FUSION}';" in search
     # DBSF: the explanation's formula and spread, the spread in the distribution, the value of
     # an empty range.
     formula = contract.DBSF_FORMULA.replace("'", "''")
@@ -200,8 +202,14 @@ def test_the_fusions_and_weights_are_the_contracts(catalog: dict[str, str]) -> N
     assert _numbers(r"coalesce\(p_(?:lexical|vector)_weight, ([\d.]+)\)", register) == {
         contract.DEFAULT_WEIGHT
     }
-    sources = set(re.findall(r"v_source := '(\w+)'", search))
-    assert sources == set(contract.WEIGHT_SOURCES)
+    for variable in ("v_source", "v_fusion_source"):
+        sources = set(re.findall(variable + r" := '(\w+)'", search))
+        assert sources == set(contract.WEIGHT_SOURCES)
+    assert f"p_fusion NOT IN ({fusions})" in _flat(catalog["function:register_model"])
+    checks = catalog["check:embedding_models"]
+    stored = re.search(r"fusion = ANY \(ARRAY\[([^\]]*)\]\)", checks)
+    assert stored is not None
+    assert re.findall(r"'(\w+)'::text", stored[1]) == list(contract.FUSIONS)
 
 
 def test_the_staleness_and_intent_rules_are_the_contracts(catalog: dict[str, str]) -> None:

@@ -1,9 +1,10 @@
-"""Default fusion weights stored with each model, the fusion parameter, and who may set them.
+"""The default fusion and weights stored with each model, the fusion parameter, and who may
+set them.
 
-A search that gives no weights uses the registered defaults of the model it names, from SQL
-(``pyretrieve.search``) and from Python (``Retriever.search``) alike, and every explanation says
-which weights were used and where they came from. Only admins set a model's defaults: they
-steer the ranking of every workspace that searches with that model.
+A search that gives no fusion or no weights uses the registered defaults of the model it names,
+from SQL (``pyretrieve.search``) and from Python (``Retriever.search``) alike, and every
+explanation says which fusion and weights were used and where each came from. Only admins set a
+model's defaults: they steer the ranking of every workspace that searches with that model.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pytest
 from pyretrieve import Retriever, Scope, Weights
 from pyretrieve.client import build_request
 from pyretrieve.embedders.hashing import HashNgramEmbedder
-from pyretrieve.embedders.registry import DEFAULT_WEIGHTS, register_model
+from pyretrieve.embedders.registry import DEFAULTS, register_model
 from pyretrieve.errors import AccessDenied, InvalidInput
 from pyretrieve.types import canonical_json
 from tests.conftest import Database, Server, acting_as, role
@@ -41,16 +42,22 @@ def sconn(seeded: tuple[Database, Seeded]) -> Iterator[Conn]:
 def _weights(conn: Conn, model: str) -> tuple[float, float] | None:
     with acting_as(conn, "alice"):
         row = conn.execute(
-            "SELECT lexical_weight, vector_weight FROM pyretrieve.model_weights(%s)", (model,)
+            "SELECT lexical_weight, vector_weight FROM pyretrieve.model_defaults(%s)", (model,)
         ).fetchone()
     return None if row is None else (row["lexical_weight"], row["vector_weight"])
 
 
-def _register(conn: Conn, model: str, *weights: float | None) -> None:
+def _fusion(conn: Conn, model: str) -> str | None:
+    with acting_as(conn, "alice"):
+        row = conn.execute("SELECT fusion FROM pyretrieve.model_defaults(%s)", (model,)).fetchone()
+    return None if row is None else str(row["fusion"])
+
+
+def _register(conn: Conn, model: str, *weights: float | None, fusion: str | None = None) -> None:
     with acting_as(conn, "adam"):
         conn.execute(
-            "SELECT pyretrieve.register_model(%s, 3, %s, %s)",
-            (model, *(weights or (None, None))),
+            "SELECT pyretrieve.register_model(%s, 3, %s, %s, %s)",
+            (model, *(weights or (None, None)), fusion),
         )
 
 
@@ -86,12 +93,15 @@ def test_register_model_sets_the_defaults_and_keeps_them_when_none_are_given(
     assert _weights(sconn, "w-new") == (0.25, 1.0)
     _register(sconn, "w-new", 3.0, 0.5)
     assert _weights(sconn, "w-new") == (3.0, 0.5)
+    assert _fusion(sconn, "w-new") == "rrf"
+    _register(sconn, "w-new", fusion="dbsf")  # the fusion alone; the weights stay
+    assert (_fusion(sconn, "w-new"), _weights(sconn, "w-new")) == ("dbsf", (3.0, 0.5))
     with acting_as(sconn, "adam"):
         listed = sconn.execute(
-            "SELECT lexical_weight, vector_weight FROM pyretrieve.list_models()"
+            "SELECT fusion, lexical_weight, vector_weight FROM pyretrieve.list_models()"
             " WHERE model_id = 'w-new'"
         ).fetchone()
-    assert listed == {"lexical_weight": 3.0, "vector_weight": 0.5}
+    assert listed == {"fusion": "dbsf", "lexical_weight": 3.0, "vector_weight": 0.5}
     assert _weights(sconn, "never-registered") is None
 
 
@@ -118,6 +128,18 @@ def test_register_model_refuses_bad_default_weights(sconn: Conn, weights: tuple[
     assert _weights(sconn, "w-bad") == (0.5, 2.0)
 
 
+@pytest.mark.parametrize("fusion", ["linear", "RRF", ""])
+def test_register_model_refuses_an_unknown_fusion(sconn: Conn, fusion: str) -> None:
+    _register(sconn, "w-fusion", fusion="dbsf")
+    exc = error_as(
+        sconn,
+        "adam",
+        ("SELECT pyretrieve.register_model('w-fusion', 3, p_fusion => %s)", (fusion,)),
+    )
+    assert exc.sqlstate == "PR010"
+    assert _fusion(sconn, "w-fusion") == "dbsf"
+
+
 def test_python_registration_ships_the_known_models_defaults(
     seeded: tuple[Database, Seeded],
 ) -> None:
@@ -129,8 +151,16 @@ def test_python_registration_ships_the_known_models_defaults(
         assert _weights(conn, embedder.model_id) == (2.0, 1.0)
         # Registering again without weights restores the shipped defaults.
         register_model(conn, embedder, principal=role("adam"))
-        shipped = DEFAULT_WEIGHTS[embedder.model_id]
-        assert _weights(conn, embedder.model_id) == (shipped.lexical, shipped.vector)
+        shipped = DEFAULTS[embedder.model_id]
+        assert _weights(conn, embedder.model_id) == (
+            shipped.weights.lexical,
+            shipped.weights.vector,
+        )
+        assert _fusion(conn, embedder.model_id) == shipped.fusion.value
+        register_model(conn, embedder, principal=role("adam"), fusion="dbsf")
+        assert _fusion(conn, embedder.model_id) == "dbsf"
+        register_model(conn, embedder, principal=role("adam"))
+        assert _fusion(conn, embedder.model_id) == shipped.fusion.value
 
 
 # --------------------------------------------------------------------- the attack side
@@ -156,7 +186,7 @@ def test_only_admins_set_a_models_default_weights(sconn: Conn, nick: str) -> Non
 
 
 def test_a_principal_outside_the_groups_cannot_read_model_weights(sconn: Conn) -> None:
-    exc = error_as(sconn, "nobody", f"SELECT * FROM pyretrieve.model_weights('{MODEL}')")
+    exc = error_as(sconn, "nobody", f"SELECT * FROM pyretrieve.model_defaults('{MODEL}')")
     assert exc.sqlstate in ("PR001", "42501")
 
 
@@ -204,14 +234,44 @@ def test_a_search_without_weights_uses_the_models_defaults_and_says_so(sconn: Co
         _register(sconn, MODEL, 1.0, 1.0)
 
 
+def test_a_search_without_a_fusion_uses_the_models_and_says_so(sconn: Conn) -> None:
+    _register(sconn, MODEL, 0.5, 1.0, fusion="dbsf")
+    try:
+        by_model = _sql_search(sconn)
+        asked = _sql_search(sconn, p_fusion="rrf")
+        unknown = _sql_search(sconn, p_model="not-registered")
+    finally:
+        _register(sconn, MODEL, 1.0, 1.0, fusion="rrf")
+    for row in by_model:
+        fusion = row["explanation"]["fusion"]
+        assert (fusion["method"], fusion["source"], fusion["model"]) == ("dbsf", "model", MODEL)
+        assert fusion["weights"]["source"] == "model"
+        assert "normalization" in (
+            row["explanation"]["modalities"]["lexical"] or {"normalization": 0}
+        )
+    for row in asked:
+        fusion = row["explanation"]["fusion"]
+        # The request's fusion wins; the weights it did not give are still the model's.
+        assert (fusion["method"], fusion["source"], fusion["model"]) == ("rrf", "request", None)
+        assert fusion["weights"] == {
+            "lexical": 0.5,
+            "vector": 1.0,
+            "source": "model",
+            "model": MODEL,
+        }
+    for row in unknown:
+        fusion = row["explanation"]["fusion"]
+        assert (fusion["method"], fusion["source"], fusion["model"]) == ("rrf", "default", None)
+
+
 def test_sql_and_python_resolve_the_same_default(seeded: tuple[Database, Seeded]) -> None:
     db, _ = seeded
     with db.connect(autocommit=True) as conn:
-        _register(conn, MODEL, 0.4, 1.7)
+        _register(conn, MODEL, 0.4, 1.7, fusion="dbsf")
         try:
             # bob's grant has no max_age: freshness does not move between the two transactions.
             retriever = Retriever(conn, principal=role("bob"))
-            for fusion in ("rrf", "dbsf"):
+            for fusion in (None, "rrf", "dbsf"):
                 result = retriever.search(
                     "ledger",
                     scope=Scope(workspace="acme", project="docs", purpose=PURPOSE),
@@ -223,11 +283,12 @@ def test_sql_and_python_resolve_the_same_default(seeded: tuple[Database, Seeded]
                 rows = _sql_search(conn, "bob", p_fusion=fusion)
                 assert result.weights == Weights(lexical=0.4, vector=1.7)
                 assert result.fusion.source.value == "model"
+                assert result.fusion.method.value == (fusion or "dbsf")
                 assert [canonical_json(blank(r["explanation"])) for r in rows] == [
                     canonical_json(blank(r.to_plain())) for r in result.results
                 ]
         finally:
-            _register(conn, MODEL, 1.0, 1.0)
+            _register(conn, MODEL, 1.0, 1.0, fusion="rrf")
 
 
 @pytest.mark.parametrize(
@@ -236,7 +297,7 @@ def test_sql_and_python_resolve_the_same_default(seeded: tuple[Database, Seeded]
         ({"p_lexical_weight": 1.0}, "give both weights or neither"),
         ({"p_vector_weight": 1.0}, "give both weights or neither"),
         ({"p_fusion": "linear"}, "fusion must be rrf or dbsf"),
-        ({"p_fusion": None}, "fusion must be rrf or dbsf"),
+        ({"p_fusion": "RRF"}, "fusion must be rrf or dbsf"),
         (
             {"p_lexical_weight": 1.0, "p_vector_weight": 1001.0},
             "weights must be between 0 and 1000",

@@ -57,6 +57,7 @@ WS = "prop"
 MODEL = "h8"
 DIM = 8
 MODEL_WEIGHTS = (0.7, 1.3)
+MODEL_FUSION = "dbsf"
 VOCAB = ["ledger", "audit", "quarterly", "balance", "journal", "closing", "review"]
 QUERY_WORDS = [*VOCAB, "the", "zebra"]  # a stop word and a word no body holds
 CLASSIFICATIONS = ["public", "internal", "confidential"]  # alice's ceiling: internal
@@ -87,7 +88,8 @@ class Case:
     # None: neither side gives weights, so both use the model's registered defaults (or 1.0
     # each for an unknown model).
     weights: tuple[float, float] | None = (1.0, 1.0)
-    fusion: str = "rrf"
+    # None: the model's registered fusion (or RRF for an unknown model).
+    fusion: str | None = "rrf"
 
     @property
     def model(self) -> str:
@@ -170,7 +172,7 @@ def contract_cases(draw: st.DrawFn) -> Case:
                 ),
             )
         ),
-        fusion=case.fusion,
+        fusion=draw(st.sampled_from([None, case.fusion])),
     )
 
 
@@ -186,8 +188,8 @@ def pdb(server: Server, template_db: str) -> Iterator[Database]:
             c.execute("SELECT pyretrieve.create_workspace(%s)", (WS,))
             # Default weights other than 1.0, so a request without weights shows whose they are.
             c.execute(
-                "SELECT pyretrieve.register_model(%s, %s, %s, %s)",
-                (MODEL, DIM, *MODEL_WEIGHTS),
+                "SELECT pyretrieve.register_model(%s, %s, %s, %s, %s)",
+                (MODEL, DIM, *MODEL_WEIGHTS, MODEL_FUSION),
             )
         yield database
     finally:
@@ -316,9 +318,11 @@ def python_ranking(
         query_digest=sha(case.query),
         embedding_digest=digest,
         weights=weights,
-        fusion=case.fusion,
+        fusion=case.fusion or MODEL_FUSION,
         weights_source=source,
         weights_model=MODEL if source == "model" else None,
+        fusion_source="request" if case.fusion else "model",
+        fusion_model=None if case.fusion else MODEL,
     )
 
 
@@ -591,6 +595,8 @@ def test_sql_search_and_the_client_explain_byte_identically(
     assert rows is not None
     assert wider is not None
     event(f"mode={case.mode} semantic={result.semantic.status.value}")
+    event(f"fusion={result.fusion.method.value} from {result.fusion.fusion_source.value}")
+    event(f"weights from {result.fusion.source.value}")
     event(f"reason={result.semantic.reason and result.semantic.reason.value}")
     event(f"omitted={bool(result.omissions)}")
     # The wider search holds the results, then exactly the omissions, in order.
@@ -650,6 +656,12 @@ def _search(
         "p_model": MODEL,
         "p_limit": 5,
         "p_mode": "hybrid",
+        # RRF at equal weights, whatever the model's defaults: a degraded search must keep the
+        # lexical order (DBSF orders equal BM25 scores by identity, not by lexical rank) and
+        # the same confidence bits (other weights round differently).
+        "p_fusion": "rrf",
+        "p_lexical_weight": 1.0,
+        "p_vector_weight": 1.0,
         **kw,
     }
     names = ", ".join(f"{k} => %({k})s" for k in args)

@@ -164,6 +164,8 @@ def test_explanation_scores_match_result_fields() -> None:
         explanation = result.explanation
         assert explanation["fusion"] == {
             "method": "rrf",
+            "source": "default",
+            "model": None,
             "k": 60,
             "rank_base": 1,
             "formula": RRF_FORMULA,

@@ -106,6 +106,8 @@ def test_dbsf_explains_each_modalitys_normalization() -> None:
         fusion = result.explanation["fusion"]
         assert fusion == {
             "method": "dbsf",
+            "source": "request",
+            "model": None,
             "spread": DBSF_SPREAD,
             "formula": DBSF_FORMULA,
             "weights": {"lexical": 1.0, "vector": 1.0, "source": "default", "model": None},
@@ -156,6 +158,24 @@ def test_the_explanation_says_where_the_weights_came_from() -> None:
             assert result.explanation["fusion"]["weights"] == expected  # type: ignore[index]
 
 
+def test_the_explanation_says_where_the_fusion_came_from() -> None:
+    records, lexical, vector = _three()
+    cases = [
+        ({}, {"method": "rrf", "source": "default", "model": None}),
+        ({"fusion": "dbsf"}, {"method": "dbsf", "source": "request", "model": None}),
+        (
+            {"fusion": "dbsf", "fusion_source": "model", "fusion_model": "m1"},
+            {"method": "dbsf", "source": "model", "model": "m1"},
+        ),
+    ]
+    for kwargs, expected in cases:
+        out = run(records=records, lexical=lexical, vector=vector, **kwargs)
+        assert out.to_plain()["query"]["fusion"] == expected  # type: ignore[index]
+        for result in out.results:
+            section = result.explanation["fusion"]
+            assert {k: section[k] for k in ("method", "source", "model")} == expected  # type: ignore[index]
+
+
 def test_fusion_and_source_change_the_retrieval_id() -> None:
     records, lexical, vector = _three()
     ids = {
@@ -173,6 +193,8 @@ def test_fusion_and_source_change_the_retrieval_id() -> None:
         {"weights_source": "guess"},
         {"weights_source": "model"},  # a model's weights name the model
         {"weights_model": "m1"},  # and only a model's do
+        {"fusion_source": "model"},
+        {"fusion": "dbsf", "fusion_model": "m1"},
     ],
 )
 def test_bad_fusion_settings_raise_before_anything_is_returned(kwargs: dict[str, Any]) -> None:
@@ -186,6 +208,8 @@ def test_fusion_settings_validate() -> None:
         FusionSettings(method="linear")  # type: ignore[arg-type]
     with pytest.raises(InvalidInput):
         FusionSettings(source=WeightsSource.MODEL)
+    with pytest.raises(InvalidInput):
+        FusionSettings(fusion_source=WeightsSource.MODEL)
     settings_ = FusionSettings(method="dbsf", source="model", model="m")  # type: ignore[arg-type]
     assert settings_.method is Fusion.DBSF
     assert settings_.source is WeightsSource.MODEL

@@ -112,7 +112,7 @@ def test_search_result_json_renders_types_canonically() -> None:
     assert plain["decision"]["max_age_us"] == 30 * 86_400 * 1_000_000
     assert plain["query"]["query_digest"] == QUERY_DIGEST.hex()
     assert plain["query"]["embedding_digest"] == EMBEDDING_DIGEST.hex()
-    assert plain["query"]["fusion"] == "rrf"
+    assert plain["query"]["fusion"] == {"method": "rrf", "source": "default", "model": None}
     assert plain["query"]["weights"] == {
         "lexical": 1.0,
         "vector": 1.0,
