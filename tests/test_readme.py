@@ -118,7 +118,7 @@ def test_the_quickstart_searches_a_folder_and_the_snippets_run(home: Path) -> No
     assert "principal ops (pyretrieve_admin)" in outputs[1]
     assert "principal ingest (pyretrieve_writer)" in outputs[1]
     assert "principal me (pyretrieve_reader)" in outputs[1]
-    assert "model hash-ngram-v1 (256-d)" in outputs[2]
+    assert "model all-MiniLM-L6-v2-int8 (384-d)" in outputs[2]
     assert "granted ingest notes/docs for reading up to internal" in outputs[3]
     assert "granted me notes/docs for reading up to internal" in outputs[3]
     docs = sorted(p.name for p in (ROOT / "docs").glob("*.md"))

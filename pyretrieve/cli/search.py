@@ -19,7 +19,7 @@ from pyretrieve.cli.common import (
     require_principal,
 )
 from pyretrieve.client import Retriever
-from pyretrieve.embedders.registry import DEFAULT_MODEL, get_embedder
+from pyretrieve.embedders.registry import DEFAULT_MODEL, MODEL_HELP, get_embedder
 from pyretrieve.types import (
     DegradationReason,
     JsonValue,
@@ -123,7 +123,7 @@ def render(result: SearchResult, console: Console, *, explain: bool, title: str 
     "--model",
     default=DEFAULT_MODEL,
     show_default=True,
-    help="Embedder for the query (the one the fragments were ingested with).",
+    help=MODEL_HELP + " Embeds the query: the one the fragments were ingested with.",
 )
 @click.option(
     "--json",
