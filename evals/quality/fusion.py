@@ -20,8 +20,10 @@ Three cross-validated figures per collection, all with 5 folds by a hash of the 
 * ``leave_one_collection_out``: the weight chosen on the other collections only, scored on
   the whole held-out collection: what the default gives on a collection it was not chosen on.
 
-The default per model is the weight best on all queries by that pooled objective; ties go to
-the weight closest to 1 (equal weights), then the smaller. Writes
+The default weight per model and fusion is the weight best on all queries by that pooled
+objective; ties go to the weight closest to 1 (equal weights), then the smaller. The model's
+default fusion is the one whose default keeps hybrid at least as good as the better leg alone
+(pooled cross-validated figure) on more collections, RRF on a tie (:func:`choose`). Writes
 ``evals/quality/fusion.json``; ``python -m evals.quality --render`` puts it in
 ``docs/quality.md``.
 """
@@ -199,8 +201,32 @@ def study(models: Sequence[str], collections: Sequence[str], folder: Path) -> di
                 out["models"][model],
                 collection,
             )
+    for model, fusions in out["models"].items():
+        fusions["chosen"] = choose(model, out["collections"])
     out["provenance"] = provenance
     return out
+
+
+def choose(model: str, collections: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The model's default fusion: the one whose default weight keeps hybrid at least as good
+    as the better leg alone (cross-validated, pooled) on more collections; RRF, the canonical
+    fusion, on a tie."""
+    holds: dict[str, list[str]] = {method: [] for method in FUSIONS}
+    for collection, models in collections.items():
+        entry = models.get(model)
+        if entry is None:
+            continue
+        better = entry[entry["better_leg"]]["nDCG@10"]
+        for method in FUSIONS:
+            if entry[method]["pooled_cv_nDCG@10"] >= better:
+                holds[method].append(collection)
+    fusion = "dbsf" if len(holds["dbsf"]) > len(holds["rrf"]) else "rrf"
+    return {
+        "fusion": fusion,
+        "rule": "the fusion whose pooled cross-validated nDCG@10 at its default weight is at"
+        " least the better leg's on more collections; rrf on a tie",
+        "collections_at_or_above_the_better_leg": holds,
+    }
 
 
 def _qrels(collection: str) -> dict[str, dict[str, int]]:

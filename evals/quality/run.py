@@ -43,20 +43,37 @@ from evals.quality.cache import CachedEmbedder
 from evals.quality.datasets import Collection
 from evals.quality.references import pg_fulltext_bar, references
 from evals.quality.stats import paired_permutation
-from pyretrieve import Retriever, Scope
+from pyretrieve import Retriever, Scope, Weights
 from pyretrieve.embedders import Embedder
 from pyretrieve.embedders.registry import get_embedder, register_model
 from pyretrieve.ingest import Ingestor
 
 MEASURES = {"nDCG@10": "nDCG@10", "R@100": "R@100", "MRR@10": "RR@10"}
-MODES = ("lexical", "vector", "hybrid", "hybrid-dbsf")
-# mode -> (Retriever.search mode, fusion)
-_SEARCH = {
-    "lexical": ("lexical", "rrf"),
-    "vector": ("vector", "rrf"),
-    "hybrid": ("hybrid", "rrf"),
+MODES = ("lexical", "vector", "hybrid", "hybrid-rrf", "hybrid-dbsf")
+# mode -> (Retriever.search mode, fusion). "hybrid" gives neither fusion nor weights: the
+# model's registered defaults, what a new user gets. "hybrid-rrf" and "hybrid-dbsf" name their
+# fusion and give that fusion's cross-validated default weight for the model
+# (evals/quality/fusion.json), so both fusions are compared at their own best defaults.
+_SEARCH: dict[str, tuple[str, str | None]] = {
+    "lexical": ("lexical", None),
+    "vector": ("vector", None),
+    "hybrid": ("hybrid", None),
+    "hybrid-rrf": ("hybrid", "rrf"),
     "hybrid-dbsf": ("hybrid", "dbsf"),
 }
+FUSION_RESULTS = Path(__file__).resolve().parent / "fusion.json"
+
+
+def fusion_weights(model: str, fusion: str) -> Weights | None:
+    """That fusion's cross-validated default weight for the model, from fusion.json."""
+    if not FUSION_RESULTS.exists():
+        return None
+    entry = json.loads(FUSION_RESULTS.read_text()).get("models", {}).get(model, {}).get(fusion)
+    if entry is None:
+        return None
+    return Weights(lexical=entry["lexical_weight"], vector=entry["vector_weight"])
+
+
 LEGS = ("lexical", "vector", "hybrid")
 LIMIT = 100
 CANDIDATE_LIMIT = 100
@@ -216,6 +233,7 @@ class _Run:
         fusion: dict[str, dict[str, Any]] = {}
         embed_seconds: list[float] = []
         needs_vector = any(m != "lexical" for m in modes)
+        tuned = {f: fusion_weights(embedder.model_id, f) for f in ("rrf", "dbsf")}
 
         for position, (qid, text) in enumerate([*queries[:WARMUP_QUERIES], *queries]):
             warmup = position < min(WARMUP_QUERIES, len(queries))
@@ -232,7 +250,7 @@ class _Run:
                 lexical = mode == "lexical"
                 search_mode, fused_by = _SEARCH[mode]
                 started = time.perf_counter()
-                # No weights=: the defaults registered with the model, as a new user gets.
+                weights = None if fused_by is None else tuned[fused_by]
                 result = retriever.search(
                     text,
                     scope=self.scope,
@@ -242,13 +260,14 @@ class _Run:
                     embedding=None if lexical else vector,
                     model=None if lexical else embedder.model_id,
                     fusion=fused_by,
+                    weights=weights,
                 )
                 elapsed = time.perf_counter() - started
                 if warmup:
                     continue
                 fusion.setdefault(
                     mode,
-                    {"method": result.fusion.method.value, **result.fusion.weights_plain()},
+                    {**result.fusion.fusion_plain(), "weights": result.fusion.weights_plain()},
                 )
                 latencies[mode].append(elapsed)
                 status = result.semantic.status.value
@@ -316,9 +335,15 @@ def evaluate(
                     "settings": {
                         "limit": LIMIT,
                         "candidate_limit": CANDIDATE_LIMIT,
-                        "weights": "none given: the model's registered defaults (each mode's"
-                        " fusion entry says which were used and from where)",
-                        "fusion": {m: _SEARCH[m][1] for m in modes if m != "lexical"},
+                        "weights": "hybrid: none given, the model's registered defaults;"
+                        " hybrid-rrf / hybrid-dbsf: that fusion's cross-validated default"
+                        " weight (evals/quality/fusion.json); each mode's fusion entry says"
+                        " which were used and from where",
+                        "fusion": {
+                            m: _SEARCH[m][1] or "the model's default"
+                            for m in modes
+                            if m not in ("lexical", "vector")
+                        },
                         "rrf_k": 60,
                         "embedding_cache": cache,
                         "ts_config": "project default (pg_catalog.english)",
@@ -360,19 +385,21 @@ def bars(dataset: str, runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
                 "best_leg": best_leg,
                 "margin": round(modes["hybrid"][measure] - best_leg, 4),
             }
-        for mode in ("hybrid", "hybrid-dbsf"):
-            if mode in modes and "per_query_nDCG@10" in modes[mode]:
+        best_leg = max(modes["lexical"]["nDCG@10"], modes["vector"]["nDCG@10"])
+        for mode in ("hybrid", "hybrid-rrf", "hybrid-dbsf"):
+            if mode not in modes:
+                continue
+            if mode != "hybrid":
+                entry[f"{mode}_ge_best_leg_nDCG@10"] = {
+                    "holds": modes[mode]["nDCG@10"] >= best_leg,
+                    "hybrid": modes[mode]["nDCG@10"],
+                    "best_leg": best_leg,
+                    "margin": round(modes[mode]["nDCG@10"] - best_leg, 4),
+                }
+            if "per_query_nDCG@10" in modes[mode]:
                 entry[f"{mode}_vs_{better}_nDCG@10"] = _paired(modes[mode], modes[better])
-        if "hybrid-dbsf" in modes:
-            best_leg = max(modes["lexical"]["nDCG@10"], modes["vector"]["nDCG@10"])
-            entry["hybrid_dbsf_ge_best_leg_nDCG@10"] = {
-                "holds": modes["hybrid-dbsf"]["nDCG@10"] >= best_leg,
-                "hybrid": modes["hybrid-dbsf"]["nDCG@10"],
-                "best_leg": best_leg,
-                "margin": round(modes["hybrid-dbsf"]["nDCG@10"] - best_leg, 4),
-            }
-            if "per_query_nDCG@10" in modes["hybrid-dbsf"]:
-                entry["dbsf_vs_rrf_nDCG@10"] = _paired(modes["hybrid-dbsf"], modes["hybrid"])
+        if all("per_query_nDCG@10" in modes.get(m, {}) for m in ("hybrid-rrf", "hybrid-dbsf")):
+            entry["dbsf_vs_rrf_nDCG@10"] = _paired(modes["hybrid-dbsf"], modes["hybrid-rrf"])
         hybrid = modes["hybrid"]["nDCG@10"]
         for kind in ("published", "lab"):
             ref = thresholds[kind]
