@@ -91,11 +91,11 @@ class Distribution:
     upper: float
 
     def normalize(self, value: float) -> float:
-        """``(value - lower) / (upper - lower)`` clipped to [0, 1]; the mean's value, 0.5, when
-        the range is empty (one candidate, or all scores equal)."""
+        """``(value - lower) / (upper - lower)``, at least 0 (above 1 beyond ``upper``); the
+        mean's value, 0.5, when the range is empty (one candidate, or all scores equal)."""
         if not self.upper > self.lower:
             return DBSF_DEGENERATE
-        return min(1.0, max(0.0, (value - self.lower) / (self.upper - self.lower)))
+        return max(0.0, (value - self.lower) / (self.upper - self.lower))
 
     def to_plain(self) -> dict[str, JsonValue]:
         return {
@@ -231,7 +231,7 @@ def ideal_score(
     weights: Weights, *, lexical_ran: bool, vector_ran: bool, method: Fusion = Fusion.RRF
 ) -> float:
     """The fused score of a fragment best in every modality that ran: ranked first (RRF), or
-    normalised to 1 (DBSF)."""
+    at 3 std above its leg's mean, normalised to 1 (DBSF; confidence is capped at 1 beyond)."""
     ideal = 0.0
     if method is Fusion.RRF:
         if lexical_ran:

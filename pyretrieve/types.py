@@ -153,9 +153,9 @@ class Fusion(StrEnum):
     """How the two legs' candidates are fused (``pyretrieve.contract.FUSIONS``).
 
     ``rrf``: canonical weighted Reciprocal Rank Fusion, ``w / (60 + rank)`` per leg, 1-based
-    ranks. ``dbsf``: distribution-based score fusion, each leg's scores normalised by the mean
-    and 3 sample standard deviations of that leg's candidates for the query, clipped to [0, 1],
-    then weighted and summed (see ``pyretrieve.contract.DBSF_FORMULA``).
+    ranks. ``dbsf``: distribution-based score fusion, each leg's scores mapped from the mean
+    -/+ 3 sample standard deviations of that leg's candidates for the query to 0 and 1,
+    floored at 0, then weighted and summed (see ``pyretrieve.contract.DBSF_FORMULA``).
     """
 
     RRF = "rrf"

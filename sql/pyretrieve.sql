@@ -1349,7 +1349,7 @@ SET LOCAL ROLE pyretrieve_owner;
 --   fusion     = the request's, else the model's registered default (model_defaults), else rrf
 --   weights    = the request's, else the model's registered defaults, else 1.0 each
 --   rrf        : (0.0 + w_lex / (60 + lexical_rank)) + w_vec / (60 + vector_rank)
---   dbsf       : (0.0 + w_lex * n_lex) + w_vec * n_vec, n = clip((x - lower) / (upper - lower), 0, 1)
+--   dbsf       : (0.0 + w_lex * n_lex) + w_vec * n_vec, n = max(0, (x - lower) / (upper - lower))
 --                with x the BM25 score or 1 - cosine distance and lower/upper = mean -/+ 3 sample
 --                std of that leg's candidates (dbsf_distribution, summed in rank order); 0.5 when
 --                upper <= lower
@@ -1679,13 +1679,12 @@ BEGIN
                1.0::double precision - v.distance AS vector_input,
                CASE WHEN v_fusion = 'dbsf' AND l.rank IS NOT NULL THEN
                    CASE WHEN NOT (v_lhi > v_llo) THEN 0.5::double precision
-                        ELSE least(1.0::double precision, greatest(0.0::double precision,
-                                   (l.score - v_llo) / (v_lhi - v_llo))) END
+                        ELSE greatest(0.0::double precision, (l.score - v_llo) / (v_lhi - v_llo)) END
                END AS lexical_normalized,
                CASE WHEN v_fusion = 'dbsf' AND v.rank IS NOT NULL THEN
                    CASE WHEN NOT (v_vhi > v_vlo) THEN 0.5::double precision
-                        ELSE least(1.0::double precision, greatest(0.0::double precision,
-                                   ((1.0::double precision - v.distance) - v_vlo) / (v_vhi - v_vlo))) END
+                        ELSE greatest(0.0::double precision,
+                                      ((1.0::double precision - v.distance) - v_vlo) / (v_vhi - v_vlo)) END
                END AS vector_normalized,
                (extract(epoch FROM d.evaluated_at - r.observed_at) * 1000000)::bigint AS age_us,
                (extract(epoch FROM d.max_age) * 1000000)::bigint AS max_age_us
@@ -1768,7 +1767,7 @@ BEGIN
                    ELSE jsonb_build_object(
                    'method', 'dbsf', 'source', v_fusion_source, 'model', v_fusion_model,
                    'spread', pyretrieve.json_double(3.0::double precision),
-                   'formula', 'sum of w*clip((x-lower)/(upper-lower),0,1) over modalities, x = lexical score or 1 - cosine distance, lower/upper = mean -/+ 3 sample std of that modality''s candidates for this query (0.5 when upper <= lower), missing modality contributes 0',
+                   'formula', 'sum of w*max(0,(x-lower)/(upper-lower)) over modalities, x = lexical score or 1 - cosine distance, lower/upper = mean -/+ 3 sample std of that modality''s candidates for this query (0.5 when upper <= lower), missing modality contributes 0',
                    'weights', v_weights, 'score', pyretrieve.json_double(t.fused)) END,
                'freshness', jsonb_build_object('factor', pyretrieve.json_double(t.fresh),
                                                'age_us', t.age_us, 'max_age_us', t.max_age_us),
@@ -1785,7 +1784,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION pyretrieve.search(text, text, text, text, public.vector, text, integer, text, double precision, double precision, text, text) IS
-    'One fused, explained search: authorize, lexical candidates (BM25 by default, p_ranking ''ts_rank'' for comparison), vector candidates (when the mode and the grant''s semantic policy allow and an embedding and model are given), then fusion: weighted Reciprocal Rank Fusion by default (w / (60 + rank), 1-based ranks, k = 60, a missing modality contributes 0) or distribution-based score fusion, ''dbsf'' (each leg''s scores mapped from mean -/+ 3 sample std of its candidates to [0, 1], clipped, weighted and summed). The fusion and the weights (both given, or neither) are the request''s, else the named model''s registered defaults, else rrf and 1.0 each; the explanation says which and from where. Then a freshness factor within the grant''s max_age, a total order (final score, fused score, content digest, fragment id), confidence and a jsonb explanation per result: the document the Python ranker builds (fused rank, decision, fragment, content, provenance, modalities, fusion with its method, parameters, weights and where they came from, freshness, scores, tie-break, generations, semantic status, semantic query digest), whose canonical JSON is byte-identical to the client''s. Same order as the Python client. Raises PR001 on deny and PR030 when semantic retrieval is required but unavailable.';
+    'One fused, explained search: authorize, lexical candidates (BM25 by default, p_ranking ''ts_rank'' for comparison), vector candidates (when the mode and the grant''s semantic policy allow and an embedding and model are given), then fusion: weighted Reciprocal Rank Fusion by default (w / (60 + rank), 1-based ranks, k = 60, a missing modality contributes 0) or distribution-based score fusion, ''dbsf'' (each leg''s scores mapped affinely from mean -/+ 3 sample std of its candidates to 0 and 1, floored at 0, weighted and summed). The fusion and the weights (both given, or neither) are the request''s, else the named model''s registered defaults, else rrf and 1.0 each; the explanation says which and from where. Then a freshness factor within the grant''s max_age, a total order (final score, fused score, content digest, fragment id), confidence and a jsonb explanation per result: the document the Python ranker builds (fused rank, decision, fragment, content, provenance, modalities, fusion with its method, parameters, weights and where they came from, freshness, scores, tie-break, generations, semantic status, semantic query digest), whose canonical JSON is byte-identical to the client''s. Same order as the Python client. Raises PR001 on deny and PR030 when semantic retrieval is required but unavailable.';
 
 
 -- ==== sql/schema/50_writers.sql ====

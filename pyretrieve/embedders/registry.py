@@ -37,7 +37,6 @@ MODEL_HELP = (
 )
 
 
-
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ModelDefaults:
     """The fusion and weights a known model is registered with."""

@@ -32,13 +32,32 @@ def test_distribution_is_mean_and_sample_std_summed_in_order() -> None:
     assert distribution([]) is None
 
 
-def test_normalize_clips_to_the_unit_interval() -> None:
+def test_normalize_is_affine_and_floored_at_zero() -> None:
     dist = distribution([0.0, 1.0, 2.0, 3.0, 100.0])
     assert dist is not None
     assert dist.normalize(dist.mean) == pytest.approx(0.5)
     assert dist.normalize(dist.lower - 5.0) == 0.0
-    assert dist.normalize(dist.upper + 5.0) == 1.0
     assert dist.normalize(dist.lower) == 0.0
+    assert dist.normalize(dist.upper) == pytest.approx(1.0)
+    # Not capped: beyond mean + 3 std a score keeps counting, so the leg's best stay apart.
+    assert dist.normalize(dist.upper + 5.0) > dist.normalize(dist.upper) > 0.99
+
+
+def test_dbsf_keeps_a_single_legs_order_even_past_three_std() -> None:
+    """A cap at 1 tied every candidate beyond mean + 3 std, and the tie-break (identity) then
+    reordered the best of a leg that ran alone (a vector-mode search under DBSF did not return
+    the vector order)."""
+    records = [record_row(n) for n in range(1, 31)]
+    # One far outlier and a tight pack: the first two lie beyond mean + 3 std.
+    distances = [0.0, 0.01, *[0.5 + 0.001 * i for i in range(28)]]
+    vector = [
+        vector_row(r, i + 1, distance=d)
+        for i, (r, d) in enumerate(zip(records, distances, strict=True))
+    ]
+    out = run(records=records, lexical=None, vector=vector, fusion="dbsf", limit=30)
+    assert [r.fragment_id for r in out.results] == [r["fragment_id"] for r in records]
+    top = out.results[0].explanation["modalities"]["vector"]["normalization"]  # type: ignore[index]
+    assert top["normalized"] > 1.0
 
 
 @pytest.mark.parametrize("values", [[0.7], [2.0, 2.0, 2.0]], ids=["one", "all_equal"])
