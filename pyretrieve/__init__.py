@@ -1,7 +1,8 @@
 """pyretrieve: policy-filtered hybrid retrieval inside Postgres.
 
 SQL callers use the functions of the ``pyretrieve`` schema; Python applications use
-:class:`Retriever`, which calls them in a fixed order and ranks with the pure ranker.
+:class:`Retriever` (or :class:`AsyncRetriever` under asyncio), which calls them in a fixed
+order and ranks with the pure ranker.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -28,14 +29,14 @@ from pyretrieve.errors import (
 from pyretrieve.types import Scope, SearchResult, SemanticStatus, Weights
 
 if TYPE_CHECKING:
-    from pyretrieve.client import Retriever, SearchRequest
+    from pyretrieve.client import AsyncRetriever, Retriever, SearchRequest
     from pyretrieve.embedders.registry import get_embedder, register_model
 
 
 def __getattr__(name: str) -> Any:
     # The client pulls in psycopg; loading it lazily keeps `import pyretrieve.ranking` free
     # of any database module.
-    if name in ("Retriever", "SearchRequest"):
+    if name in ("AsyncRetriever", "Retriever", "SearchRequest"):
         from pyretrieve import client
 
         return getattr(client, name)
@@ -48,6 +49,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "AccessDenied",
+    "AsyncRetriever",
     "Conflict",
     "DatabaseUnavailable",
     "IntegrityViolation",

@@ -23,12 +23,12 @@ from typing import Any, ClassVar, Literal, TypeAlias
 from uuid import UUID
 
 import psycopg
-from psycopg import sql
 from psycopg.rows import dict_row
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from pyretrieve.db import queries
 from pyretrieve.errors import InternalError, PyretrieveError
 from pyretrieve.types import JsonValue, canonical_json, iso_utc, micros
 
@@ -521,13 +521,6 @@ _SECTIONS: tuple[tuple[str, str, Callable[[_Row], Any], str], ...] = (
     ("findings", "audit_findings", Finding.from_row, Finding.order),
 )
 
-_INSTALLED = """
-SELECT EXISTS (SELECT FROM pg_catalog.pg_namespace WHERE nspname = 'pyretrieve') AS schema,
-       EXISTS (SELECT FROM pg_catalog.pg_class c
-                 JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-                WHERE n.nspname = 'pyretrieve' AND c.relname = 'audit_findings') AS audit
-"""
-
 
 def read_report(conn: psycopg.Connection[Any], principal: str | None = None) -> AuditReport:
     """Read every audit view in one transaction, as ``principal`` when given (SET LOCAL ROLE).
@@ -537,7 +530,7 @@ def read_report(conn: psycopg.Connection[Any], principal: str | None = None) -> 
     the database has no pyretrieve schema, or one that predates the audit views.
     """
     with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
-        cur.execute(_INSTALLED)
+        cur.execute(queries.AUDIT_INSTALLED)
         state = cur.fetchone()
         if state is None or not state["schema"]:
             raise NotInstalled()
@@ -546,16 +539,16 @@ def read_report(conn: psycopg.Connection[Any], principal: str | None = None) -> 
                 "the pyretrieve schema predates the audit views (0002): "
                 "run `pyretrieve install` to upgrade it"
             )
-        cur.execute("SET LOCAL search_path = pg_catalog, pg_temp")
+        cur.execute(queries.PIN_SEARCH_PATH_LOCAL)
         if principal:
-            cur.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(principal)))
-        cur.execute("SELECT * FROM pyretrieve.audit_server()")
+            cur.execute(queries.set_local_role(principal))
+        cur.execute(queries.AUDIT_SERVER)
         server_row = cur.fetchone()
         if server_row is None:
             raise _bad("audit_server")
         sections: dict[str, tuple[Any, ...]] = {}
         for key, view, parse, order in _SECTIONS:
-            cur.execute(f"SELECT * FROM pyretrieve.{view}() ORDER BY {order}")
+            cur.execute(queries.audit_view(view, order))
             sections[key] = tuple(parse(row) for row in cur.fetchall())
     return AuditReport(server=ServerAudit.from_row(server_row), **sections)
 

@@ -24,13 +24,18 @@ __all__ = [
     "DBSF_SPREAD",
     "DEFAULT_FUSION",
     "DEFAULT_WEIGHT",
+    "DEFAULT_WEIGHTS_ERROR",
+    "DEFAULT_WEIGHTS_PAIR_ERROR",
     "DEGRADED_CONFIDENCE_FACTOR",
     "FRESHNESS_FLOOR",
     "FRESHNESS_SLOPE",
     "FUSIONS",
+    "FUSION_ERROR",
+    "FUSION_ERRORS",
     "IDENTIFIER_MAX_CHARS",
     "IDENTIFIER_PATTERN",
     "IDENTIFIER_RE",
+    "INVALID_FUSION_SQLSTATE",
     "MAX_BODY_CHARS",
     "MAX_DIMENSION",
     "MAX_LIMIT",
@@ -46,6 +51,7 @@ __all__ = [
     "TRUST_LABEL",
     "WEIGHT_SOURCES",
     "candidate_cap",
+    "identifier_error",
     "is_identifier",
     "is_stale",
     "semantic_intent",
@@ -71,6 +77,14 @@ def is_identifier(value: object) -> bool:
     return isinstance(value, str) and IDENTIFIER_RE.fullmatch(value) is not None
 
 
+def identifier_error(what: str) -> str:
+    """The message for an invalid workspace, project or purpose name: the rule it breaks."""
+    return (
+        f"invalid {what}: a {what} name is 1 to {IDENTIFIER_MAX_CHARS} characters, lower-case"
+        " letters, digits, '_', '.' or '-', starting with a letter or a digit"
+    )
+
+
 # ---------------------------------------------------------------------------- limits
 
 MAX_QUERY_CHARS: Final = 4096  # authorize's caller, lexical_candidates, search
@@ -81,6 +95,10 @@ MAX_BODY_CHARS: Final = 1_000_000  # fragments.body, put_fragment
 MAX_SOURCE_URI_CHARS: Final = 2048  # fragments.source_uri
 MAX_PROVENANCE_CHARS: Final = 256  # fragments.source_revision and manifest_id
 MAX_DIMENSION: Final = 2000  # embedding_models.dimension, register_model
+# A leg's fusion weight: finite, 0 to 1000 (Weights, search); a model's registered default
+# weights are above 0 (register_model, embedding_models). Bounded so that no sum, ideal or
+# ratio of the arithmetic can overflow a double.
+MAX_WEIGHT: Final = 1000.0
 
 
 def candidate_cap(requested_limit: int) -> int:
@@ -121,9 +139,18 @@ DBSF_FORMULA: Final = (
 )
 # Per-leg weights: a request's, else the model's registered defaults, else this for both.
 DEFAULT_WEIGHT: Final = 1.0
-MAX_WEIGHT: Final = 1000.0
 # Where the weights a search used came from (the explanation says which).
 WEIGHT_SOURCES: Final = ("request", "model", "default")
+# A fusion setting refused: an unknown fusion (register_model's p_fusion, search's p_fusion,
+# a request's fusion=) or a model's default weights not both given, not finite, or outside
+# (0, MAX_WEIGHT]. Its own SQLSTATE, so a caller can tell a forged fusion setting from other
+# bad input; the typed error is pyretrieve.errors.InvalidFusion (an InvalidInput), and the
+# schema raises it with one of these fixed texts, which the client shows as they are.
+INVALID_FUSION_SQLSTATE: Final = "PR016"
+FUSION_ERROR: Final = "fusion must be rrf or dbsf"
+DEFAULT_WEIGHTS_PAIR_ERROR: Final = "give both default weights or neither"
+DEFAULT_WEIGHTS_ERROR: Final = "default weights must be above 0 and at most 1000"
+FUSION_ERRORS: Final = (FUSION_ERROR, DEFAULT_WEIGHTS_PAIR_ERROR, DEFAULT_WEIGHTS_ERROR)
 # freshness = clamp(1 - FRESHNESS_SLOPE * age / max_age, FRESHNESS_FLOOR, 1)
 FRESHNESS_FLOOR: Final = 0.5
 FRESHNESS_SLOPE: Final = 0.5
@@ -153,8 +180,7 @@ def semantic_intent(mode: str, semantic: str) -> str:
     """The semantic intent a decision records for a request: ``disabled`` when the request
     wants no semantic leg (lexical mode, or ``semantic='disabled'``), ``required`` when it
     cannot do without one (vector mode, or ``semantic='required'``), else ``optional``.
-    ``pyretrieve.search()`` in SQL records the same (it has no ``semantic`` argument: it asks
-    for ``optional``)."""
+    ``pyretrieve.search()`` in SQL records the same for its ``p_mode`` and ``p_semantic``."""
     if mode == "lexical" or semantic == "disabled":
         return "disabled"
     if mode == "vector" or semantic == "required":

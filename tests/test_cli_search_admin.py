@@ -168,3 +168,34 @@ def test_workspaces_and_models_list_what_exists(scope: Database) -> None:
     unknown = cli(scope, "adam", "models", "register", "no-such-model")
     assert unknown.exit_code == 2
     assert unknown.output.startswith("error [VES_MEMORY_UNKNOWN_MODEL]")
+
+
+def test_search_says_why_the_vector_leg_gave_nothing(
+    scope: Database, conn: psycopg.Connection[Any]
+) -> None:
+    """No silent lexical-only answer: a model with an embedder but no registration, and a
+    scope whose fragments have no embedding for the model, are both said in words."""
+    assert grant_alice(scope).exit_code == 0
+    unregistered = search(scope, "--model", "all-MiniLM-L6-v2-int8")
+    assert unregistered.exit_code == 0, unregistered.output
+    assert "semantic: degraded (unavailable; confidence lowered)" in unregistered.output
+    assert "the vector leg was unavailable for model all-MiniLM-L6-v2-int8" in unregistered.output
+
+    embedded = search(scope)
+    assert "the vector leg ran but found nothing" not in embedded.output
+    # A project ingested without embeddings: the vector leg runs over nothing.
+    assert cli(scope, "adam", "workspaces", "create", WS, "--project", "bare").exit_code == 0
+    for nick, purpose, ceiling in (("wally", "ingest", "internal"), ("alice", PURPOSE, "internal")):
+        granted = cli(scope, "adam", "grant", role(nick), "--workspace", WS, "--project", "bare",
+                      "--purpose", purpose, "--ceiling", ceiling)  # fmt: skip
+        assert granted.exit_code == 0, granted.output
+    with acting_as(conn, "wally"):
+        conn.execute("SELECT pyretrieve.put_fragment(%s, 'bare', %s)", (WS, BODIES["public"]))
+    bare = cli(scope, "alice", "search", "rotate credentials", "--workspace", WS,
+               "--project", "bare", "--purpose", PURPOSE)  # fmt: skip
+    assert bare.exit_code == 0, bare.output
+    assert "semantic: used" in bare.output
+    assert "the vector leg ran but found nothing: no fragment you may see here has an" in (
+        " ".join(bare.output.split())
+    )
+    assert "pyretrieve reembed --model hash-ngram-v1" in " ".join(bare.output.split())

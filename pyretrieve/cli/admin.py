@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import shlex
+from typing import Any
+
 import click
+import psycopg
+from psycopg.rows import tuple_row
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -10,9 +15,10 @@ from rich.text import Text
 from pyretrieve import contract
 from pyretrieve.cli import main
 from pyretrieve.cli.common import as_option, connect, dsn_option, handle_errors, transaction
+from pyretrieve.db import queries
 from pyretrieve.embedders import registry
 from pyretrieve.embedders.registry import available_models, get_embedder, register_model
-from pyretrieve.errors import InvalidInput
+from pyretrieve.errors import InvalidInput, UnknownPrincipal
 from pyretrieve.types import Weights
 
 CLASSIFICATIONS = click.Choice(list(contract.CLASSIFICATION_ORDER))
@@ -40,10 +46,7 @@ def workspaces(ctx: click.Context, principal: str | None, dsn: str | None) -> No
     if ctx.invoked_subcommand is not None:
         return
     with connect(dsn) as conn, transaction(conn, principal):
-        rows = conn.execute(
-            "SELECT workspace_id AS workspace, project_id AS project, ts_config::text AS ts_config"
-            "  FROM pyretrieve.list_projects() ORDER BY 1, 2"
-        ).fetchall()
+        rows = conn.execute(queries.LIST_PROJECTS).fetchall()
     _table(["workspace", "project", "ts_config"], list(rows))
 
 
@@ -73,20 +76,19 @@ def workspaces_create(
     dsn: str | None,
 ) -> None:
     """Create a workspace (and projects) idempotently. Admins only (--as ADMIN)."""
+    check_names(workspace=workspace)
+    for project in projects:
+        check_names(project=project)
     embedders = [get_embedder(m) for m in models_]
     with (
         connect(dsn or ctx.obj["dsn"]) as conn,
         transaction(conn, principal or ctx.obj["principal"]),
     ):
         for embedder in embedders:
-            conn.execute(registry.REGISTER_SQL, registry.register_params(embedder))
-        conn.execute("SELECT pyretrieve.create_workspace(p_workspace => %s)", (workspace,))
+            conn.execute(queries.REGISTER_MODEL, registry.register_params(embedder))
+        conn.execute(queries.CREATE_WORKSPACE, (workspace,))
         for project in projects:
-            conn.execute(
-                "SELECT pyretrieve.create_project(p_workspace => %s, p_project => %s,"
-                " p_ts_config => %s::regconfig)",
-                (workspace, project, ts_config),
-            )
+            conn.execute(queries.CREATE_PROJECT_WITH_CONFIG, (workspace, project, ts_config))
     click.echo(
         f"workspace {workspace}"
         + "".join(f", project {p}" for p in projects)
@@ -106,10 +108,7 @@ def models(ctx: click.Context, principal: str | None, dsn: str | None) -> None:
     if ctx.invoked_subcommand is not None:
         return
     with connect(dsn) as conn, transaction(conn, principal):
-        rows = conn.execute(
-            "SELECT model_id AS model, dimension, fusion, lexical_weight, vector_weight,"
-            " registered_at FROM pyretrieve.list_models() ORDER BY model_id"
-        ).fetchall()
+        rows = conn.execute(queries.LIST_MODELS).fetchall()
     columns = ["model", "dimension", "fusion", "lexical_weight", "vector_weight", "registered_at"]
     _table(columns, list(rows))
     click.echo(f"embedders available here: {', '.join(available_models())}")
@@ -168,6 +167,44 @@ def models_register(
     click.echo(f"model {embedder.model_id} ({embedder.dimension}-d) registered{shown}")
 
 
+def check_names(**names: str) -> None:
+    """Workspace, project and purpose names break the identifier rule: say which, and the rule."""
+    for what, value in names.items():
+        if not contract.is_identifier(value):
+            raise InvalidInput(contract.identifier_error(what))
+
+
+def check_values(conn: psycopg.Connection[Any], options: dict[str, tuple[str | None, str]]) -> None:
+    """Each given option's value must read as its SQL type (e.g. an interval): a value that
+    does not is named with the option, before anything is written."""
+    examples = {"interval": "'30 days' or '12 hours'", "timestamptz": "'2027-01-31 18:00+00'"}
+    for option, (value, type_) in options.items():
+        if value is None:
+            continue
+        try:
+            conn.execute(queries.cast_value(type_), (value,))
+        except psycopg.errors.DataError:
+            raise InvalidInput(
+                f"{option} {value!r} does not read as {'an' if type_[0] in 'aeiou' else 'a'}"
+                f" {type_}: write e.g. {examples[type_]}"
+            ) from None
+
+
+def check_grantees(
+    conn: psycopg.Connection[Any], grantees: tuple[str, ...], *, revoking: bool = False
+) -> None:
+    """A grantee that is no role is named (role names are public in pg_roles)."""
+    for grantee in grantees:
+        if conn.execute(queries.ROLE_EXISTS, (grantee,)).fetchone():
+            continue
+        if revoking:
+            raise UnknownPrincipal(f"no role {grantee!r} to revoke a grant from")
+        raise UnknownPrincipal(
+            f"no role {grantee!r} to grant to: create it first with `pyretrieve principals"
+            f" create {shlex.quote(grantee)} --reader` (or --writer, --admin); nothing granted"
+        )
+
+
 PURPOSE_HELP = (
     "Why the grantee reads, a name such as support or research. A search states its purpose"
     " (search --purpose) and is answered under the grant for exactly that purpose, or denied:"
@@ -212,16 +249,44 @@ def grant(
 
     Readers search under the grant for the purpose they name; writers write (and may search)
     wherever they hold a grant, up to its ceiling. Replaces an existing grant for the same
-    principal, scope and purpose. Admins only (--as ADMIN)."""
-    with connect(dsn) as conn, transaction(conn, principal):
+    principal, scope and purpose. All grantees or none. Admins only (--as ADMIN)."""
+    check_names(workspace=workspace, project=project, purpose=purpose)
+    with connect(dsn) as conn:
+        check_values(
+            conn, {"--max-age": (max_age, "interval"), "--expires-at": (expires_at, "timestamptz")}
+        )
+        check_grantees(conn, grantees)
+        _grant(
+            conn,
+            grantees,
+            workspace,
+            project,
+            purpose,
+            ceiling,
+            max_age,
+            semantic,
+            expires_at,
+            principal,
+        )
+
+
+def _grant(
+    conn: psycopg.Connection[Any],
+    grantees: tuple[str, ...],
+    workspace: str,
+    project: str,
+    purpose: str,
+    ceiling: str,
+    max_age: str | None,
+    semantic: str,
+    expires_at: str | None,
+    principal: str | None,
+) -> None:
+    with transaction(conn, principal):
         granted = []
         for grantee in grantees:
             row = conn.execute(
-                "SELECT pyretrieve.grant_access(p_principal => %s::regrole, p_workspace => %s,"
-                " p_project => %s, p_purpose => %s,"
-                " p_ceiling => %s::pyretrieve.classification, p_max_age => %s::interval,"
-                " p_semantic_policy => %s::pyretrieve.semantic_policy,"
-                " p_expires_at => %s::timestamptz) AS grant_id",
+                queries.GRANT_ACCESS,
                 (grantee, workspace, project, purpose, ceiling, max_age, semantic, expires_at),
             ).fetchone()
             assert row is not None
@@ -245,10 +310,23 @@ def revoke(
     grantee: str, workspace: str, project: str, purpose: str, principal: str | None, dsn: str | None
 ) -> None:
     """Revoke GRANTEE's grant for a workspace/project and purpose."""
-    with connect(dsn) as conn, transaction(conn, principal):
+    check_names(workspace=workspace, project=project, purpose=purpose)
+    with connect(dsn) as conn:
+        check_grantees(conn, (grantee,), revoking=True)
+        _revoke(conn, grantee, workspace, project, purpose, principal)
+
+
+def _revoke(
+    conn: psycopg.Connection[Any],
+    grantee: str,
+    workspace: str,
+    project: str,
+    purpose: str,
+    principal: str | None,
+) -> None:
+    with transaction(conn, principal):
         row = conn.execute(
-            "SELECT pyretrieve.revoke_access(p_principal => %s::regrole, p_workspace => %s,"
-            " p_project => %s, p_purpose => %s) AS found",
+            queries.REVOKE_ACCESS,
             (grantee, workspace, project, purpose),
         ).fetchone()
     assert row is not None
@@ -266,17 +344,7 @@ def principals(ctx: click.Context, principal: str | None, dsn: str | None) -> No
     if ctx.invoked_subcommand is not None:
         return
     with connect(dsn) as conn, transaction(conn, principal):
-        rows = conn.execute(
-            "SELECT g.principal,"
-            "       (SELECT string_agg(r.rolname, ',' ORDER BY r.rolname)"
-            "          FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.roleid"
-            "         WHERE m.member = g.principal::regrole::oid"
-            "           AND r.rolname LIKE 'pyretrieve\\_%%') AS groups,"
-            "       g.workspace_id AS workspace, g.project_id AS project, g.purpose,"
-            "       g.ceiling::text AS ceiling, g.max_age::text AS max_age,"
-            "       g.semantic_policy::text AS semantic, g.expires_at"
-            "  FROM pyretrieve.list_grants() g ORDER BY 1, 3, 4, 5"
-        ).fetchall()
+        rows = conn.execute(queries.LIST_GRANTS).fetchall()
     _table(
         [
             "principal",
@@ -300,8 +368,6 @@ def parse_principals(words: tuple[str, ...]) -> list[tuple[str, str]]:
     """``ops --admin me --writer you them`` → [(ops, admin), (me, writer), (you, reader),
     (them, reader)]: a kind flag applies to the names before it back to the previous flag;
     names after the last flag (or with none) are readers."""
-    from pyretrieve.errors import InvalidInput
-
     out: list[tuple[str, str]] = []
     pending: list[str] = []
     for word in words:
@@ -317,11 +383,73 @@ def parse_principals(words: tuple[str, ...]) -> list[tuple[str, str]]:
     out.extend((name, "reader") for name in pending)
     if not out:
         raise InvalidInput("name at least one principal: NAME... --reader|--writer|--admin")
+    same_kind(out)
+    return out
+
+
+def same_kind(wanted: list[tuple[str, str]]) -> None:
+    """A name given twice must be given with one kind."""
     seen: dict[str, str] = {}
-    for name, kind in out:
+    for name, kind in wanted:
         if seen.setdefault(name, kind) != kind:
             raise InvalidInput(f"principal {name} is named twice with different kinds")
-    return out
+
+
+# What an existing role may hold to be adopted as a principal: the login role will be able to
+# SET ROLE to it, so a role with any attribute or membership beyond the three groups would
+# hand the login role that power (SET ROLE to a superuser makes a superuser).
+_ATTRIBUTES = ("SUPERUSER", "BYPASSRLS", "CREATEROLE", "CREATEDB", "REPLICATION", "LOGIN")
+
+
+def check_principal_names(wanted: list[tuple[str, str]]) -> None:
+    """Names the server could not hold, or that would shadow its own roles, fail first."""
+    for name, _kind in wanted:
+        if not name or len(name) > 63 or name.startswith(("pg_", "pyretrieve_")):
+            raise InvalidInput(
+                "a principal name is 1 to 63 characters and starts neither with pg_ nor pyretrieve_"
+            )
+
+
+def create_principals(
+    conn: psycopg.Connection[Any], wanted: list[tuple[str, str]], *, embedded_default: bool
+) -> list[str]:
+    """Create (or adopt) each principal as a NOLOGIN member of its group, grant it to the
+    embedded server's login role, all in one transaction; returns a line per principal.
+
+    An existing role is adopted only if it is a plain principal already: NOLOGIN, no
+    attribute, no membership but the three groups. Anything else is refused, because the
+    login role could then SET ROLE to it and take its powers."""
+    from pyretrieve.embedded import APP_ROLE, ensure_app_role
+
+    check_principal_names(wanted)
+    lines: list[str] = []
+    with conn.transaction():
+        if embedded_default:
+            ensure_app_role(conn)
+        app = conn.execute(queries.ROLE_EXISTS, (APP_ROLE,)).fetchone()
+        for name, kind in wanted:
+            with conn.cursor(row_factory=tuple_row) as cur:
+                existing = cur.execute(queries.ROLE_POWERS, (name,)).fetchone()
+            if existing is None:
+                conn.execute(queries.create_nologin_role(name))
+            else:
+                held = [a for a, on in zip(_ATTRIBUTES, existing[:6], strict=True) if on]
+                if existing[6]:
+                    held.append("membership in other roles")
+                if held:
+                    raise InvalidInput(
+                        f"role {name!r} exists and is no plain principal ({', '.join(held)}):"
+                        " the login role could act as it with those powers; choose another"
+                        " name, nothing was created"
+                    )
+            conn.execute(queries.grant_role(GROUPS[kind], name))
+            if app:
+                conn.execute(queries.grant_role(name, APP_ROLE))
+            with conn.cursor(row_factory=tuple_row) as cur:
+                others = cur.execute(queries.ROLE_OTHER_GROUPS, (name, GROUPS[kind])).fetchall()
+            also = f"; also in {', '.join(str(g) for (g,) in others)}" if others else ""
+            lines.append(f"principal {name} ({GROUPS[kind]}{also})")
+    return lines
 
 
 @principals.command(
@@ -335,7 +463,7 @@ def parse_principals(words: tuple[str, ...]) -> list[tuple[str, str]]:
 def principals_create(specs: tuple[str, ...], dsn: str | None) -> None:
     """Create principals: NOLOGIN roles in the reader, writer or admin group, which the
     embedded server's login role may SET ROLE to. Runs as the installer (role management).
-    Idempotent.
+    Idempotent; all or nothing.
 
     Each kind flag applies to the names just before it; names without one are readers:
 
@@ -345,28 +473,13 @@ def principals_create(specs: tuple[str, ...], dsn: str | None) -> None:
       pyretrieve principals create alice bob        # may search (--reader, the default)
       pyretrieve principals create ops --admin ingest --writer alice --reader
 
-    A principal still needs a grant before it sees or writes anything: `pyretrieve grant NAME
-    --workspace W --project P --purpose X --ceiling C --as ADMIN`."""
-    from psycopg import sql
-
-    from pyretrieve.embedded import APP_ROLE, ensure_app_role
-    from pyretrieve.errors import InvalidInput
-
+    `pyretrieve install --admin ops --writer ingest --reader alice` does the same while it
+    installs. An existing role is taken over only if it is NOLOGIN with no attribute and no
+    membership but these groups. A principal still needs a grant before it sees or writes
+    anything: `pyretrieve grant NAME --workspace W --project P --purpose X --ceiling C --as
+    ADMIN`."""
     wanted = parse_principals(specs)
-    for name, _kind in wanted:
-        if not name or len(name) > 63 or name.startswith(("pg_", "pyretrieve_")):
-            raise InvalidInput(
-                "a principal name is 1 to 63 characters and starts neither with pg_ nor pyretrieve_"
-            )
+    check_principal_names(wanted)
     with connect(dsn, installer=True) as conn:
-        if dsn is None:
-            ensure_app_role(conn)
-        app = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (APP_ROLE,)).fetchone()
-        for name, kind in wanted:
-            role = sql.Identifier(name)
-            if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (name,)).fetchone():
-                conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(role))
-            conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(GROUPS[kind]), role))
-            if app:
-                conn.execute(sql.SQL("GRANT {} TO {}").format(role, sql.Identifier(APP_ROLE)))
-            click.echo(f"principal {name} ({GROUPS[kind]})")
+        for line in create_principals(conn, wanted, embedded_default=dsn is None):
+            click.echo(line)

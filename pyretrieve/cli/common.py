@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import shlex
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -12,7 +13,7 @@ import click
 import psycopg
 from psycopg.rows import dict_row, tuple_row
 
-from pyretrieve.db import session
+from pyretrieve.db import queries, session
 from pyretrieve.db.connect import resolve_dsn
 from pyretrieve.db.errors import translate
 from pyretrieve.embedded import APP_ROLE
@@ -112,16 +113,13 @@ def require_principal(conn: psycopg.Connection[Any], principal: str | None) -> N
             )
         return
     with conn.cursor(row_factory=tuple_row) as cur:
-        row = cur.execute(
-            "SELECT pg_has_role(current_user, r.oid, 'MEMBER') FROM pg_roles r"
-            " WHERE r.rolname = %s",
-            (principal,),
-        ).fetchone()
+        row = cur.execute(queries.MAY_ACT_AS, (principal,)).fetchone()
     if row is None or not row[0]:
         raise UnknownPrincipal(
             f"no principal {principal!r} that the login role {conn.info.user!r} may act as:"
             " the role does not exist or is not granted to it (create it with"
-            f" `pyretrieve principals create {principal} --reader`, --writer or --admin)"
+            f" `pyretrieve principals create {shlex.quote(principal)} --reader`, --writer or"
+            " --admin)"
         )
 
 

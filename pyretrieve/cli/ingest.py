@@ -91,6 +91,25 @@ def _progress(
         yield update
 
 
+def _legacy_lines(legacy: tuple[str, ...], *, retracted: bool) -> None:
+    if not legacy:
+        return
+    if retracted:
+        for document in legacy[:SHOWN_ERRORS]:
+            click.echo(f"removed: {document} (its name from before source names)")
+        if len(legacy) > SHOWN_ERRORS:
+            click.echo(f"... and {len(legacy) - SHOWN_ERRORS} more under old names removed")
+        return
+    few = ", ".join(legacy[:3]) + (", ..." if len(legacy) > 3 else "")
+    click.echo(
+        f"note: {len(legacy)} file{'s' if len(legacy) != 1 else ''} of this folder"
+        f" {'are' if len(legacy) != 1 else 'is'} also in the index under the name ingest gave"
+        f" before source names ({few}), searchable beside the new copy: run again with"
+        " --retract-legacy to retract them",
+        err=True,
+    )
+
+
 def _rate(count: int, seconds: float) -> str:
     return f"{count / seconds:,.0f}/s" if seconds > 0 and count else "-"
 
@@ -138,6 +157,14 @@ def _rate(count: int, seconds: float) -> str:
     help="Also retract what is no longer in the input under this source (files deleted"
     " from the folder since the last run, ids gone from the file).",
 )
+@click.option(
+    "--retract-legacy",
+    is_flag=True,
+    help="Also retract this folder's files under the names ingest gave them before --source"
+    " existed (<relative path>#<n>, no source in front): otherwise those copies stay"
+    " searchable beside the new ones. A run without it names them; `pyretrieve sources`"
+    " lists what the scope holds.",
+)
 @progress_option
 @as_option
 @dsn_option
@@ -153,6 +180,7 @@ def ingest(
     batch_size: int,
     source: str | None,
     sync: bool,
+    retract_legacy: bool,
     progress_every: float,
     principal: str | None,
     dsn: str | None,
@@ -182,6 +210,7 @@ def ingest(
                 progress=progress,
                 source=source,
                 sync=sync,
+                retract_legacy=retract_legacy,
             )
         except MalformedInput as exc:
             for issue in exc.issues[:SHOWN_ERRORS]:
@@ -197,6 +226,7 @@ def ingest(
         click.echo(f"removed: {document} (no longer in the input)")
     if len(report.removed) > SHOWN_ERRORS:
         click.echo(f"... and {len(report.removed) - SHOWN_ERRORS} more removed")
+    _legacy_lines(report.legacy, retracted=report.legacy_retracted)
     embedded = f"{report.embedded} ({report.model})" if report.model else "0 (no model)"
     click.echo(
         f"ingested {report.path} as source {report.source} into {workspace}/{project}:"
@@ -258,10 +288,17 @@ def reembed(
     "--source-uri",
     "source_uris",
     multiple=True,
-    required=True,
     metavar="URI",
     help="A document (notes/a.md, c.jsonl: all its fragments) or one fragment (notes/a.md#2,"
     " c.jsonl#doc1). Repeatable.",
+)
+@click.option(
+    "--source-prefix",
+    "source_prefixes",
+    multiple=True,
+    metavar="PREFIX",
+    help="Every fragment whose source uri starts with PREFIX: teamA/ is the whole source"
+    " teamA (a source renamed with --source leaves its old name behind). Repeatable.",
 )
 @as_option
 @dsn_option
@@ -270,17 +307,59 @@ def retract(
     workspace: str,
     project: str,
     source_uris: tuple[str, ...],
+    source_prefixes: tuple[str, ...],
     principal: str | None,
     dsn: str | None,
 ) -> None:
-    """Retract documents or fragments by source uri: they leave every search at once.
+    """Retract documents, fragments or prefixes by source uri: they leave every search at once.
 
-    All or nothing: a uri with no active fragment (that the writer may see) retracts
-    nothing and fails with VES_MEMORY_NOT_FOUND. As a writer (--as WRITER)."""
+    All or nothing: a uri or prefix with no active fragment (that the writer may see)
+    retracts nothing and fails with VES_MEMORY_NOT_FOUND. `pyretrieve sources` lists the
+    documents. As a writer (--as WRITER)."""
+    if not source_uris and not source_prefixes:
+        raise click.UsageError("name what to retract: --source-uri URI or --source-prefix PREFIX")
     with connect(dsn) as conn:
         require_principal(conn, principal)
         report = Ingestor(conn, principal=principal).retract(
-            workspace=workspace, project=project, source_uris=source_uris
+            workspace=workspace,
+            project=project,
+            source_uris=source_uris,
+            source_prefixes=source_prefixes,
         )
     for uri, n in report.retracted.items():
         click.echo(f"retracted {uri}: {n} fragment{'s' if n != 1 else ''}")
+
+
+@main.command()
+@click.option("--workspace", "-w", required=True, help="Workspace of the fragments.")
+@click.option("--project", "-p", required=True, help="Project of the fragments.")
+@click.option(
+    "--prefix",
+    default=None,
+    metavar="PREFIX",
+    help="Only documents whose source uri starts with PREFIX (docs/: the source docs).",
+)
+@as_option
+@dsn_option
+@handle_errors
+def sources(
+    workspace: str, project: str, prefix: str | None, principal: str | None, dsn: str | None
+) -> None:
+    """List the documents of a workspace/project and their active fragments, as a writer.
+
+    One line per document, its name (what `pyretrieve retract --source-uri` takes) and its
+    fragment count, tab-separated; a summary on stderr. Only what this writer may see:
+    fragments above its ceiling are not listed, and a scope without its grant is denied like
+    one that does not exist. As a writer (--as WRITER)."""
+    with connect(dsn) as conn:
+        require_principal(conn, principal)
+        listed = Ingestor(conn, principal=principal).sources(
+            workspace=workspace, project=project, prefix=prefix
+        )
+    for document, n in listed.documents.items():
+        click.echo(f"{document}\t{n}")
+    click.echo(
+        f"{len(listed.documents)} documents, {listed.fragments} active fragments in"
+        f" {workspace}/{project}" + (f" under {prefix!r}" if prefix else ""),
+        err=True,
+    )

@@ -66,6 +66,26 @@ def semantic_note(sem: SemanticStatus) -> str:
     return ""
 
 
+def empty_vector_note(result: SearchResult) -> str:
+    """The vector leg ran yet no result came from it: no fragment the caller may see has an
+    embedding for the model (ingested with --no-embed, or with another model). With equal
+    weights any vector candidate ranks among the first two, so none in the results means
+    none at all."""
+    if (
+        not result.vector_ran
+        or not result.results
+        or result.weights.vector != result.weights.lexical
+    ):
+        return ""
+    if any(r.vector is not None for r in result.results):
+        return ""
+    model = dict(result.semantic.evidence).get("model")
+    return (
+        f"the vector leg ran but found nothing: no fragment you may see here has an embedding"
+        f" for model {model} (embed them with `pyretrieve reembed --model {model}` as a writer)"
+    )
+
+
 def bounded_json(result: SearchResult, *, omissions: bool) -> str:
     """The canonical JSON; the omissions (up to the candidate limit) only as a count unless
     asked for, so ``--limit N`` bounds the output."""
@@ -101,7 +121,7 @@ def render(result: SearchResult, console: Console, *, explain: bool, title: str 
         line += f" ({sem.reason.value}; confidence lowered)"
     line += f"   results: {len(result.results)}   cut by limit: {len(result.omissions)}"
     console.print(Text(line))
-    note = semantic_note(sem)
+    note = semantic_note(sem) or empty_vector_note(result)
     if note:
         console.print(Text(f"  {note}"))
     if explain and result.results:

@@ -29,11 +29,10 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from pyretrieve import resources
-from pyretrieve.db import migrate
+from pyretrieve.db import migrate, queries
 
 Catalog = dict[str, dict[Any, Any]]
 
@@ -53,60 +52,28 @@ class Draft:
 
 # ------------------------------------------------------------------------------ catalogs
 
-_FUNCTIONS = """
-SELECT p.oid::regprocedure::text AS signature, pg_get_userbyid(p.proowner)::text AS owner,
-       pg_get_functiondef(p.oid) AS definition, pg_get_function_result(p.oid) AS result,
-       obj_description(p.oid, 'pg_proc') AS comment,
-       ARRAY(SELECT pg_get_userbyid(a.grantee)::text FROM aclexplode(p.proacl) a
-              WHERE a.privilege_type = 'EXECUTE' AND a.grantee <> 0 AND a.grantee <> p.proowner
-              ORDER BY 1) AS executors,
-       p.oid AS oid
-  FROM pg_proc p WHERE p.pronamespace = 'pyretrieve'::regnamespace
-"""
-
-_POLICIES = """
-SELECT c.relname::text AS tbl, p.polname::text AS name, pg_get_expr(p.polqual, p.polrelid) AS qual,
-       pg_get_expr(p.polwithcheck, p.polrelid) AS check, p.polcmd::text AS cmd,
-       p.polpermissive AS permissive,
-       ARRAY(SELECT CASE WHEN r = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(r)) END
-               FROM unnest(p.polroles) r ORDER BY 1) AS roles
-  FROM pg_policy p JOIN pg_class c ON c.oid = p.polrelid
- WHERE c.relnamespace = 'pyretrieve'::regnamespace
-"""
-
-_VIEWS = """
-SELECT c.relname::text AS name, pg_get_viewdef(c.oid) AS definition, c.reloptions AS options,
-       obj_description(c.oid, 'pg_class') AS comment
-  FROM pg_class c WHERE c.relnamespace = 'pyretrieve'::regnamespace AND c.relkind = 'v'
-"""
-
-_TRIGGERS = """
-SELECT c.relname::text AS tbl, t.tgname::text AS name, pg_get_triggerdef(t.oid) AS definition
-  FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
- WHERE c.relnamespace = 'pyretrieve'::regnamespace AND NOT t.tgisinternal
-"""
-
-_COLUMNS = """
-SELECT c.relname::text AS tbl, a.attname::text AS name, format_type(a.atttypid, a.atttypmod) AS type,
-       a.attnotnull AS notnull, pg_get_expr(d.adbin, d.adrelid) AS default
-  FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
-  LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
- WHERE c.relnamespace = 'pyretrieve'::regnamespace AND c.relkind IN ('r', 'p')
-   AND a.attnum > 0 AND NOT a.attisdropped
-"""
-
 
 def snapshot(dsn: str) -> Catalog:
     """The parts of the pyretrieve schema a migration re-creates, keyed by identity."""
     with psycopg.connect(dsn, row_factory=psycopg.rows.dict_row) as conn:
-        conn.execute("SET search_path = pg_catalog, pg_temp")
-        return {
-            "functions": {r["signature"]: r for r in conn.execute(_FUNCTIONS).fetchall()},
-            "policies": {(r["tbl"], r["name"]): r for r in conn.execute(_POLICIES).fetchall()},
-            "views": {r["name"]: r for r in conn.execute(_VIEWS).fetchall()},
-            "triggers": {(r["tbl"], r["name"]): r for r in conn.execute(_TRIGGERS).fetchall()},
-            "columns": {(r["tbl"], r["name"]): r for r in conn.execute(_COLUMNS).fetchall()},
+        conn.execute(queries.PIN_SEARCH_PATH)
+        rows = {
+            key: conn.execute(query).fetchall()
+            for key, query in (
+                ("functions", queries.CATALOG_FUNCTIONS),
+                ("policies", queries.CATALOG_POLICIES),
+                ("views", queries.CATALOG_VIEWS),
+                ("triggers", queries.CATALOG_TRIGGERS),
+                ("columns", queries.CATALOG_COLUMNS),
+            )
         }
+    return {
+        "functions": {r["signature"]: r for r in rows["functions"]},
+        "policies": {(r["tbl"], r["name"]): r for r in rows["policies"]},
+        "views": {r["name"]: r for r in rows["views"]},
+        "triggers": {(r["tbl"], r["name"]): r for r in rows["triggers"]},
+        "columns": {(r["tbl"], r["name"]): r for r in rows["columns"]},
+    }
 
 
 # ------------------------------------------------------------------------------- the diff
@@ -262,12 +229,12 @@ def draft_between(old_dsn: str, new_dsn: str, *, number: str, previous: str, nam
 def _scratch(admin_dsn: str) -> Iterator[str]:
     name = f"pyretrieve_draft_{secrets.token_hex(4)}"
     with psycopg.connect(admin_dsn, autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        admin.execute(queries.create_database(name))
     try:
         yield make_conninfo(admin_dsn, dbname=name)
     finally:
         with psycopg.connect(admin_dsn, autocommit=True) as admin:
-            admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+            admin.execute(queries.drop_database(name))
 
 
 def last_release() -> str:

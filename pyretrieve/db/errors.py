@@ -14,6 +14,7 @@ from typing import NoReturn
 
 import psycopg
 
+from pyretrieve import contract
 from pyretrieve.errors import (
     AccessDenied,
     AuthenticationFailed,
@@ -22,6 +23,7 @@ from pyretrieve.errors import (
     InternalError,
     InvalidDecision,
     InvalidEmbedding,
+    InvalidFusion,
     InvalidInput,
     LimitExceeded,
     NotFound,
@@ -47,8 +49,63 @@ _SCHEMA_ERRORS: dict[str, type[PyretrieveError]] = {
     "PR013": Conflict,
     "PR014": LimitExceeded,
     "PR015": InvalidInput,
+    contract.INVALID_FUSION_SQLSTATE: InvalidFusion,
     "PR020": NotFound,
     "PR030": SemanticRequired,
+}
+
+# The schema's fixed texts for an invalid argument (PR010), embedding (PR011) or fusion
+# setting (PR016): each states the rule an argument broke and names no row, id or content, so
+# it is shown as it is. Any other text under these codes gets the class's own message. A test
+# checks this set against the install script, both ways.
+_RULE_STATES = ("PR010", "PR011", contract.INVALID_FUSION_SQLSTATE)
+_RULE_MESSAGES: frozenset[str] = frozenset(
+    {
+        *contract.FUSION_ERRORS,
+        "give both weights or neither",
+        "between 0 and 1000 ids",
+        "between 0 and 10000 patterns",
+        "between 0 and 100000 ids",
+        "between 0 and 100000 source uris",
+        "body must be 1 to 1000000 characters",
+        "candidate limit must be between 1 and 1000",
+        "candidate limit out of range for this decision",
+        "dimension must be between 1 and 2000",
+        "embedding digest must be 32 bytes (sha256)",
+        "embedding dimension does not match the model",
+        "embedding must be finite and non-zero",
+        "embedding must not hold subnormal values",
+        "expires_at must be after observed_at",
+        "invalid model id",
+        "invalid operation family",
+        "invalid tool schema",
+        "invalid tool tags, server or classification",
+        "k1 must be in (0, 10] and b in [0, 1]",
+        "limit must be between 1 and 100000",
+        "max_age must be positive days/hours (no months or years)",
+        "mode must be hybrid, lexical or vector",
+        "observed_at must be finite",
+        "principal, ceiling and semantic policy are required",
+        "provenance field too long",
+        "query digest must be 32 bytes (sha256)",
+        "query must be 1 to 4096 characters",
+        "ranking must be bm25 or ts_rank",
+        "requested limit must be between 1 and 1000",
+        "semantic intent must be disabled, optional or required",
+        "semantic must be optional, required or disabled",
+        "source digest must be 32 bytes (sha256)",
+        "stage must be off, eval, canary, majority or full",
+        "the weights of the modalities that ran are all zero",
+        "too many ids for this decision",
+        "tool name must be 1 to 128 characters",
+        "vector mode needs semantic retrieval",
+        "weights must be between 0 and 1000",
+    }
+)
+# check_identifier's 'invalid ' || p_what, with the rule spelled out.
+_IDENTIFIER_MESSAGES = {
+    f"invalid {what}": contract.identifier_error(what)
+    for what in ("workspace", "project", "purpose")
 }
 
 _SAFE_SCHEMA_MESSAGES = {
@@ -144,6 +201,12 @@ def _connection_failure(text: str) -> PyretrieveError | None:
     return None
 
 
+def rule_messages() -> frozenset[str]:
+    """The schema's texts for PR010, PR011 and PR016 that are shown as they are (for the
+    test)."""
+    return _RULE_MESSAGES | frozenset(_IDENTIFIER_MESSAGES)
+
+
 def schema_errors() -> dict[str, type[PyretrieveError]]:
     """The SQLSTATEs of class PR that the schema raises, each with the typed error it becomes
     (a test checks this against the installed functions, both ways)."""
@@ -169,7 +232,7 @@ def translate(exc: BaseException) -> PyretrieveError:
         return contextual
     schema_error = _SCHEMA_ERRORS.get(state)
     if schema_error is not None:
-        return _from_schema(state, schema_error)
+        return _from_schema(state, schema_error, primary)
     standard = _STANDARD_ERRORS.get(state) or _STANDARD_CLASSES.get(state[:2])
     if standard is not None:
         message = _STANDARD_MESSAGES.get(state)
@@ -182,8 +245,13 @@ def translate(exc: BaseException) -> PyretrieveError:
     return error
 
 
-def _from_schema(state: str, cls: type[PyretrieveError]) -> PyretrieveError:
+def _from_schema(state: str, cls: type[PyretrieveError], primary: str = "") -> PyretrieveError:
     message = _SAFE_SCHEMA_MESSAGES.get(state)
+    if state in _RULE_STATES:
+        if primary in _RULE_MESSAGES:
+            message = primary
+        elif primary in _IDENTIFIER_MESSAGES:
+            message = _IDENTIFIER_MESSAGES[primary]
     error = cls(message) if message else cls()
     error.sqlstate = state
     return error

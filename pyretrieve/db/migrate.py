@@ -11,9 +11,10 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.pool import NullPool
 
 from pyretrieve import resources
+from pyretrieve.db import queries
 
 BRANCH = "pyretrieve"
-VERSION_TABLE = "pyretrieve_alembic_version"
+VERSION_TABLE = queries.VERSION_TABLE
 
 log = logging.getLogger(__name__)
 
@@ -26,8 +27,8 @@ def run_sql_file(bind: Connection, name: str) -> None:
     # keeps the file's dollar-quoted bodies intact.
     raw.execute(sql)
     # The file may SET LOCAL ROLE and search_path; make sure Alembic's own bookkeeping runs as the installer.
-    bind.execute(text("RESET ROLE"))
-    bind.execute(text("RESET search_path"))
+    bind.execute(text(queries.RESET_ROLE))
+    bind.execute(text(queries.RESET_SEARCH_PATH))
 
 
 def _config(connection: Connection) -> Any:
@@ -58,17 +59,13 @@ def _engine(dsn: str) -> Any:
 
 def _sql_installed_revision(conn: Connection) -> str | None:
     """The revision of a schema installed from sql/pyretrieve.sql (not by Alembic), if any."""
-    installed = conn.execute(
-        text("SELECT to_regclass('pyretrieve.installation') IS NOT NULL")
-    ).scalar()
+    installed = conn.execute(text(queries.INSTALLATION_EXISTS)).scalar()
     if not installed:
         return None
-    tracked = conn.execute(
-        text("SELECT to_regclass(:t) IS NOT NULL"), {"t": f"public.{VERSION_TABLE}"}
-    ).scalar()
-    if tracked and conn.execute(text(f"SELECT count(*) FROM public.{VERSION_TABLE}")).scalar():
+    tracked = conn.execute(text(queries.VERSION_TABLE_EXISTS)).scalar()
+    if tracked and conn.execute(text(queries.VERSION_TABLE_ROWS)).scalar():
         return None
-    version = conn.execute(text("SELECT schema_version FROM pyretrieve.installation")).scalar()
+    version = conn.execute(text(queries.INSTALLED_SCHEMA_VERSION)).scalar()
     return f"{BRANCH}_{version}" if version else None
 
 
@@ -98,21 +95,18 @@ def downgrade(dsn: str, revision: str = "base") -> None:
 
     with _engine(dsn).begin() as conn:
         command.downgrade(_config(conn), revision)
-        table = f"public.{VERSION_TABLE}"
-        if not conn.execute(text(f"SELECT count(*) FROM {table}")).scalar():
+        if not conn.execute(text(queries.VERSION_TABLE_ROWS)).scalar():
             # Nothing of pyretrieve is applied any more: remove its bookkeeping as well.
-            conn.execute(text(f"DROP TABLE {table}"))
+            conn.execute(text(queries.DROP_VERSION_TABLE))
 
 
 def current(dsn: str) -> str | None:
     """The applied pyretrieve revision, or None when the schema is not installed."""
     with psycopg.connect(dsn) as conn:
-        row = conn.execute(
-            "SELECT to_regclass(%s) IS NOT NULL", (f"public.{VERSION_TABLE}",)
-        ).fetchone()
+        row = conn.execute(queries.VERSION_TABLE_EXISTS).fetchone()
         if not row or not row[0]:
             return None
-        rev = conn.execute(f"SELECT version_num FROM public.{VERSION_TABLE}").fetchone()
+        rev = conn.execute(queries.VERSION_NUM).fetchone()
         return str(rev[0]) if rev else None
 
 

@@ -6,25 +6,39 @@ transaction (its binding, its role and its fate would be the caller's), open a t
 switch identity with ``SET LOCAL ROLE`` (undone when the transaction ends) and translate
 driver errors into pyretrieve's typed errors (:func:`pyretrieve.db.errors.translate`, which
 chains nothing, so no SQL text or parameter crosses the boundary).
+
+The ``async_`` functions are the same boundary for ``psycopg.AsyncConnection`` and
+``psycopg_pool.AsyncConnectionPool``; every decision they make (idle, privileged, the role to
+set) is one of the shared helpers here, so only the awaiting differs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import (
+    AbstractAsyncContextManager,
+    AbstractContextManager,
+    asynccontextmanager,
+    contextmanager,
+)
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 import psycopg
-from psycopg import sql
 from psycopg.pq import TransactionStatus
 
+from pyretrieve.db import queries
 from pyretrieve.db.errors import translate
 from pyretrieve.errors import InvalidInput, PrivilegedCaller, PyretrieveError
 
 __all__ = [
+    "AsyncConnectionPool",
+    "AsyncConnectionSource",
     "ConnectionPool",
     "ConnectionSource",
     "as_principal",
+    "async_as_principal",
+    "async_connection",
+    "async_principal_transaction",
     "connection",
     "principal_transaction",
     "refuse_privileged",
@@ -39,6 +53,16 @@ class ConnectionPool(Protocol):
 
 
 ConnectionSource: TypeAlias = "psycopg.Connection[Any] | ConnectionPool"
+
+
+@runtime_checkable
+class AsyncConnectionPool(Protocol):
+    """Anything that lends connections the way ``psycopg_pool.AsyncConnectionPool`` does."""
+
+    def connection(self) -> AbstractAsyncContextManager[psycopg.AsyncConnection[Any]]: ...
+
+
+AsyncConnectionSource: TypeAlias = "psycopg.AsyncConnection[Any] | AsyncConnectionPool"
 
 
 @contextmanager
@@ -61,12 +85,12 @@ def connection(source: ConnectionSource, *, needs: str) -> Iterator[psycopg.Conn
         raise translate(exc) from None
 
 
-def _require_idle(conn: psycopg.Connection[Any], needs: str) -> None:
+def _require_idle(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any], needs: str) -> None:
     if conn.info.transaction_status != TransactionStatus.IDLE:
         raise InvalidInput(f"the connection is inside a transaction; {needs} needs its own")
 
 
-def refuse_privileged(conn: psycopg.Connection[Any]) -> None:
+def refuse_privileged(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> None:
     """Raise :class:`PrivilegedCaller` when the session's current role is a superuser.
 
     The server reports ``is_superuser`` on every change of role, so this costs no round trip;
@@ -87,7 +111,7 @@ def as_principal(
     try:
         with conn.transaction():
             if principal is not None:
-                conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(principal)))
+                conn.execute(queries.set_local_role(principal))
             if not privileged_ok:
                 refuse_privileged(conn)
             yield conn
@@ -110,5 +134,59 @@ def principal_transaction(
     with (
         connection(source, needs=needs) as conn,
         as_principal(conn, principal, privileged_ok=privileged_ok),
+    ):
+        yield conn
+
+
+# ------------------------------------------------------------------------------ async twins
+
+
+@asynccontextmanager
+async def async_connection(
+    source: AsyncConnectionSource, *, needs: str
+) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+    """:func:`connection` for an async connection or pool."""
+    if isinstance(source, psycopg.AsyncConnection):
+        _require_idle(source, needs)
+        yield source
+        return
+    try:
+        async with source.connection() as pooled:
+            _require_idle(pooled, needs)
+            yield pooled
+    except psycopg.Error as exc:
+        raise translate(exc) from None
+
+
+@asynccontextmanager
+async def async_as_principal(
+    conn: psycopg.AsyncConnection[Any], principal: str | None, *, privileged_ok: bool = True
+) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+    """:func:`as_principal` on an async connection."""
+    try:
+        async with conn.transaction():
+            if principal is not None:
+                await conn.execute(queries.set_local_role(principal))
+            if not privileged_ok:
+                refuse_privileged(conn)
+            yield conn
+    except PyretrieveError:
+        raise
+    except psycopg.Error as exc:
+        raise translate(exc) from None
+
+
+@asynccontextmanager
+async def async_principal_transaction(
+    source: AsyncConnectionSource,
+    principal: str | None,
+    *,
+    needs: str = "a request",
+    privileged_ok: bool = True,
+) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+    """:func:`principal_transaction` for an async connection or pool."""
+    async with (
+        async_connection(source, needs=needs) as conn,
+        async_as_principal(conn, principal, privileged_ok=privileged_ok),
     ):
         yield conn

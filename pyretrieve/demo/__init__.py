@@ -14,14 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from psycopg import sql
 from psycopg.rows import dict_row
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from pyretrieve.client import Retriever
-from pyretrieve.db import migrate
+from pyretrieve.db import migrate, queries
 from pyretrieve.embedded import APP_ROLE
 from pyretrieve.embedders import registry
 from pyretrieve.embedders.hashing import HashNgramEmbedder
@@ -59,33 +58,35 @@ class DemoReport:
 
 def _setup_roles(conn: psycopg.Connection[dict[str, Any]]) -> None:
     for name, group in ROLES.items():
-        exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (name,)).fetchone()
+        exists = conn.execute(queries.ROLE_EXISTS, (name,)).fetchone()
         if not exists:
-            conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(name)))
-        conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(group), sql.Identifier(name)))
+            conn.execute(queries.create_nologin_role(name))
+        conn.execute(queries.grant_role(group, name))
         # The connecting role acts as each principal with SET ROLE, as an application would;
         # so may the embedded server's application login role, for later CLI commands.
-        conn.execute(sql.SQL("GRANT {} TO CURRENT_USER").format(sql.Identifier(name)))
-        if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (APP_ROLE,)).fetchone():
-            conn.execute(
-                sql.SQL("GRANT {} TO {}").format(sql.Identifier(name), sql.Identifier(APP_ROLE))
-            )
+        conn.execute(queries.grant_role_to_current_user(name))
+        if conn.execute(queries.ROLE_EXISTS, (APP_ROLE,)).fetchone():
+            conn.execute(queries.grant_role(name, APP_ROLE))
+
+
+# grant_access's max_age, semantic policy and expiry: its defaults, and the readers' window.
+_DEFAULTS = (None, "optional", None)
+_YEARS = "3650 days"
 
 
 def _setup_scopes(conn: psycopg.Connection[dict[str, Any]], embedder: HashNgramEmbedder) -> None:
     with conn.transaction():
-        conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(ADMIN)))
+        conn.execute(queries.set_local_role(ADMIN))
         for scope in (VISION, PARTNER):
-            conn.execute("SELECT pyretrieve.create_workspace(%s)", (scope.workspace,))
+            conn.execute(queries.CREATE_WORKSPACE, (scope.workspace,))
+            conn.execute(queries.CREATE_PROJECT, (scope.workspace, scope.project))
+            # The writer's grant: the defaults of grant_access (no max_age, optional
+            # semantic, no expiry), spelled out.
             conn.execute(
-                "SELECT pyretrieve.create_project(%s, %s)", (scope.workspace, scope.project)
+                queries.GRANT_ACCESS,
+                (INGEST, scope.workspace, scope.project, "ingest", "restricted", *_DEFAULTS),
             )
-            conn.execute(
-                "SELECT pyretrieve.grant_access(p_principal => %s::regrole, p_workspace => %s,"
-                " p_project => %s, p_purpose => 'ingest', p_ceiling => 'restricted')",
-                (INGEST, scope.workspace, scope.project),
-            )
-        conn.execute(registry.REGISTER_SQL, registry.register_params(embedder))
+        conn.execute(queries.REGISTER_MODEL, registry.register_params(embedder))
         grants = [
             (RESEARCHER, VISION, "confidential", "optional"),
             (RESEARCHER, PARTNER, "internal", "optional"),
@@ -93,11 +94,17 @@ def _setup_scopes(conn: psycopg.Connection[dict[str, Any]], embedder: HashNgramE
         ]
         for who, scope, ceiling, semantic in grants:
             conn.execute(
-                "SELECT pyretrieve.grant_access(p_principal => %s::regrole, p_workspace => %s,"
-                " p_project => %s, p_purpose => %s, p_ceiling => %s::pyretrieve.classification,"
-                " p_max_age => interval '3650 days',"
-                " p_semantic_policy => %s::pyretrieve.semantic_policy)",
-                (who, scope.workspace, scope.project, scope.purpose, ceiling, semantic),
+                queries.GRANT_ACCESS,
+                (
+                    who,
+                    scope.workspace,
+                    scope.project,
+                    scope.purpose,
+                    ceiling,
+                    _YEARS,
+                    semantic,
+                    None,
+                ),
             )
 
 

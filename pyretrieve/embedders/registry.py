@@ -17,14 +17,15 @@ from importlib.util import find_spec
 from typing import Any
 
 import psycopg
-from psycopg import sql
 from psycopg.rows import tuple_row
 
+from pyretrieve import contract
+from pyretrieve.db import queries
 from pyretrieve.db.errors import translate
 from pyretrieve.embedders import Embedder
 from pyretrieve.embedders.hashing import MODEL_ID as HASH_MODEL_ID
 from pyretrieve.embedders.hashing import HashNgramEmbedder
-from pyretrieve.errors import UnknownModel
+from pyretrieve.errors import InvalidFusion, UnknownModel
 from pyretrieve.types import Fusion, Weights
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2-int8"
@@ -134,27 +135,30 @@ def default_fusion(model_id: str) -> Fusion | None:
 
 def register_params(
     embedder: Embedder, weights: Weights | None = None, fusion: Fusion | str | None = None
-) -> dict[str, Any]:
-    """The named arguments of ``pyretrieve.register_model`` for an embedder: its id and
-    dimension, and ``weights`` and ``fusion`` or, for what is not given, the model's shipped
-    defaults (none for a model this package does not know, which the database then registers
-    with RRF and 1.0 each, or leaves as they are)."""
+) -> tuple[str, int, float | None, float | None, str | None]:
+    """The arguments of ``queries.REGISTER_MODEL`` for an embedder: its id and dimension, and
+    ``weights`` and ``fusion`` or, for what is not given, the model's shipped defaults (none
+    for a model this package does not know, which the database then registers with RRF and
+    1.0 each, or leaves as they are).
+
+    Raises :class:`InvalidFusion` before anything is sent for a fusion that is not one of
+    ``contract.FUSIONS`` and for default weights outside ``(0, contract.MAX_WEIGHT]``
+    (``register_model`` in SQL refuses the same, with ``contract.INVALID_FUSION_SQLSTATE``)."""
+    if weights is not None and not isinstance(weights, Weights):
+        raise InvalidFusion("default weights must be Weights")
+    if fusion is not None and (not isinstance(fusion, str) or fusion not in contract.FUSIONS):
+        raise InvalidFusion(contract.FUSION_ERROR)
+    if weights is not None and not (weights.lexical > 0.0 and weights.vector > 0.0):
+        raise InvalidFusion(contract.DEFAULT_WEIGHTS_ERROR)
     weights = weights if weights is not None else default_weights(embedder.model_id)
     chosen = Fusion(fusion) if fusion is not None else default_fusion(embedder.model_id)
-    return {
-        "p_model": embedder.model_id,
-        "p_dimension": embedder.dimension,
-        "p_lexical_weight": None if weights is None else weights.lexical,
-        "p_vector_weight": None if weights is None else weights.vector,
-        "p_fusion": None if chosen is None else chosen.value,
-    }
-
-
-REGISTER_SQL = (
-    "SELECT pyretrieve.register_model(p_model => %(p_model)s, p_dimension => %(p_dimension)s,"
-    " p_lexical_weight => %(p_lexical_weight)s, p_vector_weight => %(p_vector_weight)s,"
-    " p_fusion => %(p_fusion)s)"
-)
+    return (
+        embedder.model_id,
+        embedder.dimension,
+        None if weights is None else weights.lexical,
+        None if weights is None else weights.vector,
+        None if chosen is None else chosen.value,
+    )
 
 
 def register_model(
@@ -171,14 +175,13 @@ def register_model(
     none; without them, the shipped defaults for a known model (:data:`DEFAULTS`), which
     registering again restores, and for another model RRF and 1.0 each when new, its current
     ones otherwise."""
-    if weights is not None and not isinstance(weights, Weights):
-        raise TypeError("weights must be Weights")
+    params = register_params(embedder, weights, fusion)
     try:
         # Whatever row factory the caller's connection uses, this cursor returns tuples.
         with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
             if principal is not None:
-                cur.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(principal)))
-            row = cur.execute(REGISTER_SQL, register_params(embedder, weights, fusion)).fetchone()
+                cur.execute(queries.set_local_role(principal))
+            row = cur.execute(queries.REGISTER_MODEL, params).fetchone()
     except psycopg.Error as exc:
         raise translate(exc) from None
     assert row is not None

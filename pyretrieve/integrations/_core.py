@@ -8,6 +8,7 @@ writes (text, metadata, id) items into a scope through :class:`pyretrieve.ingest
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import tempfile
@@ -20,7 +21,8 @@ from typing import Any, Final
 
 import psycopg
 
-from pyretrieve.client import Retriever
+from pyretrieve.client import AsyncRetriever, Retriever
+from pyretrieve.client import SearchOptions as ClientOptions
 from pyretrieve.db.errors import translate
 from pyretrieve.embedders import Embedder
 from pyretrieve.errors import InvalidInput, PyretrieveError
@@ -157,10 +159,18 @@ class BoundSearch:
             weights=weights,
             ranking=ranking,
         )
-        self._client = Retriever(
-            source, principal=principal, embedders=() if embedder is None else (embedder,)
-        )
+        embedders = () if embedder is None else (embedder,)
+        # An async source (AsyncConnection or AsyncConnectionPool) gets the async client, so
+        # the framework's async path awaits the database instead of borrowing a thread.
+        self._async = isinstance(source, psycopg.AsyncConnection) or _is_async_pool(source)
+        self._client: Retriever | None = None
+        self._aclient: AsyncRetriever | None = None
+        if self._async:
+            self._aclient = AsyncRetriever(source, principal=principal, embedders=embedders)
+        else:
+            self._client = Retriever(source, principal=principal, embedders=embedders)
         self._lock = threading.Lock() if isinstance(source, psycopg.Connection) else None
+        self._alock = asyncio.Lock() if isinstance(source, psycopg.AsyncConnection) else None
 
     @property
     def scope(self) -> Scope:
@@ -174,33 +184,67 @@ class BoundSearch:
     def options(self) -> SearchOptions:
         return self._options
 
+    @property
+    def is_async(self) -> bool:
+        """Whether the source is asynchronous (then only :meth:`asearch` searches)."""
+        return self._async
+
     def search(self, query: str) -> SearchResult:
         """One search as the bound principal in the bound scope."""
+        if self._client is None:
+            raise InvalidInput("this retriever holds an async source: use its async methods")
         if self._lock is None:
-            return self._search(query)
+            return self._search(self._client, query)
         with self._lock:
-            return self._search(query)
+            return self._search(self._client, query)
 
-    def _search(self, query: str) -> SearchResult:
-        o = self._options
+    async def asearch(self, query: str) -> SearchResult:
+        """:meth:`search`, awaited: the async client for an async source, else the
+        synchronous search in a worker thread."""
+        if self._aclient is None:
+            return await asyncio.to_thread(self.search, query)
+        if self._alock is None:
+            return await self._asearch(self._aclient, query)
+        async with self._alock:
+            return await self._asearch(self._aclient, query)
+
+    def _search(self, client: Retriever, query: str) -> SearchResult:
         try:
-            return self._client.search(
-                query,
-                scope=self._scope,
-                mode=o.mode,
-                semantic=o.semantic,
-                limit=o.limit,
-                candidate_limit=o.candidate_limit,
-                model=o.model,
-                weights=o.weights,
-                ranking=o.ranking,
-            )
+            return client.search(query, scope=self._scope, **self._search_options())
         except PyretrieveError:
             raise
         except psycopg.Error as exc:
             # A pool that cannot hand out a connection raises before the client's own
             # translation applies.
             raise translate(exc) from None
+
+    async def _asearch(self, client: AsyncRetriever, query: str) -> SearchResult:
+        try:
+            return await client.search(query, scope=self._scope, **self._search_options())
+        except PyretrieveError:
+            raise
+        except psycopg.Error as exc:
+            raise translate(exc) from None
+
+    def _search_options(self) -> ClientOptions:
+        o = self._options
+        return ClientOptions(
+            mode=o.mode,
+            semantic=o.semantic,
+            limit=o.limit,
+            candidate_limit=o.candidate_limit,
+            model=o.model,
+            weights=o.weights,
+            ranking=o.ranking,
+        )
+
+
+def _is_async_pool(source: object) -> bool:
+    try:
+        from psycopg_pool import AsyncConnectionPool
+    except ImportError:  # pragma: no cover - psycopg_pool is a dependency
+        return False
+    return isinstance(source, AsyncConnectionPool)
 
 
 def result_metadata(result: Result, search: SearchResult) -> dict[str, JsonValue]:

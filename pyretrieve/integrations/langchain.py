@@ -14,7 +14,6 @@ and the canonical explanation (:data:`pyretrieve.integrations._core.METADATA_KEY
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -77,9 +76,11 @@ class PyretrieveRetriever(BaseRetriever):
     is decided inside the database in any case.
 
     Errors are pyretrieve's typed errors (:class:`~pyretrieve.PyretrieveError`), never
-    driver errors. There is no async client yet: the async path runs the same synchronous
-    search in a worker thread (``asyncio.to_thread``). Calls on one connection are
-    serialised; give it a pool to run queries side by side.
+    driver errors. Given a psycopg ``AsyncConnection`` or ``AsyncConnectionPool``,
+    its async path awaits :class:`~pyretrieve.AsyncRetriever` (and the synchronous path is refused
+    with :class:`~pyretrieve.InvalidInput`); given a synchronous source, it runs the same
+    synchronous search in a worker thread. Calls on one connection are serialised; give it a
+    pool to run queries side by side.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
@@ -88,7 +89,7 @@ class PyretrieveRetriever(BaseRetriever):
 
     def __init__(
         self,
-        connection: psycopg.Connection[Any] | Any,
+        connection: psycopg.Connection[Any] | psycopg.AsyncConnection[Any] | Any,
         *,
         principal: str | None,
         scope: Scope,
@@ -147,14 +148,14 @@ class PyretrieveRetriever(BaseRetriever):
     async def _aget_relevant_documents(
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any
     ) -> list[Document]:
-        """The synchronous search in a worker thread, until pyretrieve has an async client."""
+        """The async client for an async source, else the synchronous search in a thread."""
         refuse_per_query_arguments(kwargs)
-        search = await asyncio.to_thread(self._bound.search, query)
+        search = await self._bound.asearch(query)
         return to_documents(search)
 
 
 def ingest_documents(
-    connection: psycopg.Connection[Any] | Any,
+    connection: psycopg.Connection[Any] | psycopg.AsyncConnection[Any] | Any,
     documents: Iterable[Document],
     *,
     workspace: str,

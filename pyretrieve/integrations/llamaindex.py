@@ -16,7 +16,6 @@ with its trust label and its source, not the whole explanation.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable
 from typing import Any, Final
 
@@ -84,14 +83,16 @@ class PyretrieveRetriever(BaseRetriever):
     the database in any case.
 
     Errors are pyretrieve's typed errors (:class:`~pyretrieve.PyretrieveError`), never
-    driver errors. There is no async client yet: ``aretrieve`` runs the same synchronous
-    search in a worker thread (``asyncio.to_thread``). Calls on one connection are
-    serialised; give it a pool to run queries side by side.
+    driver errors. Given a psycopg ``AsyncConnection`` or ``AsyncConnectionPool``,
+    ``aretrieve`` awaits :class:`~pyretrieve.AsyncRetriever` (and the synchronous path is refused
+    with :class:`~pyretrieve.InvalidInput`); given a synchronous source, it runs the same
+    synchronous search in a worker thread. Calls on one connection are serialised; give it a
+    pool to run queries side by side.
     """
 
     def __init__(
         self,
-        connection: psycopg.Connection[Any] | Any,
+        connection: psycopg.Connection[Any] | psycopg.AsyncConnection[Any] | Any,
         *,
         principal: str | None,
         scope: Scope,
@@ -150,13 +151,13 @@ class PyretrieveRetriever(BaseRetriever):
         return to_nodes(self._bound.search(query_bundle.query_str))
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        """The synchronous search in a worker thread, until pyretrieve has an async client."""
-        search = await asyncio.to_thread(self._bound.search, query_bundle.query_str)
+        """The async client for an async source, else the synchronous search in a thread."""
+        search = await self._bound.asearch(query_bundle.query_str)
         return to_nodes(search)
 
 
 def ingest_nodes(
-    connection: psycopg.Connection[Any] | Any,
+    connection: psycopg.Connection[Any] | psycopg.AsyncConnection[Any] | Any,
     nodes: Iterable[BaseNode],
     *,
     workspace: str,

@@ -26,14 +26,15 @@ from uuid import UUID
 import numpy as np
 import psycopg
 from numpy.typing import NDArray
-from psycopg import sql
 from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row, tuple_row
 from psycopg.types.json import Jsonb
 
-from pyretrieve import ranking
+from pyretrieve import ranking, telemetry
 from pyretrieve.client import Row, build_request
+from pyretrieve.db import queries
 from pyretrieve.db.errors import translate
+from pyretrieve.db.steps import Call, Failed, Reply, Steps
 from pyretrieve.embedders import Embedder
 from pyretrieve.errors import AccessDenied, InvalidInput, PyretrieveError
 from pyretrieve.tools import context, events, select
@@ -98,14 +99,11 @@ def register_tools(
     try:
         with source.transaction(), source.cursor(row_factory=dict_row) as cur:
             if principal is not None:
-                cur.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(principal)))
+                cur.execute(queries.set_local_role(principal))
             fresh: list[tuple[UUID, dict[str, Any]]] = []
             for d in defs:
                 row = cur.execute(
-                    "SELECT * FROM pyretrieve.put_tool(p_workspace => %s, p_project => %s,"
-                    " p_schema => %s, p_operation => %s, p_tags => %s, p_server => %s,"
-                    " p_classification => %s::pyretrieve.classification, p_expires_at => %s,"
-                    " p_observed_at => %s)",
+                    queries.PUT_TOOL,
                     (
                         workspace,
                         project,
@@ -144,7 +142,7 @@ def _embed(
         return 0
     ids = [fid for fid, _ in fresh]
     needed = cur.execute(
-        "SELECT fragment_id FROM pyretrieve.embeddings_needed(%s, %s, %s, %s)",
+        queries.EMBEDDINGS_NEEDED,
         (workspace, project, embedder.model_id, ids),
     ).fetchall()
     wanted = {r["fragment_id"] for r in needed}
@@ -152,13 +150,13 @@ def _embed(
     if not todo:
         return 0
     bodies = [
-        str(cur.execute("SELECT pyretrieve.tool_text(%s) AS t", (Jsonb(s),)).fetchone()["t"])  # type: ignore[index]
+        str(cur.execute(queries.TOOL_TEXT, (Jsonb(s),)).fetchone()["t"])  # type: ignore[index]
         for _, s in todo
     ]
     vectors = embedder.embed_documents(bodies)
     for (fid, _), body, vector in zip(todo, bodies, vectors, strict=True):
         cur.execute(
-            "SELECT pyretrieve.put_embedding(%s, %s, %s, %s, %s::public.vector, %s)",
+            queries.PUT_EMBEDDING,
             (
                 workspace,
                 project,
@@ -176,7 +174,7 @@ def set_rollout(conn: psycopg.Connection[Any], workspace: str, project: str, sta
     try:
         row = (
             conn.cursor(row_factory=tuple_row)
-            .execute("SELECT pyretrieve.set_tool_rollout(%s, %s, %s)", (workspace, project, stage))
+            .execute(queries.SET_TOOL_ROLLOUT, (workspace, project, stage))
             .fetchone()
         )
     except psycopg.Error as exc:
@@ -347,18 +345,25 @@ def discover(
         fusion="rrf",
     )
 
-    def then(cur: psycopg.Cursor[Row], result: SearchResult) -> Discovery:
+    def then(result: SearchResult) -> Steps[Discovery]:
         decision = result.decision
         ids = [r.fragment_id for r in result.results]
         entries = {
             e["fragment_id"]: e
-            for e in cur.execute(
-                "SELECT * FROM pyretrieve.tool_entries(p_decision => %s, p_ids => %s)",
-                (decision.decision_id, ids),
-            ).fetchall()
+            for e in _rows(
+                (
+                    yield Call(
+                        step="tool_entries",
+                        query=queries.TOOL_ENTRIES,
+                        params=(decision.decision_id, ids),
+                    )
+                )
+            )
         }
-        row = cur.execute("SELECT pyretrieve.tool_rollout(%s) AS s", (decision.decision_id,))
-        stage = str(row.fetchone()["s"])  # type: ignore[index]
+        rollout = yield Call(
+            step="tool_rollout", query=queries.TOOL_ROLLOUT, params=(decision.decision_id,)
+        )
+        stage = str(_rows(rollout)[0]["s"])
         ideal = ranking.ideal_score(
             result.weights, lexical_ran=result.lexical_ran, vector_ran=result.vector_ran
         )
@@ -378,10 +383,15 @@ def discover(
         chosen_ids = [s.candidate.fragment_id for s in scored[:k]]
         schemas = {
             r["fragment_id"]: r["schema"]
-            for r in cur.execute(
-                "SELECT * FROM pyretrieve.tool_schemas(p_decision => %s, p_ids => %s)",
-                (decision.decision_id, chosen_ids),
-            ).fetchall()
+            for r in _rows(
+                (
+                    yield Call(
+                        step="tool_schemas",
+                        query=queries.TOOL_SCHEMAS,
+                        params=(decision.decision_id, chosen_ids),
+                    )
+                )
+            )
         }
         ranked = tuple(
             DiscoveredTool(
@@ -426,9 +436,18 @@ def discover(
             token_method=method,
         )
 
-    discovery: Discovery = retriever._execute(request, then)
-    _discovery_events(discovery)
+    attributes = {**telemetry.request_attributes(request), "policy": policy}
+    with telemetry.span("discover_tools", **attributes) as span:
+        discovery: Discovery = retriever._execute(request, then)
+        span.set(**telemetry.discovery_attributes(discovery))
+        _discovery_events(discovery)
     return discovery
+
+
+def _rows(reply: Reply) -> list[Row]:
+    # The discovery's calls raise on failure; a reply is always rows.
+    assert not isinstance(reply, Failed)
+    return reply
 
 
 def _discovery_events(d: Discovery) -> None:
@@ -487,19 +506,24 @@ class Rediscovery:
     schema_version: int | None = None
 
 
+# The rediscovery decision's semantic intent, embedding digest and requested limit.
+_NO_VECTOR = ("disabled", None, 1)
+
 REJECTED = Rediscovery(status="rejected", message="tool not available")
 
 
 def rediscover(
     retriever: Retriever, name: str, *, scope: Scope, session: ToolSession
 ) -> Rediscovery:
-    outcome = _rediscover(retriever, name, scope=scope, session=session)
-    events.emit(
-        "tool_rediscovery",
-        name_digest=events.digest(name) if isinstance(name, str) else None,
-        outcome=outcome.status,
-        retries=session.retries,
-    )
+    with telemetry.span("rediscover_tool", **telemetry.scope_attributes(scope)) as span:
+        outcome = _rediscover(retriever, name, scope=scope, session=session)
+        span.set(outcome=outcome.status, retries=session.retries)
+        events.emit(
+            "tool_rediscovery",
+            name_digest=events.digest(name) if isinstance(name, str) else None,
+            outcome=outcome.status,
+            retries=session.retries,
+        )
     return outcome
 
 
@@ -524,12 +548,12 @@ def _rediscover(
             conn.cursor(row_factory=dict_row) as cur,
         ):
             decision = cur.execute(
-                "SELECT decision_id FROM pyretrieve.authorize(%s, %s, %s, %s, 'disabled', NULL, 1)",
-                (scope.workspace, scope.project, scope.purpose, request.query_digest),
+                queries.AUTHORIZE,
+                (scope.workspace, scope.project, scope.purpose, request.query_digest, *_NO_VECTOR),
             ).fetchone()
             assert decision is not None
             row = cur.execute(
-                "SELECT * FROM pyretrieve.tool_by_name(%s, %s)",
+                queries.TOOL_BY_NAME,
                 (decision["decision_id"], name),
             ).fetchone()
     except AccessDenied:

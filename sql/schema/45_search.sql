@@ -100,6 +100,56 @@ END;
 $$;
 COMMENT ON FUNCTION pyretrieve.dbsf_distribution(double precision[]) IS
     'The distribution-based score fusion range of one leg''s candidate scores, given in rank order: count, mean, sample standard deviation and mean -/+ 3 std, summed one addition at a time in the given order so the doubles are the Python ranker''s. No row for an empty array.';
+-- The stable code of the typed error the Python client raises for a database error (the
+-- SQLSTATE and the server's primary message, as pyretrieve.db.errors.translate reads them): a
+-- failed vector leg names it as its cause, on both sides. A test raises every SQLSTATE and
+-- compares the two.
+CREATE FUNCTION pyretrieve.error_code(p_sqlstate text, p_message text)
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT CASE
+        -- Told apart by the message (read here, never shown).
+        WHEN s.state IN ('28P01', '28000') THEN 'VES_MEMORY_AUTHENTICATION_FAILED'
+        WHEN s.state = '3F000' AND pg_catalog.strpos(s.message, '"pyretrieve"') > 0
+            THEN 'VES_MEMORY_SCHEMA_MISSING'
+        WHEN s.state IN ('42883', '42P01') AND (pg_catalog.strpos(s.message, 'pyretrieve.') > 0
+                                             OR pg_catalog.strpos(s.message, '"pyretrieve') > 0)
+            THEN 'VES_MEMORY_SCHEMA_MISSING'
+        WHEN s.state IN ('22023', '42704') AND s.message ~ '^role "[^\n]*" does not exist$'
+            THEN 'VES_MEMORY_UNKNOWN_PRINCIPAL'
+        WHEN s.state = '42501' AND pg_catalog.starts_with(s.message, 'permission denied to set role')
+            THEN 'VES_MEMORY_UNKNOWN_PRINCIPAL'
+        -- The schema's own SQLSTATEs.
+        WHEN s.state = 'PR001' THEN 'VES_MEMORY_ACCESS_DENIED'
+        WHEN s.state IN ('PR002', 'PR003') THEN 'VES_MEMORY_INVALID_DECISION'
+        WHEN s.state = 'PR004' THEN 'VES_MEMORY_PRIVILEGED_CALLER'
+        WHEN s.state IN ('PR010', 'PR015') THEN 'VES_MEMORY_INVALID_INPUT'
+        WHEN s.state = 'PR016' THEN 'VES_MEMORY_INVALID_FUSION'
+        WHEN s.state = 'PR011' THEN 'VES_MEMORY_INVALID_EMBEDDING'
+        WHEN s.state = 'PR012' THEN 'VES_MEMORY_UNKNOWN_MODEL'
+        WHEN s.state = 'PR013' THEN 'VES_MEMORY_CONFLICT'
+        WHEN s.state = 'PR014' THEN 'VES_MEMORY_LIMIT_EXCEEDED'
+        WHEN s.state = 'PR020' THEN 'VES_MEMORY_NOT_FOUND'
+        WHEN s.state = 'PR030' THEN 'VES_MEMORY_SEMANTIC_REQUIRED'
+        -- Standard SQLSTATEs, then their classes.
+        WHEN s.state = '42501' THEN 'VES_MEMORY_ACCESS_DENIED'
+        WHEN s.state IN ('23505', '40001', '40P01') THEN 'VES_MEMORY_CONFLICT'
+        WHEN s.state IN ('55P03', '57014', '25P03') THEN 'VES_MEMORY_TIMEOUT'
+        WHEN s.state = '54000' THEN 'VES_MEMORY_LIMIT_EXCEEDED'
+        WHEN pg_catalog.left(s.state, 2) IN ('08', '53', '57') THEN 'VES_MEMORY_DATABASE_UNAVAILABLE'
+        WHEN pg_catalog.left(s.state, 2) IN ('22', '23') THEN 'VES_MEMORY_INVALID_INPUT'
+        -- The classes the driver reports as operational errors.
+        WHEN pg_catalog.left(s.state, 2) IN ('27', '28', '2F', '38', '39', '3B', '40', '54', '55',
+                                             '58', 'F0', 'HV')
+            THEN 'VES_MEMORY_DATABASE_UNAVAILABLE'
+        ELSE 'VES_MEMORY_INTERNAL'
+    END
+      FROM (SELECT coalesce(p_sqlstate, '') AS state, coalesce(p_message, '') AS message) s;
+END;
+COMMENT ON FUNCTION pyretrieve.error_code(text, text) IS
+    'The stable code of the typed error the Python client raises for a database error with this SQLSTATE and primary message (pyretrieve.db.errors.translate): the cause search() records when the vector leg fails, as the client does.';
 
 CREATE FUNCTION pyretrieve.search(
     p_workspace text,
@@ -113,6 +163,8 @@ CREATE FUNCTION pyretrieve.search(
     p_lexical_weight double precision DEFAULT NULL,
     p_vector_weight double precision DEFAULT NULL,
     p_ranking text DEFAULT 'bm25',
+    p_semantic text DEFAULT 'optional',
+    p_candidate_limit integer DEFAULT NULL,
     p_fusion text DEFAULT NULL)
 RETURNS TABLE (
     rank integer, fragment_id uuid, content_digest bytea, body text, final_score double precision,
@@ -157,12 +209,32 @@ DECLARE
     v_vstd double precision;
     v_vlo double precision;
     v_vhi double precision;
+    v_per_leg integer;
 BEGIN
+    -- The client's checks (pyretrieve.client.build_request), each refused alike (PR010).
+    IF p_query IS NULL OR length(p_query) NOT BETWEEN 1 AND 4096 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'query must be 1 to 4096 characters';
+    END IF;
     IF p_mode IS NULL OR p_mode NOT IN ('hybrid', 'lexical', 'vector') THEN
         RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'mode must be hybrid, lexical or vector';
     END IF;
+    IF p_semantic IS NULL OR p_semantic NOT IN ('optional', 'required', 'disabled') THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'semantic must be optional, required or disabled';
+    END IF;
+    IF p_ranking IS NULL OR p_ranking NOT IN ('bm25', 'ts_rank') THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'ranking must be bm25 or ts_rank';
+    END IF;
+    IF p_mode = 'vector' AND p_semantic = 'disabled' THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'vector mode needs semantic retrieval';
+    END IF;
+    IF p_candidate_limit IS NOT NULL AND p_candidate_limit NOT BETWEEN 1 AND 1000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'candidate limit must be between 1 and 1000';
+    END IF;
+    IF p_model IS NOT NULL AND length(p_model) NOT BETWEEN 1 AND 128 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'invalid model id';
+    END IF;
     IF p_fusion IS NOT NULL AND p_fusion NOT IN ('rrf', 'dbsf') THEN
-        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'fusion must be rrf or dbsf';
+        RAISE EXCEPTION USING ERRCODE = 'PR016', MESSAGE = 'fusion must be rrf or dbsf';
     END IF;
     IF (p_lexical_weight IS NULL) <> (p_vector_weight IS NULL) THEN
         RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'give both weights or neither';
@@ -172,23 +244,24 @@ BEGIN
             OR NOT (p_vector_weight >= 0 AND p_vector_weight <= 1000)) THEN
         RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'weights must be between 0 and 1000';
     END IF;
-    IF p_query IS NULL OR length(p_query) NOT BETWEEN 1 AND 4096 THEN
-        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'query must be 1 to 4096 characters';
-    END IF;
-    v_wants_vector := p_mode <> 'lexical';
+    v_wants_vector := p_mode <> 'lexical' AND p_semantic <> 'disabled';
     IF v_wants_vector AND p_embedding IS NOT NULL THEN
         v_embedding_digest := pyretrieve.embedding_digest(p_embedding);
     END IF;
-    -- The client's rule (pyretrieve.contract.semantic_intent) for semantic => 'optional'.
+    -- The client's rule (pyretrieve.contract.semantic_intent).
     v_intent := CASE WHEN NOT v_wants_vector THEN 'disabled'
-                     WHEN p_mode = 'vector' THEN 'required' ELSE 'optional' END;
+                     WHEN p_mode = 'vector' OR p_semantic = 'required' THEN 'required'
+                     ELSE 'optional' END;
 
     -- 1. Policy.
     SELECT * INTO d FROM pyretrieve.authorize(
         p_workspace => p_workspace, p_project => p_project, p_purpose => p_purpose,
         p_query_digest => pyretrieve.content_digest(p_query), p_semantic_intent => v_intent,
         p_embedding_digest => v_embedding_digest, p_requested_limit => p_limit);
-    v_required := p_mode = 'vector' OR d.semantic_policy = 'required';
+    -- Required by the request (its intent: lexical mode wants no semantic leg at all, so it
+    -- requires none) or by the grant.
+    v_required := v_intent = 'required' OR d.semantic_policy = 'required';
+    v_per_leg := least(d.candidate_limit, coalesce(p_candidate_limit, d.candidate_limit));
 
     -- The fusion and the weights: the request's, else the named model's registered defaults,
     -- else rrf and 1.0 each (the client's rule, Retriever._fusion).
@@ -228,7 +301,7 @@ BEGIN
     -- 2. Lexical candidates (a failure here is a hard error).
     IF p_mode <> 'vector' THEN
         SELECT coalesce(jsonb_agg(to_jsonb(c) ORDER BY c.rank), '[]'::jsonb) INTO v_lexical
-          FROM pyretrieve.lexical_candidates(d.decision_id, p_query, d.candidate_limit, p_ranking) c;
+          FROM pyretrieve.lexical_candidates(d.decision_id, p_query, v_per_leg, p_ranking) c;
         IF v_fusion = 'rrf' THEN
             v_ideal := v_ideal + v_wl / 61.0::double precision;
         ELSE
@@ -258,7 +331,7 @@ BEGIN
                    count(*) FILTER (WHERE c.source_digest <> c.content_digest
                                        OR c.vector_generation < c.lexical_generation)
               INTO v_vector, v_stale
-              FROM pyretrieve.vector_candidates(d.decision_id, p_model, p_embedding, d.candidate_limit) c;
+              FROM pyretrieve.vector_candidates(d.decision_id, p_model, p_embedding, v_per_leg) c;
             IF v_stale > 0 THEN
                 v_status := 'degraded';
                 v_reason := 'stale';
@@ -281,6 +354,12 @@ BEGIN
             WHEN SQLSTATE 'PR011' THEN
                 v_status := 'degraded'; v_reason := 'corrupt';
                 v_evidence := jsonb_build_object('model', p_model, 'cause', 'invalid_embedding');
+            -- Any other failure of the leg (OTHERS leaves out query_canceled: a cancel or a
+            -- statement_timeout ends the whole call, which is one statement).
+            WHEN OTHERS THEN
+                v_status := 'degraded'; v_reason := 'unavailable';
+                v_evidence := jsonb_build_object(
+                    'model', p_model, 'cause', pyretrieve.error_code(SQLSTATE, SQLERRM));
         END;
     END IF;
     IF v_required AND v_status IS DISTINCT FROM 'used' THEN
@@ -438,6 +517,6 @@ BEGIN
      ORDER BY t.fused_rank;
 END;
 $$;
-COMMENT ON FUNCTION pyretrieve.search(text, text, text, text, public.vector, text, integer, text, double precision, double precision, text, text) IS
-    'One fused, explained search: authorize, lexical candidates (BM25 by default, p_ranking ''ts_rank'' for comparison), vector candidates (when the mode and the grant''s semantic policy allow and an embedding and model are given), then fusion: weighted Reciprocal Rank Fusion by default (w / (60 + rank), 1-based ranks, k = 60, a missing modality contributes 0) or distribution-based score fusion, ''dbsf'' (each leg''s scores mapped affinely from mean -/+ 3 sample std of its candidates to 0 and 1, floored at 0, weighted and summed). The fusion and the weights (both given, or neither) are the request''s, else the named model''s registered defaults, else rrf and 1.0 each; the explanation says which and from where. Then a freshness factor within the grant''s max_age, a total order (final score, fused score, content digest, fragment id), confidence and a jsonb explanation per result: the document the Python ranker builds (fused rank, decision, fragment, content, provenance, modalities, fusion with its method, parameters, weights and where they came from, freshness, scores, tie-break, generations, semantic status, semantic query digest), whose canonical JSON is byte-identical to the client''s. Same order as the Python client. Raises PR001 on deny and PR030 when semantic retrieval is required but unavailable.';
+COMMENT ON FUNCTION pyretrieve.search(text, text, text, text, public.vector, text, integer, text, double precision, double precision, text, text, integer, text) IS
+    'One fused, explained search, the Python client''s request path in one call: authorize (recording the semantic intent of p_mode and p_semantic, ''optional'', ''required'' or ''disabled'', as the client does), lexical candidates (BM25 by default, p_ranking ''ts_rank'' for comparison), vector candidates (when the mode, p_semantic and the grant''s semantic policy allow and an embedding and model are given; a failed leg degrades, naming the cause the client names), each leg capped at p_candidate_limit within the decision''s candidate limit, then fusion: weighted Reciprocal Rank Fusion by default (w / (60 + rank), 1-based ranks, k = 60, a missing modality contributes 0) or distribution-based score fusion, p_fusion ''dbsf'' (each leg''s scores mapped affinely from mean -/+ 3 sample std of its candidates to 0 and 1, floored at 0, weighted and summed). The fusion and the weights (both given, or neither) are the request''s, else the named model''s registered defaults, else rrf and 1.0 each; the explanation says which fusion ran, with its parameters, and where it and the weights came from. Then a freshness factor within the grant''s max_age, a total order (final score, fused score, content digest, fragment id), confidence and a jsonb explanation per result: the document the Python ranker builds (fused rank, decision, fragment, content, provenance, modalities, fusion with its method, parameters, weights and where they came from, freshness, scores, tie-break, generations, semantic status, semantic query digest), whose canonical JSON is byte-identical to the client''s. Same order as the Python client. Raises PR001 on deny, PR010 for the arguments the client refuses, PR016 for an unknown p_fusion, and PR030 when semantic retrieval is required (by p_mode, p_semantic or the grant) but unavailable.';
 

@@ -72,11 +72,11 @@ GRANT EXECUTE ON FUNCTION pyretrieve.content_digest(text), pyretrieve.or_tsquery
     TO pyretrieve_reader, pyretrieve_writer, pyretrieve_admin, pyretrieve_api;
 -- The explanation's renderings (a double as a float, a time in UTC), which search() calls.
 GRANT EXECUTE ON FUNCTION pyretrieve.json_double(double precision), pyretrieve.iso_utc(timestamptz),
-    pyretrieve.dbsf_distribution(double precision[])
+    pyretrieve.dbsf_distribution(double precision[]), pyretrieve.error_code(text, text)
     TO pyretrieve_reader;
 -- search() runs as its caller and calls the API functions in order.
 GRANT EXECUTE ON FUNCTION
-    pyretrieve.search(text, text, text, text, public.vector, text, integer, text, double precision, double precision, text, text)
+    pyretrieve.search(text, text, text, text, public.vector, text, integer, text, double precision, double precision, text, text, integer, text)
     TO pyretrieve_reader;
 -- create_model_index is an owner function that admins may call directly too.
 GRANT EXECUTE ON FUNCTION pyretrieve.create_model_index(text) TO pyretrieve_admin;

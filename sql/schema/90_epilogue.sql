@@ -1,5 +1,5 @@
 INSERT INTO pyretrieve.installation (schema_version, created_vector)
-VALUES ('0007', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
+VALUES ('0009', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
 
 RESET ROLE;
 -- pyretrieve_api created the API functions; it may not create anything else.

@@ -33,7 +33,7 @@ SELECT plan(493);
 -- The installation.
 SELECT has_schema('pyretrieve');
 SELECT schema_owner_is('pyretrieve', 'pyretrieve_owner');
-SELECT is((SELECT schema_version FROM pyretrieve.installation), '0007', 'pyretrieve schema version is 0007');
+SELECT is((SELECT schema_version FROM pyretrieve.installation), '0009', 'pyretrieve schema version is 0009');
 
 -- Roles: the owner and three groups, none of which can log in or bypass row-level security;
 -- the owner does not inherit; a writer is a reader.
@@ -201,7 +201,7 @@ SELECT policy_roles_are('pyretrieve', 'write_bindings', 'write_bindings_read', A
 
 -- Functions: exactly these; only active_sources, active_sources_like, audit_access, audit_findings, audit_functions, audit_keys, audit_objects, audit_policies, audit_privileges, audit_roles, audit_server, audit_tables, audit_views, authorize, bind_write_scope, create_model_index, create_project, create_scope_sequence, create_workspace, created_now, embeddings_needed, fragments, grant_access, lexical_candidates, list_grants, list_models, list_projects, model_defaults, put_embedding, put_fragment, put_tool, register_model, retract_fragment, revoke_access, schema_version, set_bm25, set_tool_rollout, stale_embeddings, supersede_fragment, tool_by_name, tool_entries, tool_rollout, tool_schemas and vector_candidates are SECURITY DEFINER, every function pins
 -- search_path = pg_catalog, pg_temp, and none is LEAKPROOF.
-SELECT functions_are('pyretrieve', ARRAY['active_sources', 'active_sources_like', 'apply_request_timeouts', 'audit_access', 'audit_disjuncts', 'audit_expression_calls', 'audit_findings', 'audit_functions', 'audit_keys', 'audit_objects', 'audit_policies', 'audit_privileges', 'audit_roles', 'audit_server', 'audit_tables', 'audit_views', 'authorize', 'bind_write_scope', 'bound_decision', 'bound_write', 'bump_scope_lexical', 'bump_scope_vector', 'caller', 'caller_in', 'check_caller', 'check_embedding', 'check_identifier', 'check_ts_config', 'content_digest', 'create_model_index', 'create_project', 'create_scope_sequence', 'create_workspace', 'created_now', 'dbsf_distribution', 'effective_grant', 'embedding_digest', 'embeddings_needed', 'fragments', 'grant_access', 'iso_utc', 'json_double', 'lexical_candidates', 'list_grants', 'list_models', 'list_projects', 'mirror_fragment', 'model_defaults', 'or_tsquery', 'postings_insert', 'postings_update', 'put_embedding', 'put_fragment', 'put_tool', 'register_model', 'require_admin', 'require_decision', 'retract_fragment', 'revoke_access', 'schema_version', 'scope_sequence', 'search', 'set_bm25', 'set_tool_rollout', 'stale_embeddings', 'stamp_lexical_generation', 'stamp_vector_generation', 'supersede_fragment', 'tool_argument_lines', 'tool_by_name', 'tool_entries', 'tool_rollout', 'tool_schemas', 'tool_text', 'tsvector_length', 'vector_candidates', 'visible_successor', 'writer_ceiling']);
+SELECT functions_are('pyretrieve', ARRAY['active_sources', 'active_sources_like', 'apply_request_timeouts', 'audit_access', 'audit_disjuncts', 'audit_expression_calls', 'audit_findings', 'audit_functions', 'audit_keys', 'audit_objects', 'audit_policies', 'audit_privileges', 'audit_roles', 'audit_server', 'audit_tables', 'audit_views', 'authorize', 'bind_write_scope', 'bound_decision', 'bound_write', 'bump_scope_lexical', 'bump_scope_vector', 'caller', 'caller_in', 'check_caller', 'check_embedding', 'check_identifier', 'check_ts_config', 'content_digest', 'create_model_index', 'create_project', 'create_scope_sequence', 'create_workspace', 'created_now', 'dbsf_distribution', 'effective_grant', 'embedding_digest', 'embeddings_needed', 'error_code', 'fragments', 'grant_access', 'iso_utc', 'json_double', 'lexical_candidates', 'list_grants', 'list_models', 'list_projects', 'mirror_fragment', 'model_defaults', 'or_tsquery', 'postings_insert', 'postings_update', 'put_embedding', 'put_fragment', 'put_tool', 'register_model', 'require_admin', 'require_decision', 'retract_fragment', 'revoke_access', 'schema_version', 'scope_sequence', 'search', 'set_bm25', 'set_tool_rollout', 'stale_embeddings', 'stamp_lexical_generation', 'stamp_vector_generation', 'supersede_fragment', 'tool_argument_lines', 'tool_by_name', 'tool_entries', 'tool_rollout', 'tool_schemas', 'tool_text', 'tsvector_length', 'vector_candidates', 'visible_successor', 'writer_ceiling']);
 SELECT is_definer('pyretrieve', 'active_sources', ARRAY['text', 'text', 'text[]'], 'pyretrieve.active_sources(text, text, text[]) is SECURITY DEFINER');
 SELECT is_definer('pyretrieve', 'active_sources_like', ARRAY['text', 'text', 'text[]'], 'pyretrieve.active_sources_like(text, text, text[]) is SECURITY DEFINER');
 SELECT is_definer('pyretrieve', 'audit_access', ARRAY[]::text[], 'pyretrieve.audit_access() is SECURITY DEFINER');
@@ -498,6 +498,7 @@ SELECT results_eq(
     ('pyretrieve.embedding_digest(public.vector)', 'pyretrieve_reader'),
     ('pyretrieve.embedding_digest(public.vector)', 'pyretrieve_writer'),
     ('pyretrieve.embeddings_needed(text, text, text, uuid[])', 'pyretrieve_writer'),
+    ('pyretrieve.error_code(text, text)', 'pyretrieve_reader'),
     ('pyretrieve.fragments(uuid, uuid[])', 'pyretrieve_reader'),
     ('pyretrieve.grant_access(regrole, text, text, text, pyretrieve.classification, interval, pyretrieve.semantic_policy, timestamp with time zone)', 'pyretrieve_admin'),
     ('pyretrieve.iso_utc(timestamp with time zone)', 'pyretrieve_reader'),
@@ -527,7 +528,7 @@ SELECT results_eq(
     ('pyretrieve.schema_version()', 'pyretrieve_reader'),
     ('pyretrieve.schema_version()', 'pyretrieve_writer'),
     ('pyretrieve.scope_sequence(text, text)', 'pyretrieve_api'),
-    ('pyretrieve.search(text, text, text, text, public.vector, text, integer, text, double precision, double precision, text, text)', 'pyretrieve_reader'),
+    ('pyretrieve.search(text, text, text, text, public.vector, text, integer, text, double precision, double precision, text, text, integer, text)', 'pyretrieve_reader'),
     ('pyretrieve.set_bm25(text, text, double precision, double precision)', 'pyretrieve_admin'),
     ('pyretrieve.set_tool_rollout(text, text, text)', 'pyretrieve_admin'),
     ('pyretrieve.stale_embeddings(text, text, text, uuid, integer)', 'pyretrieve_writer'),

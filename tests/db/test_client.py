@@ -8,8 +8,11 @@ control commands (BEGIN, SAVEPOINT, RELEASE, COMMIT, ROLLBACK) psycopg issues fo
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import json
+import threading
 import traceback
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -26,7 +29,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 
 from pyretrieve import ranking
-from pyretrieve.client import Retriever
+from pyretrieve.client import AsyncRetriever, Retriever
 from pyretrieve.errors import (
     AccessDenied,
     InvalidInput,
@@ -90,32 +93,47 @@ class Statement:
         return text
 
 
+def _record(
+    cursor: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any], query: Any, params: Any
+) -> None:
+    conn = cursor.connection
+    if isinstance(conn, _Recorder) and conn.recording:
+        text = query.as_string(conn) if isinstance(query, sql.Composable) else str(query)
+        conn.statements.append(Statement(text, params, conn.info.transaction_status))
+
+
 class RecordingCursor(psycopg.Cursor[Any]):
     def execute(self, query: Any, params: Any = None, **kw: Any) -> RecordingCursor:
-        conn = self.connection
-        if isinstance(conn, RecordingConnection) and conn.recording:
-            text = query.as_string(conn) if isinstance(query, sql.Composable) else str(query)
-            conn.statements.append(Statement(text, params, conn.info.transaction_status))
+        _record(self, query, params)
         super().execute(query, params, **kw)
         return self
 
 
-class RecordingConnection(psycopg.Connection[Any]):
-    """Records cursor statements and psycopg's own transaction-control commands."""
+class AsyncRecordingCursor(psycopg.AsyncCursor[Any]):
+    async def execute(self, query: Any, params: Any = None, **kw: Any) -> AsyncRecordingCursor:
+        _record(self, query, params)
+        await super().execute(query, params, **kw)
+        return self
+
+
+class _Recorder:
+    """Records cursor statements and psycopg's own transaction-control commands (which
+    psycopg issues from one generator for both of its connection classes)."""
 
     statements: list[Statement]
     recording: bool
+    info: Any
 
     def _exec_command(self, command: Any, *args: Any, **kw: Any) -> Any:
         if getattr(self, "recording", False):
             if isinstance(command, sql.Composable):
-                text = command.as_string(self)
+                text = command.as_string(self)  # type: ignore[arg-type]
             elif isinstance(command, bytes):
                 text = command.decode()
             else:
                 text = str(command)
             self.statements.append(Statement(text, None, self.info.transaction_status))
-        return super()._exec_command(command, *args, **kw)
+        return super()._exec_command(command, *args, **kw)  # type: ignore[misc]
 
     def kinds(self) -> list[str]:
         return [s.kind for s in self.statements]
@@ -128,13 +146,105 @@ class RecordingConnection(psycopg.Connection[Any]):
         self.recording = True
 
 
-def recording_connection(dsn: str) -> RecordingConnection:
-    conn = RecordingConnection.connect(
-        dsn, autocommit=True, cursor_factory=RecordingCursor, row_factory=dict_row
-    )
-    conn.statements = []
-    conn.recording = False
-    return conn
+class RecordingConnection(_Recorder, psycopg.Connection[Any]):
+    pass
+
+
+class AsyncRecordingConnection(_Recorder, psycopg.AsyncConnection[Any]):
+    pass
+
+
+class Blocking:
+    """An :class:`AsyncRetriever` whose calls block: the async client under the same tests."""
+
+    def __init__(self, retriever: AsyncRetriever, runner: asyncio.Runner) -> None:
+        self._retriever = retriever
+        self._runner = runner
+
+    def search(self, query: str, **kw: Any) -> SearchResult:
+        return self._runner.run(self._retriever.search(query, **kw))
+
+
+class Harness:
+    """One recording connection, synchronous or asynchronous, and the client of that flavour.
+
+    The tests talk to it as to the connection (``kinds()``, ``of()``, ``reset()``,
+    ``statements``, ``recording``, ``info``); ``client()`` is a :class:`Retriever` or an
+    :class:`AsyncRetriever` run to completion on the harness's own event loop.
+    """
+
+    def __init__(self, flavor: str, dsn: str) -> None:
+        self.flavor = flavor
+        self.runner = asyncio.Runner() if flavor == "async" else None
+        if self.runner is None:
+            self.conn: RecordingConnection | AsyncRecordingConnection = RecordingConnection.connect(
+                dsn, autocommit=True, cursor_factory=RecordingCursor, row_factory=dict_row
+            )
+        else:
+            self.conn = self.runner.run(
+                AsyncRecordingConnection.connect(
+                    dsn, autocommit=True, cursor_factory=AsyncRecordingCursor, row_factory=dict_row
+                )
+            )
+        self.conn.statements = []
+        self.conn.recording = False
+
+    def client(self, principal: str, *embedders: Any) -> Retriever | Blocking:
+        if self.runner is None:
+            return Retriever(self.conn, principal=principal, embedders=embedders)
+        return Blocking(
+            AsyncRetriever(self.conn, principal=principal, embedders=embedders), self.runner
+        )
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        if isinstance(self.conn, RecordingConnection):
+            with self.conn.transaction():
+                yield
+            return
+        assert self.runner is not None
+        tx = self.conn.transaction()
+        self.runner.run(tx.__aenter__())
+        try:
+            yield
+        finally:
+            self.runner.run(tx.__aexit__(None, None, None))
+
+    def close(self) -> None:
+        if self.runner is None:
+            self.conn.close()
+            return
+        assert isinstance(self.conn, AsyncRecordingConnection)
+        self.runner.run(self.conn.close())
+        self.runner.close()
+
+    @property
+    def statements(self) -> list[Statement]:
+        return self.conn.statements
+
+    @property
+    def recording(self) -> bool:
+        return self.conn.recording
+
+    @recording.setter
+    def recording(self, value: bool) -> None:
+        self.conn.recording = value
+
+    @property
+    def info(self) -> Any:
+        return self.conn.info
+
+    def kinds(self) -> list[str]:
+        return self.conn.kinds()
+
+    def of(self, kind: str) -> list[Statement]:
+        return self.conn.of(kind)
+
+    def reset(self) -> None:
+        self.conn.reset()
+
+
+FLAVORS = ["sync", "async"]
 
 
 # --------------------------------------------------------------------------------- corpus
@@ -244,13 +354,19 @@ def mdb(server: Server, template_db: str) -> Iterator[tuple[Database, dict[str, 
         drop_database(server, name)
 
 
+@pytest.fixture(params=FLAVORS)
+def flavor(request: pytest.FixtureRequest) -> str:
+    """Every client test runs against Retriever and against AsyncRetriever."""
+    return str(request.param)
+
+
 @pytest.fixture
-def rec(mdb: tuple[Database, dict[str, list[UUID]]]) -> Iterator[RecordingConnection]:
-    conn = recording_connection(mdb[0].app_dsn)
+def rec(mdb: tuple[Database, dict[str, list[UUID]]], flavor: str) -> Iterator[Harness]:
+    harness = Harness(flavor, mdb[0].app_dsn)
     try:
-        yield conn
+        yield harness
     finally:
-        conn.close()
+        harness.close()
 
 
 @pytest.fixture
@@ -262,8 +378,8 @@ def scope(project: str = "docs", purpose: str = "support") -> Scope:
     return Scope(workspace=WS, project=project, purpose=purpose)
 
 
-def alice(conn: psycopg.Connection[Any], *embedders: Any) -> Retriever:
-    return Retriever(conn, principal=role("alice"), embedders=embedders)
+def alice(rec: Harness, *embedders: Any) -> Retriever | Blocking:
+    return rec.client(role("alice"), *embedders)
 
 
 def decision_row(database: Database, decision_id: UUID) -> dict[str, Any] | None:
@@ -305,20 +421,19 @@ HYBRID_ORDER = [
     "BEGIN",
     "set_role",
     "authorize",
+    # No fusion or weights given: the named model's registered defaults, read right after the
+    # decision, as search() in SQL does.
+    "model_defaults",
     "lexical_candidates",
     "SAVEPOINT",
     "vector_candidates",
     "RELEASE",
-    # No fusion or weights given: the named model's registered defaults, read after both legs.
-    "model_defaults",
     "fragments",
     "COMMIT",
 ]
 
 
-def test_a_requests_fusion_and_weights_win_without_reading_the_models(
-    rec: RecordingConnection,
-) -> None:
+def test_a_requests_fusion_and_weights_win_without_reading_the_models(rec: Harness) -> None:
     rec.reset()
     result = alice(rec).search(
         QUERY,
@@ -342,7 +457,7 @@ def test_a_requests_fusion_and_weights_win_without_reading_the_models(
 
 
 def test_hybrid_calls_authorize_lexical_vector_fragments_in_one_transaction(
-    rec: RecordingConnection, mdb: tuple[Database, Any]
+    rec: Harness, mdb: tuple[Database, Any]
 ) -> None:
     before = decision_count(mdb[0])
     rec.reset()
@@ -367,7 +482,7 @@ def test_hybrid_calls_authorize_lexical_vector_fragments_in_one_transaction(
 
 
 def test_authorize_receives_only_digests_and_intent(
-    rec: RecordingConnection, mdb: tuple[Database, Any]
+    rec: Harness, mdb: tuple[Database, Any]
 ) -> None:
     rec.reset()
     result = alice(rec).search(QUERY, scope=scope(), embedding=QUERY_VECTOR, model=MODEL, limit=4)
@@ -421,7 +536,7 @@ def test_authorize_receives_only_digests_and_intent(
 
 
 def test_a_deny_raises_access_denied_and_nothing_runs_after_authorize(
-    rec: RecordingConnection, mdb: tuple[Database, Any]
+    rec: Harness, mdb: tuple[Database, Any]
 ) -> None:
     before = decision_count(mdb[0])
     for denied in (
@@ -443,18 +558,16 @@ def test_a_deny_raises_access_denied_and_nothing_runs_after_authorize(
     assert decision_count(mdb[0]) == before
 
 
-def test_a_principal_without_a_group_is_denied(
-    rec: RecordingConnection, mdb: tuple[Database, Any]
-) -> None:
+def test_a_principal_without_a_group_is_denied(rec: Harness, mdb: tuple[Database, Any]) -> None:
     rec.reset()
     with pytest.raises(AccessDenied):
-        Retriever(rec, principal=role("nobody")).search(QUERY, scope=scope())
+        rec.client(role("nobody")).search(QUERY, scope=scope())
     rec.recording = False
     assert "lexical_candidates" not in rec.kinds()
     assert "fragments" not in rec.kinds()
 
 
-def test_lexical_mode_never_calls_the_vector_function(rec: RecordingConnection) -> None:
+def test_lexical_mode_never_calls_the_vector_function(rec: Harness) -> None:
     embedder = FixedEmbedder()
     rec.reset()
     result = alice(rec, embedder).search(
@@ -465,8 +578,8 @@ def test_lexical_mode_never_calls_the_vector_function(rec: RecordingConnection) 
         "BEGIN",
         "set_role",
         "authorize",
-        "lexical_candidates",
         "model_defaults",
+        "lexical_candidates",
         "fragments",
         "COMMIT",
     ]
@@ -485,7 +598,7 @@ def test_lexical_mode_never_calls_the_vector_function(rec: RecordingConnection) 
 
 
 def test_semantic_disabled_by_the_caller_never_calls_the_vector_function(
-    rec: RecordingConnection,
+    rec: Harness,
 ) -> None:
     rec.reset()
     result = alice(rec).search(
@@ -497,7 +610,7 @@ def test_semantic_disabled_by_the_caller_never_calls_the_vector_function(
     assert not result.semantic.lowers_confidence
 
 
-def test_vector_mode_never_calls_the_lexical_function(rec: RecordingConnection) -> None:
+def test_vector_mode_never_calls_the_lexical_function(rec: Harness) -> None:
     rec.reset()
     result = alice(rec).search(
         QUERY, scope=scope(), mode="vector", embedding=QUERY_VECTOR, model=MODEL, limit=3
@@ -507,10 +620,10 @@ def test_vector_mode_never_calls_the_lexical_function(rec: RecordingConnection) 
         "BEGIN",
         "set_role",
         "authorize",
+        "model_defaults",
         "SAVEPOINT",
         "vector_candidates",
         "RELEASE",
-        "model_defaults",
         "fragments",
         "COMMIT",
     ]
@@ -522,7 +635,7 @@ def test_vector_mode_never_calls_the_lexical_function(rec: RecordingConnection) 
 
 
 def test_policy_disabled_semantic_is_a_degradation_without_a_vector_call(
-    rec: RecordingConnection,
+    rec: Harness,
 ) -> None:
     embedder = FixedEmbedder()
     rec.reset()
@@ -534,8 +647,8 @@ def test_policy_disabled_semantic_is_a_degradation_without_a_vector_call(
         "BEGIN",
         "set_role",
         "authorize",
-        "lexical_candidates",
         "model_defaults",
+        "lexical_candidates",
         "fragments",
         "COMMIT",
     ]
@@ -547,7 +660,7 @@ def test_policy_disabled_semantic_is_a_degradation_without_a_vector_call(
     assert not result.vector_ran
 
 
-def test_the_embedder_is_used_when_no_embedding_is_given(rec: RecordingConnection) -> None:
+def test_the_embedder_is_used_when_no_embedding_is_given(rec: Harness) -> None:
     embedder = FixedEmbedder()
     rec.reset()
     result = alice(rec, embedder).search(QUERY, scope=scope(), model=MODEL)
@@ -558,7 +671,7 @@ def test_the_embedder_is_used_when_no_embedding_is_given(rec: RecordingConnectio
     assert result.embedding_digest == embedding_digest(canonical_embedding(QUERY_VECTOR))
 
 
-def test_a_connection_inside_a_transaction_is_refused(rec: RecordingConnection) -> None:
+def test_a_connection_inside_a_transaction_is_refused(rec: Harness) -> None:
     with rec.transaction():
         rec.reset()
         with pytest.raises(InvalidInput):
@@ -567,9 +680,7 @@ def test_a_connection_inside_a_transaction_is_refused(rec: RecordingConnection) 
         assert rec.statements == []
 
 
-def test_invalid_input_is_refused_before_any_sql(
-    rec: RecordingConnection, mdb: tuple[Database, Any]
-) -> None:
+def test_invalid_input_is_refused_before_any_sql(rec: Harness, mdb: tuple[Database, Any]) -> None:
     before = decision_count(mdb[0])
     long_query = "ledger " * 715  # 5005 characters
     cases: list[dict[str, Any]] = [
@@ -599,7 +710,7 @@ def test_invalid_input_is_refused_before_any_sql(
 # --------------------------------------------------------------------------- degradation
 
 
-def _degraded_search(conn: RecordingConnection, case: str, **kw: Any) -> SearchResult:
+def _degraded_search(conn: Harness, case: str, **kw: Any) -> SearchResult:
     if case == "missing_embedding":
         return alice(conn).search(
             QUERY, scope=scope(purpose=kw.pop("purpose", "support")), model=MODEL, **kw
@@ -654,7 +765,7 @@ VECTOR_CALLED = {"unavailable", "corrupt", "stale"}
 
 @pytest.mark.parametrize("case", DEGRADATIONS)
 def test_optional_semantic_degrades_and_lowers_confidence(
-    rec: RecordingConnection, case: str, caplog: pytest.LogCaptureFixture
+    rec: Harness, case: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level("DEBUG")
     project = "stale" if case == "stale" else "docs"
@@ -699,7 +810,7 @@ def test_optional_semantic_degrades_and_lowers_confidence(
 
 @pytest.mark.parametrize("case", DEGRADATIONS)
 def test_required_semantic_raises_instead_of_degrading(
-    rec: RecordingConnection, mdb: tuple[Database, Any], case: str
+    rec: Harness, mdb: tuple[Database, Any], case: str
 ) -> None:
     before = decision_count(mdb[0])
     rec.reset()
@@ -715,9 +826,7 @@ def test_required_semantic_raises_instead_of_degrading(
 
 
 @pytest.mark.parametrize("case", [c for c in DEGRADATIONS if c != "disabled"])
-def test_a_grant_requiring_semantic_raises_instead_of_degrading(
-    rec: RecordingConnection, case: str
-) -> None:
+def test_a_grant_requiring_semantic_raises_instead_of_degrading(rec: Harness, case: str) -> None:
     rec.reset()
     with pytest.raises(SemanticRequired) as info:
         _degraded_search(rec, case, purpose="strict")
@@ -729,7 +838,7 @@ def test_a_grant_requiring_semantic_raises_instead_of_degrading(
 
 @pytest.mark.parametrize("case", DEGRADATIONS)
 def test_semantic_required_carries_no_driver_error_in_its_traceback(
-    rec: RecordingConnection, case: str
+    rec: Harness, case: str
 ) -> None:
     with pytest.raises(SemanticRequired) as info:
         _degraded_search(rec, case, semantic="required")
@@ -737,13 +846,13 @@ def test_semantic_required_carries_no_driver_error_in_its_traceback(
 
 
 @pytest.mark.parametrize("case", ["missing_embedding", "unavailable", "corrupt", "stale"])
-def test_vector_mode_requires_semantic(rec: RecordingConnection, case: str) -> None:
+def test_vector_mode_requires_semantic(rec: Harness, case: str) -> None:
     with pytest.raises(SemanticRequired):
         _degraded_search(rec, case, mode="vector")
 
 
 def test_a_grant_requiring_semantic_succeeds_when_the_vector_leg_runs(
-    rec: RecordingConnection,
+    rec: Harness,
 ) -> None:
     result = alice(rec).search(
         QUERY, scope=scope(purpose="strict"), embedding=QUERY_VECTOR, model=MODEL
@@ -753,7 +862,7 @@ def test_a_grant_requiring_semantic_succeeds_when_the_vector_leg_runs(
 
 
 def test_a_grant_requiring_semantic_refuses_a_lexical_only_request(
-    rec: RecordingConnection, mdb: tuple[Database, Any]
+    rec: Harness, mdb: tuple[Database, Any]
 ) -> None:
     before = decision_count(mdb[0])
     for kw in ({"mode": "lexical"}, {"semantic": "disabled"}):
@@ -768,31 +877,52 @@ def test_a_grant_requiring_semantic_refuses_a_lexical_only_request(
     assert decision_count(mdb[0]) == before
 
 
-def test_a_connection_pool_source_runs_each_request_in_its_own_transaction(
-    mdb: tuple[Database, Any],
-) -> None:
-    from psycopg_pool import ConnectionPool
+def _pooled_searches(dsn: str, flavor: str) -> tuple[SearchResult, SearchResult, Any, Any]:
+    """Two searches through a pool of the flavour, then the state of a pooled connection:
+    (first, second, transaction status, current_user)."""
+    from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-    with ConnectionPool(
-        mdb[0].app_dsn, min_size=1, max_size=2, kwargs={"autocommit": True}, open=True
-    ) as pool:
-        retriever = Retriever(pool, principal=role("alice"))
-        first = retriever.search(QUERY, scope=scope(), embedding=QUERY_VECTOR, model=MODEL)
-        second = retriever.search(QUERY, scope=scope(), embedding=QUERY_VECTOR, model=MODEL)
-        assert first.decision.decision_id != second.decision.decision_id
-        assert _stable(first) == _stable(second)
-        with pool.connection() as c:
-            assert c.info.transaction_status == TransactionStatus.IDLE
-            # SET LOCAL ROLE ended with the request's transaction.
-            row = c.execute("SELECT current_user AS u").fetchone()
-            assert row is not None
-            assert row[0] != role("alice")
+    kw: dict[str, Any] = {"min_size": 1, "max_size": 2, "kwargs": {"autocommit": True}}
+    search: dict[str, Any] = {"scope": scope(), "embedding": QUERY_VECTOR, "model": MODEL}
+    if flavor == "sync":
+        with ConnectionPool(dsn, open=True, **kw) as pool:
+            retriever = Retriever(pool, principal=role("alice"))
+            first = retriever.search(QUERY, **search)
+            second = retriever.search(QUERY, **search)
+            with pool.connection() as c:
+                row = c.execute("SELECT current_user AS u").fetchone()
+                return first, second, c.info.transaction_status, row
+
+    async def run() -> tuple[SearchResult, SearchResult, Any, Any]:
+        async with AsyncConnectionPool(dsn, open=False, **kw) as pool:
+            retriever = AsyncRetriever(pool, principal=role("alice"))
+            first = await retriever.search(QUERY, **search)
+            second = await retriever.search(QUERY, **search)
+            async with pool.connection() as c:
+                row = await (await c.execute("SELECT current_user AS u")).fetchone()
+                return first, second, c.info.transaction_status, row
+
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize("flavor", FLAVORS)
+def test_a_connection_pool_source_runs_each_request_in_its_own_transaction(
+    mdb: tuple[Database, Any], flavor: str
+) -> None:
+    first, second, status, row = _pooled_searches(mdb[0].app_dsn, flavor)
+    assert first.decision.decision_id != second.decision.decision_id
+    assert _stable(first) == _stable(second)
+    assert status == TransactionStatus.IDLE
+    # SET LOCAL ROLE ended with the request's transaction.
+    assert row is not None
+    assert row[0] != role("alice")
 
 
 # ----------------------------------------------------------------------- lexical failures
 
 
-def test_a_lexical_failure_is_a_hard_sanitized_error(db: Database) -> None:
+@pytest.mark.parametrize("flavor", FLAVORS)
+def test_a_lexical_failure_is_a_hard_sanitized_error(db: Database, flavor: str) -> None:
     with db.connect(autocommit=True) as c:
         seed_scopes(c)
     with db.admin(autocommit=True) as admin:
@@ -800,7 +930,7 @@ def test_a_lexical_failure_is_a_hard_sanitized_error(db: Database) -> None:
             "REVOKE EXECUTE ON FUNCTION pyretrieve.lexical_candidates(uuid, text, integer, text)"
             " FROM pyretrieve_reader"
         )
-    conn = recording_connection(db.app_dsn)
+    conn = Harness(flavor, db.app_dsn)
     try:
         for mode in ("hybrid", "lexical"):
             conn.reset()
@@ -814,6 +944,7 @@ def test_a_lexical_failure_is_a_hard_sanitized_error(db: Database) -> None:
                 "BEGIN",
                 "set_role",
                 "authorize",
+                "model_defaults",
                 "lexical_candidates",
                 "ROLLBACK",
             ]
@@ -862,7 +993,7 @@ def _stable(result: SearchResult) -> tuple[str, str]:
 
 
 @pytest.mark.parametrize("mode", ["hybrid", "lexical", "vector"])
-def test_the_same_request_twice_gives_the_same_results(rec: RecordingConnection, mode: str) -> None:
+def test_the_same_request_twice_gives_the_same_results(rec: Harness, mode: str) -> None:
     retriever = alice(rec)
     first = retriever.search(
         QUERY, scope=scope(), mode=mode, embedding=QUERY_VECTOR, model=MODEL, limit=3
@@ -948,10 +1079,96 @@ def test_ranking_db_rows_in_any_order_gives_byte_identical_json(
     assert _rank_captured(captured, vector=vector, lexical=lexical, records=shuffled) == reference
 
 
-def test_the_digest_of_a_numpy_and_a_list_embedding_agree(rec: RecordingConnection) -> None:
+def test_the_digest_of_a_numpy_and_a_list_embedding_agree(rec: Harness) -> None:
     as_list = alice(rec).search(QUERY, scope=scope(), embedding=QUERY_VECTOR, model=MODEL)
     as_array = alice(rec).search(
         QUERY, scope=scope(), embedding=np.array(QUERY_VECTOR, dtype=np.float64), model=MODEL
     )
     assert as_list.embedding_digest == as_array.embedding_digest
     assert _stable(as_list) == _stable(as_array)
+
+
+# ------------------------------------------------------------------------ sync and async
+
+
+def _statements(harness: Harness, decision_id: UUID) -> list[tuple[str, Any]]:
+    """What a request sent, with its own decision id blanked (each request has its own)."""
+    return [
+        (
+            s.kind,
+            None if s.params is None else tuple("*" if p == decision_id else p for p in s.params),
+        )
+        for s in harness.statements
+    ]
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"embedding": QUERY_VECTOR, "model": MODEL, "limit": 3},
+        {"model": MODEL, "limit": 2},  # no embedding and no embedder: degraded
+        {"embedding": QUERY_VECTOR, "model": "no-such-model"},  # a vector leg that fails
+        {"mode": "vector", "embedding": QUERY_VECTOR, "model": MODEL},
+    ],
+    ids=["hybrid", "missing_embedding", "unavailable", "vector"],
+)
+def test_sync_and_async_send_the_same_statements_and_return_the_same_bytes(
+    mdb: tuple[Database, Any], kw: dict[str, Any]
+) -> None:
+    seen = []
+    for flavor in FLAVORS:
+        harness = Harness(flavor, mdb[0].app_dsn)
+        try:
+            harness.reset()
+            result = harness.client(role("alice")).search(QUERY, scope=scope(), **kw)
+            harness.recording = False
+            seen.append((_statements(harness, result.decision.decision_id), _stable(result)))
+        finally:
+            harness.close()
+    (sync_statements, sync_result), (async_statements, async_result) = seen
+    assert async_statements == sync_statements
+    assert "authorize" in [kind for kind, _ in sync_statements]
+    assert async_result == sync_result
+
+
+def test_the_async_client_embeds_off_the_event_loop(mdb: tuple[Database, Any]) -> None:
+    class ThreadRecordingEmbedder(FixedEmbedder):
+        def __init__(self) -> None:
+            super().__init__()
+            self.threads: list[int] = []
+
+        def embed_query(self, text: str) -> list[float]:
+            self.threads.append(threading.get_ident())
+            return super().embed_query(text)
+
+    embedder = ThreadRecordingEmbedder()
+
+    async def run() -> tuple[SearchResult, int]:
+        async with await psycopg.AsyncConnection.connect(mdb[0].app_dsn, autocommit=True) as c:
+            retriever = AsyncRetriever(c, principal=role("alice"), embedders=[embedder])
+            result = await retriever.search(QUERY, scope=scope(), model=MODEL)
+            return result, threading.get_ident()
+
+    result, loop_thread = asyncio.run(run())
+    assert result.semantic.status.value == "used"
+    assert embedder.calls == [QUERY]
+    assert embedder.threads
+    assert loop_thread not in embedder.threads
+
+
+def test_async_connect_closes_its_own_connection_and_refuses_a_sync_one(
+    mdb: tuple[Database, Any], rec: Harness
+) -> None:
+    async def run() -> tuple[SearchResult, bool]:
+        async with await AsyncRetriever.connect(mdb[0].app_dsn, principal=role("alice")) as r:
+            result = await r.search(QUERY, scope=scope(), mode="lexical")
+            own = r._source
+        return result, own.closed
+
+    result, closed = asyncio.run(run())
+    assert result.results
+    assert closed
+    with pytest.raises(InvalidInput):
+        AsyncRetriever(rec.conn, principal=role("alice")) if rec.flavor == "sync" else Retriever(
+            rec.conn, principal=role("alice")
+        )

@@ -18,8 +18,9 @@ import pytest
 
 from pyretrieve import contract
 from pyretrieve.db import errors as db_errors
+from pyretrieve.errors import InvalidFusion
 from pyretrieve.types import Classification
-from tests.conftest import Database, Server, create_database, drop_database
+from tests.conftest import Database, Server, acting_as, create_database, drop_database
 
 
 @pytest.fixture(scope="module")
@@ -125,6 +126,14 @@ def test_the_limits_are_the_contracts(catalog: dict[str, str]) -> None:
         contract.MAX_PROVENANCE_CHARS
     }
 
+    search = catalog["function:search"]
+    candidate = r"p_candidate_limit NOT BETWEEN 1 AND (\d+)"
+    assert _numbers(candidate, search) == {contract.MAX_LIMIT}
+    model = r"length\(p_model\) NOT BETWEEN 1 AND (\d+)"
+    assert _numbers(model, search) == {contract.MAX_MODEL_ID_CHARS}
+    weight = r"p_(?:lexical|vector)_weight <= (\d+)\)"
+    assert _numbers(weight, search) == {contract.MAX_WEIGHT}
+
     dimension = r"p_dimension NOT BETWEEN 1 AND (\d+)"
     assert _numbers(dimension, catalog["function:register_model"]) == {contract.MAX_DIMENSION}
     # The check is stored deparsed: ((dimension >= 1) AND (dimension <= 2000)).
@@ -228,20 +237,24 @@ def test_the_staleness_and_intent_rules_are_the_contracts(catalog: dict[str, str
     assert contract.is_stale(
         source_digest=digest, content_digest=digest, vector_generation=1, lexical_generation=2
     )
-    # search() has no semantic argument: it asks as a client asking for 'optional' does.
+    # search() takes the client's semantic argument and records the client's intent for it.
+    wants = re.search(r"v_wants_vector := p_mode <> '(\w+)' AND p_semantic <> '(\w+)';", search)
+    assert wants is not None
     intent = re.search(
-        r"v_intent := CASE WHEN NOT v_wants_vector THEN '(\w+)' WHEN p_mode = 'vector' THEN"
-        r" '(\w+)' ELSE '(\w+)' END",
+        r"v_intent := CASE WHEN NOT v_wants_vector THEN '(\w+)' WHEN p_mode = '(\w+)' OR"
+        r" p_semantic = '(\w+)' THEN '(\w+)' ELSE '(\w+)' END",
         search,
     )
     assert intent is not None
-    assert (intent[1], intent[2], intent[3]) == (
-        contract.semantic_intent("lexical", "optional"),
-        contract.semantic_intent("vector", "optional"),
-        contract.semantic_intent("hybrid", "optional"),
-    )
-    assert contract.semantic_intent("hybrid", "disabled") == "disabled"
-    assert contract.semantic_intent("hybrid", "required") == "required"
+
+    def sql_intent(mode: str, semantic: str) -> str:
+        if not (mode != wants[1] and semantic != wants[2]):
+            return intent[1]
+        return intent[4] if mode == intent[2] or semantic == intent[3] else intent[5]
+
+    for mode in ("hybrid", "lexical", "vector"):
+        for semantic in ("optional", "required", "disabled"):
+            assert sql_intent(mode, semantic) == contract.semantic_intent(mode, semantic)
 
 
 # ---------------------------------------------------------------------------- the errors
@@ -264,3 +277,56 @@ def test_every_schema_sqlstate_has_a_typed_error_and_every_mapped_one_is_raised(
     mapped = set(db_errors.schema_errors())
     assert raised - mapped == set(), "raised by the schema but not translated"
     assert mapped - raised == set(), "translated but raised nowhere in the schema"
+
+
+def test_the_rule_messages_shown_as_they_are_are_the_schemas(
+    catalog: dict[str, str], conn: psycopg.Connection[Any]
+) -> None:
+    """PR010, PR011 and PR016 carry fixed texts that state the broken rule; exactly those are
+    shown (an error says what to fix, not only "invalid input"), every one of them is raised,
+    and a text under these codes that is not one of them is replaced by the class's message.
+    PR016's texts are the contract's, and the only texts raised under it."""
+    fusion_state = contract.INVALID_FUSION_SQLSTATE
+    raised: set[str] = set()
+    fusion_texts: set[str] = set()
+    whats: set[str] = set()
+    for key, text in catalog.items():
+        if not key.startswith("function:"):
+            continue
+        flat = _flat(text)
+        raised.update(re.findall(r"ERRCODE = 'PR01[01]', MESSAGE = '([^']*)'(?! \|\|)", flat))
+        fusion_texts.update(
+            re.findall(rf"ERRCODE = '{fusion_state}', MESSAGE = '([^']*)'(?! \|\|)", flat)
+        )
+        whats.update(re.findall(r"check_identifier\(\w+, '(\w+)'\)", flat))
+    assert fusion_texts == set(contract.FUSION_ERRORS)
+    raised |= fusion_texts
+    assert "'invalid ' || p_what" in _flat(catalog["function:check_identifier"])
+    assert whats == {"workspace", "project", "purpose"}
+    shown = db_errors.rule_messages()
+    assert shown == raised | {f"invalid {w}" for w in whats}
+
+    # Through the one translation: the rule as written, the identifier rule spelled out,
+    # and an unknown text under the same code hidden.
+    def caught(statement: str) -> Exception:
+        with pytest.raises(psycopg.Error) as info, acting_as(conn, "adam"):
+            conn.execute(statement)
+        return db_errors.translate(info.value)
+
+    bad = caught("SELECT pyretrieve.create_workspace('No/Such')")
+    assert str(bad) == contract.identifier_error("workspace")
+    rule = caught("SELECT pyretrieve.register_model('m1', 0)")
+    assert str(rule) == "dimension must be between 1 and 2000"
+    forged = caught(
+        "DO $$ BEGIN RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'row 42 says hello'; END $$"
+    )
+    assert str(forged) == "invalid input"
+    fusion = caught("SELECT pyretrieve.register_model('m1', 3, p_fusion => 'rrf2')")
+    assert isinstance(fusion, InvalidFusion)
+    assert str(fusion) == contract.FUSION_ERROR
+    forged_fusion = caught(
+        f"DO $$ BEGIN RAISE EXCEPTION USING ERRCODE = '{fusion_state}',"
+        " MESSAGE = 'model m1 is secret'; END $$"
+    )
+    assert isinstance(forged_fusion, InvalidFusion)
+    assert str(forged_fusion) == InvalidFusion.default_message

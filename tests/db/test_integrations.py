@@ -174,6 +174,41 @@ def test_langchain_async_path_gives_the_same_documents_and_serialises_one_connec
 
 
 @pytest.mark.parametrize("nick", ["alice", "bob"])
+def test_an_async_source_awaits_the_async_client_with_the_same_documents_and_bounds(
+    seeded: tuple[Database, Seeded], app: psycopg.Connection[Any], nick: str
+) -> None:
+    """With a psycopg AsyncConnection both adapters search through AsyncRetriever (no worker
+    thread); they return the sync adapters' results, nothing hidden, and refuse the
+    synchronous path rather than block the event loop."""
+    db, s = seeded
+    allowed, forbidden = visible_to(s, nick), forbidden_strings(s, nick)
+    sync_lc = [d.id for d in lc_retriever(app, nick).invoke("ledger")]
+    sync_li = [n.node.node_id for n in li_retriever(app, nick).retrieve("ledger")]
+
+    async def run() -> None:
+        conn = await psycopg.AsyncConnection.connect(db.app_dsn, autocommit=True)
+        try:
+            lc_async, li_async = lc_retriever(conn, nick), li_retriever(conn, nick)
+            assert lc_async._bound.is_async
+            assert li_async._bound.is_async
+            many = await asyncio.gather(*(lc_async.ainvoke("ledger") for _ in range(4)))
+            assert all([d.id for d in docs] == sync_lc for docs in many)
+            nodes = await li_async.aretrieve("ledger")
+            assert [n.node.node_id for n in nodes] == sync_li
+            for query in ATTACKS:
+                docs = await lc_async.ainvoke(query)
+                assert {UUID(d.id) for d in docs if d.id} <= allowed, query
+                text = dump(docs)
+                assert not [n for n in forbidden if n in text], query
+            with pytest.raises(InvalidInput):
+                lc_async.invoke("ledger")
+        finally:
+            await conn.close()
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize("nick", ["alice", "bob"])
 def test_langchain_never_returns_a_foreign_or_above_ceiling_fragment(
     seeded: tuple[Database, Seeded], app: psycopg.Connection[Any], nick: str
 ) -> None:

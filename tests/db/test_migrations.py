@@ -607,10 +607,10 @@ def test_upgrading_a_populated_database_backfills_what_0003_derives(
         drop_database(server, name)
 
 
-def test_upgrading_to_0007_gives_the_shipped_models_their_evaluated_defaults(
+def test_upgrading_to_0009_gives_the_shipped_models_their_evaluated_defaults(
     server: Server, template_db: str
 ) -> None:
-    """Models registered under 0006 get, on upgrade, the fusion and weights this package
+    """Models registered under 0008 get, on upgrade, the fusion and weights this package
     registers them with now (pyretrieve.embedders.registry.DEFAULTS); another model keeps what
     it was searched with, RRF and 1.0 each. The backfill runs although the owner is bound by
     FORCE RLS, and leaves the table forced."""
@@ -620,13 +620,13 @@ def test_upgrading_to_0007_gives_the_shipped_models_their_evaluated_defaults(
     dsn = server.dsn(name)
     app = server.dsn(name, user=role("authenticator"), password=PASSWORD)
     try:
-        migrate.upgrade(dsn, "pyretrieve_0006")
+        migrate.upgrade(dsn, "pyretrieve_0008")
         with psycopg.connect(app, autocommit=True) as conn, acting_as(conn, "adam"):
             conn.execute("SELECT pyretrieve.register_model('someone-elses', 3)")
             for model in DEFAULTS:
                 dimension = 256 if model == "hash-ngram-v1" else 384
                 conn.execute("SELECT pyretrieve.register_model(%s, %s)", (model, dimension))
-        migrate.upgrade(dsn, "pyretrieve_0007")
+        migrate.upgrade(dsn, "pyretrieve_0009")
         with psycopg.connect(app, autocommit=True) as conn, acting_as(conn, "alice"):
             rows = conn.execute(
                 "SELECT model_id, fusion, lexical_weight, vector_weight FROM pyretrieve.list_models()"

@@ -9,18 +9,20 @@ model's defaults: they steer the ranking of every workspace that searches with t
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
 
-from pyretrieve import Retriever, Scope, Weights
-from pyretrieve.client import build_request
+from pyretrieve import Retriever, Scope, Weights, contract
+from pyretrieve.client import AsyncRetriever, build_request
+from pyretrieve.db.errors import translate
 from pyretrieve.embedders.hashing import HashNgramEmbedder
 from pyretrieve.embedders.registry import DEFAULTS, register_model
-from pyretrieve.errors import AccessDenied, InvalidInput
-from pyretrieve.types import canonical_json
+from pyretrieve.errors import AccessDenied, InvalidFusion, InvalidInput
+from pyretrieve.types import SearchResult, canonical_json
 from tests.conftest import Database, Server, acting_as, role
 from tests.db.seed import MODEL, PROBE, PURPOSE, Seeded, error_as, seeded_database, vec
 
@@ -124,7 +126,9 @@ def test_register_model_refuses_bad_default_weights(sconn: Conn, weights: tuple[
         "adam",
         ("SELECT pyretrieve.register_model('w-bad', 3, %s::float8, %s::float8)", weights),
     )
-    assert exc.sqlstate == "PR010"
+    # Its own SQLSTATE, defined once in the contract; the row keeps its defaults.
+    assert exc.sqlstate == contract.INVALID_FUSION_SQLSTATE
+    assert exc.diag.message_primary in contract.FUSION_ERRORS
     assert _weights(sconn, "w-bad") == (0.5, 2.0)
 
 
@@ -136,7 +140,8 @@ def test_register_model_refuses_an_unknown_fusion(sconn: Conn, fusion: str) -> N
         "adam",
         ("SELECT pyretrieve.register_model('w-fusion', 3, p_fusion => %s)", (fusion,)),
     )
-    assert exc.sqlstate == "PR010"
+    assert exc.sqlstate == contract.INVALID_FUSION_SQLSTATE
+    assert exc.diag.message_primary == contract.FUSION_ERROR
     assert _fusion(sconn, "w-fusion") == "dbsf"
 
 
@@ -309,13 +314,18 @@ def test_search_refuses_half_given_weights_and_unknown_fusions(
 ) -> None:
     with pytest.raises(psycopg.Error) as info:
         _sql_search(sconn, **kw)
-    assert info.value.sqlstate == "PR010"
+    # An unknown fusion has the fusion setting's own code; bad weights are invalid input.
+    fusion = message == contract.FUSION_ERROR
+    assert info.value.sqlstate == (contract.INVALID_FUSION_SQLSTATE if fusion else "PR010")
     assert info.value.diag.message_primary == message
+    typed = translate(info.value)
+    assert isinstance(typed, InvalidInput)
+    assert isinstance(typed, InvalidFusion) is fusion
 
 
 def test_the_client_refuses_an_unknown_fusion_before_the_database() -> None:
     scope = Scope(workspace="acme", project="docs", purpose=PURPOSE)
-    with pytest.raises(InvalidInput, match="fusion"):
+    with pytest.raises(InvalidFusion, match="fusion"):
         build_request("ledger", scope=scope, fusion="linear")
     assert build_request("ledger", scope=scope).weights is None
     assert build_request("ledger", scope=scope, fusion="dbsf").fusion.value == "dbsf"
@@ -336,3 +346,162 @@ def test_a_denied_search_reveals_no_model_weights(sconn: Conn) -> None:
             )
         answers.add((info.value.code, str(info.value)))
     assert len(answers) == 1
+
+
+# ----------------------------------------------------- forged fusion settings, refused
+
+
+# Each one breaks the fusion rule or the default-weight rule (nothing here may be stored).
+_FORGED = [
+    (None, None, "rrf'; UPDATE pyretrieve.embedding_models SET fusion = 'dbsf'; --"),
+    (None, None, " rrf"),
+    (None, None, "dbsf\n"),
+    (None, None, "rrf\u200b"),
+    (None, None, "DBSF"),
+    (None, None, "rrf,dbsf"),
+    (None, None, ""),
+    (1.5, 1.0, "linear"),
+    (1.0, 1000.001, None),
+    (0.0, 1.0, None),
+    ("-0", 1.0, None),
+    (1.0, -1.0, None),
+    ("NaN", "NaN", None),
+    ("-Infinity", 1.0, None),
+    (1.0, "Infinity", None),
+    (0.5, None, "dbsf"),
+]
+
+
+def _index_count(db: Database) -> int:
+    with db.admin() as admin:
+        row = admin.execute(
+            "SELECT count(*) AS n FROM pg_indexes WHERE schemaname = 'pyretrieve'"
+        ).fetchone()
+    assert row is not None
+    return int(row["n"])
+
+
+@pytest.mark.parametrize("nick", ["adam", "wally", "alice"])
+def test_a_forged_fusion_or_default_weights_cannot_be_registered(
+    seeded: tuple[Database, Seeded], sconn: Conn, nick: str
+) -> None:
+    """An admin calling register_model directly (the SQL API, not the client's checks) with a
+    forged fusion name or default weights outside (0, 1000], for a registered model and for a
+    new one: refused with the fusion setting's own code and a fixed text that does not echo
+    what was sent, before anything is written (the registered model keeps its defaults, the
+    new one gets no row and no index). A writer or a reader is refused as not an admin,
+    whatever it sends; direct DML on the table is refused to all three."""
+    db, _ = seeded
+    _register(sconn, "w-target", 0.5, 2.0, fusion="dbsf")
+    indexes = _index_count(db)
+    for lexical, vector, fusion in _FORGED:
+        for model in ("w-target", "w-forged-new"):
+            exc = error_as(
+                sconn,
+                nick,
+                (
+                    "SELECT pyretrieve.register_model(p_model => %s, p_dimension => 3,"
+                    " p_lexical_weight => %s::float8, p_vector_weight => %s::float8,"
+                    " p_fusion => %s)",
+                    (model, lexical, vector, fusion),
+                ),
+            )
+            if nick != "adam":
+                assert exc.sqlstate in ("PR001", "42501"), (lexical, vector, fusion)
+                continue
+            assert exc.sqlstate == contract.INVALID_FUSION_SQLSTATE, (lexical, vector, fusion)
+            typed = translate(exc)
+            assert isinstance(typed, InvalidFusion)
+            assert typed.code == "VES_MEMORY_INVALID_FUSION"
+            # One of the schema's fixed texts: nothing of what was sent comes back.
+            assert str(typed) in contract.FUSION_ERRORS
+            assert str(typed) == exc.diag.message_primary
+    for statement in (
+        "UPDATE pyretrieve.embedding_models SET fusion = 'dbsf', lexical_weight = 1e6",
+        "INSERT INTO pyretrieve.embedding_models (model_id, dimension, fusion)"
+        " VALUES ('w-forged-new', 3, 'linear')",
+    ):
+        assert error_as(sconn, nick, statement).sqlstate == "42501"
+    assert (_fusion(sconn, "w-target"), _weights(sconn, "w-target")) == ("dbsf", (0.5, 2.0))
+    assert _weights(sconn, "w-forged-new") is None
+    assert _index_count(db) == indexes
+
+
+def test_the_client_refuses_a_bad_fusion_setting_before_the_database(
+    seeded: tuple[Database, Seeded],
+) -> None:
+    """Python registration checks the same rules first: a closed connection proves nothing
+    was sent (sending would have failed as an unavailable database instead)."""
+    conn = seeded[0].connect(autocommit=True)
+    conn.close()
+    embedder = HashNgramEmbedder()
+    bad: list[dict[str, Any]] = [
+        {"fusion": "linear"},
+        {"fusion": "RRF"},
+        {"fusion": 1},
+        {"weights": Weights(lexical=0.0, vector=1.0)},
+        {"weights": (1.0, 1.0)},
+    ]
+    for kw in bad:
+        with pytest.raises(InvalidFusion) as info:
+            register_model(conn, embedder, principal=role("adam"), **kw)
+        assert str(info.value) in (*contract.FUSION_ERRORS, "default weights must be Weights")
+        assert info.value.code == "VES_MEMORY_INVALID_FUSION"
+
+
+def test_the_async_client_takes_the_defaults_as_sql_and_the_sync_client_do(
+    seeded: tuple[Database, Seeded],
+) -> None:
+    """The three doors resolve the same fusion and weights and explain them alike: SQL
+    search(), Retriever and AsyncRetriever, with the model's defaults and with a request's
+    own fusion and weights (each in its own transaction, so decision ids and times differ)."""
+    db, _ = seeded
+    scope = Scope(workspace="acme", project="docs", purpose=PURPOSE)
+    asks: list[dict[str, Any]] = [
+        {},
+        {"fusion": "rrf"},
+        {"weights": Weights(lexical=2.0, vector=0.5)},
+        {"fusion": "rrf", "weights": Weights(lexical=2.0, vector=0.5)},
+    ]
+
+    def sql_kw(ask: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if "fusion" in ask:
+            out["p_fusion"] = ask["fusion"]
+        if "weights" in ask:
+            out["p_lexical_weight"] = ask["weights"].lexical
+            out["p_vector_weight"] = ask["weights"].vector
+        return out
+
+    async def run_async() -> list[SearchResult]:
+        aconn = await psycopg.AsyncConnection.connect(db.app_dsn, autocommit=True)
+        try:
+            client = AsyncRetriever(aconn, principal=role("bob"))
+            return [
+                await client.search(
+                    "ledger", scope=scope, embedding=list(PROBE), model=MODEL, limit=5, **ask
+                )
+                for ask in asks
+            ]
+        finally:
+            await aconn.close()
+
+    with db.connect(autocommit=True) as conn:
+        _register(conn, MODEL, 0.4, 1.7, fusion="dbsf")
+        try:
+            awaited = asyncio.run(run_async())
+            sync = Retriever(conn, principal=role("bob"))
+            for ask, got in zip(asks, awaited, strict=True):
+                want = sync.search(
+                    "ledger", scope=scope, embedding=list(PROBE), model=MODEL, limit=5, **ask
+                )
+                rows = _sql_search(conn, "bob", **sql_kw(ask))
+                assert got.fusion == want.fusion
+                assert got.fusion.method.value == ask.get("fusion", "dbsf")
+                assert got.weights == ask.get("weights", Weights(lexical=0.4, vector=1.7))
+                documents = [canonical_json(blank(r.to_plain())) for r in want.results]
+                assert documents
+                assert [canonical_json(blank(r.to_plain())) for r in got.results] == documents
+                assert [canonical_json(blank(r["explanation"])) for r in rows] == documents
+        finally:
+            _register(conn, MODEL, 1.0, 1.0, fusion="rrf")

@@ -9,15 +9,18 @@ functions and fragments() itself, ranks with :func:`pyretrieve.ranking.rank`, an
 the transaction's start), so every score must be equal, not just close.
 
 The contract property goes further: in one transaction it runs ``pyretrieve.search`` and then
-the client's own request path (``Retriever``), across every mode, degradation (stale, missing
-embedding, unknown model, corrupt embedding, a disabling policy) and limit, and compares the
-WHOLE explanation document of every result, as canonical JSON, byte for byte; the omissions the
-client reports against the rows a wider SQL search returns past the limit; and the decisions
-both recorded.
+the client's own request path (``Retriever``), across every mode, semantic intent (``semantic``
+/ ``p_semantic``), degradation (stale, missing embedding, unknown model, corrupt embedding, a
+vector leg that fails, a disabling or a requiring policy), weighting (zero included), candidate
+limit and limit, and compares the WHOLE explanation document of every result, as canonical
+JSON, byte for byte; the omissions the client reports against the rows a wider SQL search
+returns past the limit; the decisions both recorded, semantic intent included; and, where a
+request is refused, the typed error both sides raise.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,9 +33,10 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from psycopg.rows import dict_row
 
-from pyretrieve import ranking
+from pyretrieve import contract, ranking
 from pyretrieve.client import Retriever, build_request
-from pyretrieve.errors import SemanticRequired
+from pyretrieve.db.errors import translate
+from pyretrieve.errors import PyretrieveError, SemanticRequired
 from pyretrieve.types import (
     DegradationReason,
     Scope,
@@ -46,6 +50,7 @@ from tests.conftest import (
     Database,
     Server,
     acting_as,
+    at_second_wall,
     create_database,
     drop_database,
     role,
@@ -81,13 +86,17 @@ class Case:
     query_embedding: tuple[float, ...]
     mode: str
     limit: int
-    # How the query's vector is given: "ok", "none" (no embedding), "unknown_model" or
-    # "wrong_dimension" (a corrupt one).
+    # How the query's vector is given: "ok", "none" (no embedding), "unknown_model",
+    # "wrong_dimension" (a corrupt one) or "failed" (the vector function fails: its EXECUTE
+    # privilege is revoked for the example's transaction).
     vector_input: str = "ok"
-    purpose: str = "ranked"  # "ranked" (max_age), "nomax" or "nosem" (semantic disabled)
+    # "ranked" (max_age), "nomax", "nosem" (semantic disabled) or "strict" (required).
+    purpose: str = "ranked"
     # None: neither side gives weights, so both use the model's registered defaults (or 1.0
     # each for an unknown model).
     weights: tuple[float, float] | None = (1.0, 1.0)
+    semantic: str = "optional"
+    candidate_limit: int | None = None
     # None: the model's registered fusion (or RRF for an unknown model).
     fusion: str | None = "rrf"
 
@@ -100,7 +109,7 @@ class Case:
         if self.vector_input == "none":
             return None
         if self.vector_input == "wrong_dimension":
-            return self.query_embedding[:3]
+            return (1.0, -2.0, 0.5)  # valid, but not the model's dimension
         return self.query_embedding
 
 
@@ -160,20 +169,61 @@ def contract_cases(draw: st.DrawFn) -> Case:
         mode=case.mode,
         limit=case.limit,
         vector_input=draw(
-            st.sampled_from(["ok", "ok", "ok", "none", "unknown_model", "wrong_dimension"])
+            st.sampled_from(
+                ["ok", "ok", "ok", "none", "unknown_model", "wrong_dimension", "failed"]
+            )
         ),
-        purpose=draw(st.sampled_from(["ranked", "ranked", "nomax", "nosem"])),
+        purpose=draw(st.sampled_from(["ranked", "ranked", "nomax", "nosem", "strict"])),
         weights=draw(
             st.one_of(
                 st.none(),
                 st.tuples(
-                    st.sampled_from([0.5, 1.0, 1.0, 2.0]),
-                    st.sampled_from([0.5, 1.0, 1.0, 3.0]),
+                    st.sampled_from([0.0, 0.5, 1.0, 1.0, 2.0]),
+                    st.sampled_from([0.0, 0.5, 1.0, 1.0, 3.0]),
                 ),
             )
         ),
+        semantic=draw(st.sampled_from(["optional", "optional", "required", "disabled"])),
+        candidate_limit=draw(st.sampled_from([None, None, None, 1, 2, 5])),
         fusion=draw(st.sampled_from([None, case.fusion])),
     )
+
+
+# Each degradation, how a case provokes it, and what the semantic status must then say: the
+# reason (or "refused" when the request or the grant requires the leg).
+DEGRADATIONS = {
+    "missing_embedding": ({"vector_input": "none"}, "missing_embedding"),
+    "unknown_model": ({"vector_input": "unknown_model"}, "unavailable"),
+    "corrupt": ({"vector_input": "wrong_dimension"}, "corrupt"),
+    "failed": ({"vector_input": "failed"}, "unavailable"),
+    "stale": ({}, "stale"),
+    "disabled_by_policy": ({"purpose": "nosem"}, "disabled"),
+    "required_by_request": ({"vector_input": "failed", "semantic": "required"}, "refused"),
+    "required_by_grant": ({"vector_input": "none", "purpose": "strict"}, "refused"),
+}
+
+
+@st.composite
+def degraded_cases(draw: st.DrawFn, kind: str) -> Case:
+    """A hybrid case whose query matches the corpus (so there are results to explain) and
+    whose vector leg degrades as ``kind`` says."""
+    case = draw(cases())
+    overrides, _ = DEGRADATIONS[kind]
+    # The first fragment is visible to alice, fresh, and embedded (stale for "stale").
+    first = case.docs[0]
+    vector = first.embedding or (1.0, *[0.0] * (DIM - 1))
+    others = tuple(d for d in case.docs[1:] if d.words != first.words)
+    docs = (Doc(first.words, "public", 0.0, vector, kind == "stale"), *others)
+    fields = {
+        **vars(case),
+        "docs": docs,
+        "mode": "hybrid",
+        "query": " ".join((docs[0].words[0], *case.query.split()[:1])),
+        "purpose": draw(st.sampled_from(["ranked", "nomax"])),
+        "limit": draw(st.integers(1, 4)),
+        **overrides,
+    }
+    return Case(**fields)
 
 
 # --------------------------------------------------------------------------------- setup
@@ -218,6 +268,7 @@ def build_scope(conn: psycopg.Connection[Any], case: Case) -> str:
         )
         grant(conn, role("alice"), WS, project, "nomax", "internal")
         grant(conn, role("alice"), WS, project, "nosem", "internal", semantic_policy="disabled")
+        grant(conn, role("alice"), WS, project, "strict", "internal", semantic_policy="required")
         grant(conn, role("wally"), WS, project, "ingest", "restricted")
     with acting_as(conn, "wally"):
         for doc in case.docs:
@@ -326,6 +377,13 @@ def python_ranking(
     )
 
 
+# What one side answered: its rows (SQL) or result (client), or the code of the typed error
+# it raised.
+SqlOutcome = list[dict[str, Any]] | str
+ClientOutcome = SearchResult | str
+SEMANTIC_REQUIRED = SemanticRequired.code
+
+
 def sql_search(
     conn: psycopg.Connection[Any],
     project: str,
@@ -334,17 +392,21 @@ def sql_search(
     *,
     limit: int | None = None,
     decision: dict[str, Any] | None = None,
-) -> list[dict[str, Any]] | None:
+) -> SqlOutcome:
     """pyretrieve.search in a savepoint of the current transaction, rolled back afterwards (a
     transaction holds one decision, so the Python path can then authorize at the same time);
-    None when it raised PR030. ``decision``, when given, receives the audit row it recorded."""
+    the typed error's code, as the client would raise it, when it raised. ``decision``, when
+    given, receives the audit row it recorded."""
     embedding = case.embedding
     vector = None if embedding is None else to_pgvector_text(canonical_embedding(embedding))
     try:
         with rolled_back(conn):
             rows = conn.execute(
-                "SELECT * FROM pyretrieve.search(%s, %s, %s, %s, %s::public.vector, %s, %s, %s,"
-                " %s, %s, p_fusion => %s)",
+                "SELECT * FROM pyretrieve.search(p_workspace => %s, p_project => %s,"
+                " p_purpose => %s, p_query => %s, p_embedding => %s::public.vector,"
+                " p_model => %s, p_limit => %s, p_mode => %s, p_lexical_weight => %s,"
+                " p_vector_weight => %s, p_semantic => %s, p_candidate_limit => %s,"
+                " p_fusion => %s)",
                 (
                     WS,
                     project,
@@ -355,6 +417,8 @@ def sql_search(
                     case.limit if limit is None else limit,
                     case.mode,
                     *(case.weights or (None, None)),
+                    case.semantic,
+                    case.candidate_limit,
                     case.fusion,
                 ),
             ).fetchall()
@@ -362,9 +426,7 @@ def sql_search(
                 decision.update(recorded_decision(conn, project))
         return rows
     except psycopg.Error as exc:
-        if exc.sqlstate != "PR030":
-            raise
-        return None
+        return translate(exc).code
 
 
 def recorded_decision(conn: psycopg.Connection[Any], project: str) -> dict[str, Any]:
@@ -381,25 +443,46 @@ def recorded_decision(conn: psycopg.Connection[Any], project: str) -> dict[str, 
     return dict(row)
 
 
-def client_search(conn: psycopg.Connection[Any], case: Case, project: str) -> SearchResult | None:
-    """The client's own request path, in the current transaction (which acts as alice); None
-    when it raised SemanticRequired."""
-    request = build_request(
-        case.query,
-        scope=Scope(workspace=WS, project=project, purpose=case.purpose),
-        mode=case.mode,
-        limit=case.limit,
-        embedding=None if case.embedding is None else list(case.embedding),
-        model=case.model,
-        weights=None
-        if case.weights is None
-        else Weights(lexical=case.weights[0], vector=case.weights[1]),
-        fusion=case.fusion,
-    )
+def client_search(conn: psycopg.Connection[Any], case: Case, project: str) -> ClientOutcome:
+    """The client's own request path, in the current transaction (which acts as alice); the
+    typed error's code when it raised one."""
     try:
-        return Retriever(conn)._execute_in_transaction(conn, request)
-    except SemanticRequired:
-        return None
+        request = build_request(
+            case.query,
+            scope=Scope(workspace=WS, project=project, purpose=case.purpose),
+            mode=case.mode,
+            semantic=case.semantic,
+            limit=case.limit,
+            candidate_limit=case.candidate_limit,
+            embedding=None if case.embedding is None else list(case.embedding),
+            model=case.model,
+            weights=None
+            if case.weights is None
+            else Weights(lexical=case.weights[0], vector=case.weights[1]),
+            fusion=case.fusion,
+        )
+        # A savepoint: a refused request leaves the example's transaction usable.
+        with conn.transaction():
+            return Retriever(conn)._execute_in_transaction(conn, request)
+    except PyretrieveError as exc:
+        return exc.code
+
+
+@contextlib.contextmanager
+def vector_leg_failing(conn: psycopg.Connection[Any], case: Case) -> Iterator[None]:
+    """For a "failed" case, the vector function refuses alice until the block ends (its owner
+    revokes the principals' EXECUTE in the current transaction, which is rolled back)."""
+    if case.vector_input != "failed":
+        yield
+        return
+    with rolled_back(conn):
+        with at_second_wall(conn):
+            conn.execute(
+                "REVOKE EXECUTE ON FUNCTION"
+                " pyretrieve.vector_candidates(uuid, text, public.vector, integer)"
+                " FROM pyretrieve_reader"
+            )
+        yield
 
 
 def _differences(got: Any, want: Any, path: str = "") -> list[str]:
@@ -421,17 +504,16 @@ def _differences(got: Any, want: Any, path: str = "") -> list[str]:
 
 
 def assert_same_documents(
-    result: SearchResult | None, rows: list[dict[str, Any]] | None, sql_decision: dict[str, Any]
+    result: ClientOutcome, rows: SqlOutcome, sql_decision: dict[str, Any]
 ) -> None:
     """Every result's whole explanation, byte for byte, and the row's columns agree with it.
 
     The two sides ran in one transaction, so they share the evaluation time, but each recorded
     a decision of its own (the SQL one was rolled back with its savepoint): each document must
     name its own decision, and, with the SQL decision's id read as the client's, the documents
-    must be the same bytes."""
-    if result is None or rows is None:
-        assert result is None
-        assert rows is None
+    must be the same bytes. A refused request is refused with the same typed error."""
+    if isinstance(result, str) or isinstance(rows, str):
+        assert result == rows
         return
     sql_id = str(sql_decision["decision_id"])
     client_id = str(result.decision.decision_id)
@@ -479,12 +561,11 @@ def _without_transaction_fields(value: Any) -> Any:
     return value
 
 
-def assert_same(result: SearchResult | None, rows: list[dict[str, Any]] | None) -> None:
+def assert_same(result: ClientOutcome, rows: SqlOutcome) -> None:
     """Same ids, order and floats, and the same explanation documents but for what differs
     between two transactions: the decision id, its time and the ages."""
-    if result is None or rows is None:
-        assert result is None
-        assert rows is None
+    if isinstance(result, str) or isinstance(rows, str):
+        assert result == rows
         return
     assert [canonical_json(_without_transaction_fields(row["explanation"])) for row in rows] == [
         canonical_json(_without_transaction_fields(r.to_plain())) for r in result.results
@@ -515,7 +596,8 @@ def test_sql_search_equals_the_python_ranker_in_one_transaction(
     sql_decision: dict[str, Any] = {}
     with acting_as(pconn, "alice"):
         got = sql_search(pconn, project, "ranked", case, decision=sql_decision)
-        expected = python_ranking(pconn, project, "ranked", case)
+        ranked = python_ranking(pconn, project, "ranked", case)
+        expected = SEMANTIC_REQUIRED if ranked is None else ranked
         # Both computations saw the same decision time (now() of the one transaction); the
         # second wall shows the transaction's one decision.
         pconn.execute("SET LOCAL ROLE pyretrieve_api")
@@ -526,10 +608,10 @@ def test_sql_search_equals_the_python_ranker_in_one_transaction(
         ).fetchone()
     assert_same_documents(expected, got, sql_decision)
     event(
-        f"mode={case.mode} results={0 if got is None else min(len(got), 3)}+"
-        f" omitted={bool(expected and expected.omissions)}"
+        f"mode={case.mode} results={0 if isinstance(got, str) else min(len(got), 3)}+"
+        f" omitted={bool(ranked and ranked.omissions)}"
     )
-    event(f"semantic={'raised' if expected is None else expected.semantic.status.value}")
+    event(f"semantic={'raised' if ranked is None else ranked.semantic.status.value}")
     assert times is not None
     assert times["n"] == 1
     assert times["decisions"] == 1
@@ -556,12 +638,13 @@ def test_sql_search_equals_the_client_without_max_age(
         else Weights(lexical=case.weights[0], vector=case.weights[1]),
         "fusion": case.fusion,
     }
+    client: ClientOutcome
     try:
-        client: SearchResult | None = retriever.search(
+        client = retriever.search(
             case.query, scope=Scope(workspace=WS, project=project, purpose="nomax"), **scope_args
         )
-    except SemanticRequired:
-        client = None
+    except SemanticRequired as exc:
+        client = exc.code
     with acting_as(pconn, "alice"):
         rows = sql_search(pconn, project, "nomax", case)
     assert_same(client, rows)
@@ -578,27 +661,42 @@ def test_sql_search_and_the_client_explain_byte_identically(
 ) -> None:
     """One contract: in one transaction (one evaluation time), pyretrieve.search() and the
     client's request path give the same whole explanation document for every result, as
-    canonical JSON, in every mode, purpose, weighting and degradation; the client's omissions
-    are the rows a wider SQL search returns past the limit; and both decisions record the
-    same thing, semantic intent included."""
+    canonical JSON, in every mode, semantic intent, purpose, weighting, candidate limit and
+    degradation, or the same typed error; the client's omissions are the rows a wider SQL search
+    returns past the limit; and both decisions record the same thing, semantic intent
+    included."""
+    assert_contract(pconn, case)
+
+
+def assert_contract(pconn: psycopg.Connection[Any], case: Case) -> ClientOutcome:
+    """The contract property for one case; returns what the client answered."""
     project = build_scope(pconn, case)
     sql_decision: dict[str, Any] = {}
-    with acting_as(pconn, "alice"):
+    client_decision: dict[str, Any] = {}
+    with acting_as(pconn, "alice"), vector_leg_failing(pconn, case):
         rows = sql_search(pconn, project, case.purpose, case, decision=sql_decision)
         wider = sql_search(pconn, project, case.purpose, case, limit=100)
         result = client_search(pconn, case, project)
-        client_decision = recorded_decision(pconn, project) if result is not None else None
+        if not isinstance(result, str):
+            client_decision = recorded_decision(pconn, project)
     assert_same_documents(result, rows, sql_decision)
-    if result is None:
-        event("semantic=required but not available")
-        return
-    assert rows is not None
-    assert wider is not None
-    event(f"mode={case.mode} semantic={result.semantic.status.value}")
+    if isinstance(result, str):
+        event(f"refused: {result}")
+        return result
+    assert not isinstance(rows, str)
+    assert not isinstance(wider, str)
+    semantic = result.semantic
+    event(f"mode={case.mode} semantic={case.semantic} -> {semantic.status.value}")
     event(f"fusion={result.fusion.method.value} from {result.fusion.fusion_source.value}")
     event(f"weights from {result.fusion.source.value}")
-    event(f"reason={result.semantic.reason and result.semantic.reason.value}")
+    event(f"reason={semantic.reason and semantic.reason.value} results={bool(rows)}")
     event(f"omitted={bool(result.omissions)}")
+    if case.vector_input == "failed" and semantic.status.value == "degraded":
+        # The leg failed (or a disabling policy kept it from running) and, since the documents
+        # agreed, both sides named the same cause: the privilege the function lacked.
+        assert semantic.reason in (DegradationReason.UNAVAILABLE, DegradationReason.DISABLED)
+        if semantic.reason is DegradationReason.UNAVAILABLE:
+            assert semantic.evidence == {"model": MODEL, "cause": "VES_MEMORY_ACCESS_DENIED"}
     # The wider search holds the results, then exactly the omissions, in order.
     assert [r["fragment_id"] for r in wider[: len(rows)]] == [r["fragment_id"] for r in rows]
     past = wider[len(rows) :]
@@ -612,10 +710,10 @@ def test_sql_search_and_the_client_explain_byte_identically(
     assert [len(r["body"].encode("utf-8")) for r in past] == [
         o.byte_estimate for o in result.omissions
     ]
-    assert client_decision is not None
     assert client_decision.pop("decision_id") == result.decision.decision_id
     sql_decision.pop("decision_id")
     assert client_decision == sql_decision
+    return result
 
 
 # ------------------------------------------------------------------------------ examples
@@ -769,3 +867,222 @@ def test_the_sql_embedding_digest_equals_the_clients(
             (to_pgvector_text(vector),),
         ).fetchone()
     assert row == {"d": embedding_digest(vector)}
+
+
+def _intent_of(conn: psycopg.Connection[Any], rows: list[Any]) -> str:
+    decision_id = UUID(rows[0]["explanation"]["decision_id"])
+    with at_second_wall(conn):
+        row = conn.execute(
+            "SELECT semantic_intent FROM pyretrieve.decisions WHERE decision_id = %s",
+            (decision_id,),
+        ).fetchone()
+    assert row is not None
+    return str(row["semantic_intent"])
+
+
+def test_sql_search_takes_the_clients_semantic_argument(
+    pconn: psycopg.Connection[Any], fixed: str
+) -> None:
+    seen = {}
+    for semantic in ("optional", "required", "disabled"):
+        with acting_as(pconn, "alice"), rolled_back(pconn):
+            rows = _search(pconn, fixed, "ranked", keep=True, p_semantic=semantic)
+            seen[semantic] = (
+                _intent_of(pconn, rows),
+                {r["explanation"]["semantic"]["status"] for r in rows},
+                {r["explanation"]["semantic_query_digest"] is None for r in rows},
+            )
+    assert seen == {
+        "optional": ("optional", {"used"}, {False}),
+        "required": ("required", {"used"}, {False}),
+        "disabled": ("disabled", {"not_requested"}, {True}),
+    }
+    # Required: a leg that cannot run raises, as the client does; vector without semantic is
+    # refused before anything is decided; so are an unknown semantic and ranking.
+    for kw, state in (
+        ({"p_semantic": "required", "p_embedding": None}, "PR030"),
+        ({"p_semantic": "disabled", "p_mode": "vector"}, "PR010"),
+        ({"p_semantic": "sometimes"}, "PR010"),
+        ({"p_ranking": "tfidf", "p_mode": "vector"}, "PR010"),
+        ({"p_candidate_limit": 0}, "PR010"),
+        ({"p_model": "m" * 129}, "PR010"),
+    ):
+        with pytest.raises(psycopg.Error) as info, acting_as(pconn, "alice"):
+            _search(pconn, fixed, "ranked", **kw)
+        assert info.value.sqlstate == state, kw
+
+
+def test_sql_search_caps_each_leg_at_the_candidate_limit(
+    pconn: psycopg.Connection[Any], fixed: str
+) -> None:
+    with acting_as(pconn, "alice"):
+        rows = _search(pconn, fixed, "ranked", p_candidate_limit=1, p_mode="vector")
+    # One vector candidate only: the closest of the two visible fragments.
+    assert [r["explanation"]["modalities"]["vector"]["rank"] for r in rows] == [1]
+
+
+def test_a_failing_vector_leg_degrades_in_sql_as_in_the_client(
+    pconn: psycopg.Connection[Any], fixed: str
+) -> None:
+    with acting_as(pconn, "alice"), rolled_back(pconn):
+        with at_second_wall(pconn):
+            pconn.execute(
+                "REVOKE EXECUTE ON FUNCTION"
+                " pyretrieve.vector_candidates(uuid, text, public.vector, integer)"
+                " FROM pyretrieve_reader"
+            )
+        rows = _search(pconn, fixed, "ranked")
+        lexical = _search(pconn, fixed, "ranked", p_mode="lexical")
+        with pytest.raises(psycopg.Error) as info:
+            _search(pconn, fixed, "ranked", p_semantic="required")
+    assert info.value.sqlstate == "PR030"
+    assert {canonical_json(r["explanation"]["semantic"]) for r in rows} == {
+        canonical_json(
+            {
+                "status": "degraded",
+                "reason": "unavailable",
+                "evidence": {"model": MODEL, "cause": "VES_MEMORY_ACCESS_DENIED"},
+                "lowers_confidence": True,
+            }
+        )
+    }
+    assert [r["fragment_id"] for r in rows] == [r["fragment_id"] for r in lexical]
+
+
+@pytest.mark.parametrize("kind", sorted(DEGRADATIONS))
+@settings(
+    max_examples=6,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(data=st.data())
+def test_sql_search_and_the_client_degrade_byte_identically(
+    pconn: psycopg.Connection[Any], kind: str, data: st.DataObject
+) -> None:
+    """Every degradation, each provoked on purpose, with results to explain: the whole
+    explanation documents (the semantic status and its evidence in each), the decisions and the
+    omissions agree, and the status is the one the degradation must give."""
+    case = data.draw(degraded_cases(kind))
+    result = assert_contract(pconn, case)
+    _, want = DEGRADATIONS[kind]
+    if isinstance(result, str):
+        assert (result, want) == (SEMANTIC_REQUIRED, "refused")
+        return
+    assert result.results, "a degraded case with nothing to explain"
+    assert result.semantic.reason is not None
+    assert result.semantic.reason.value == want
+
+
+def test_a_candidate_limit_cannot_raise_the_decisions_cap(
+    pconn: psycopg.Connection[Any], fixed: str
+) -> None:
+    """The attack: ask for more candidates per leg than the decision allows. The legs run at
+    the decision's cap (the vector function would refuse more, PR010, and the failure would
+    show as a degraded leg naming VES_MEMORY_INVALID_INPUT)."""
+    with acting_as(pconn, "alice"):
+        rows = _search(pconn, fixed, "ranked", p_limit=1, p_candidate_limit=1000)
+    assert rows
+    assert {canonical_json(r["explanation"]["semantic"]) for r in rows} == {
+        canonical_json(
+            {
+                "status": "used",
+                "reason": None,
+                "evidence": {"model": MODEL},
+                "lowers_confidence": False,
+            }
+        )
+    }
+
+
+# ------------------------------------------------- the model's defaults, and the request's
+
+
+# Five documents that both legs rank differently, so a fusion or weight that is not the one
+# asked for shows up as another order or other bytes.
+_DEFAULTS_DOCS = (
+    Doc(("ledger", "audit", "ledger"), "internal", 0.1, (1.0, 0, 0, 0, 0, 0, 0, 0), False),
+    Doc(("ledger",), "public", 0.3, (0, 1.0, 0, 0, 0, 0, 0, 0), False),
+    Doc(("audit", "review"), "internal", 0.2, (1.0, 1.0, 0, 0, 0, 0, 0, 0), False),
+    Doc(("ledger", "journal", "closing"), "public", 0.0, (2.0, 0, 1.0, 0, 0, 0, 0, 0), False),
+    Doc(("balance",), "internal", 0.4, (1.0, 0, 0, 1.0, 0, 0, 0, 0), False),
+)
+
+
+@pytest.mark.parametrize(
+    ("fusion", "weights", "method", "fusion_source", "used", "weights_source"),
+    [
+        (None, None, MODEL_FUSION, "model", MODEL_WEIGHTS, "model"),
+        ("rrf", None, "rrf", "request", MODEL_WEIGHTS, "model"),
+        (None, (2.0, 0.5), MODEL_FUSION, "model", (2.0, 0.5), "request"),
+        ("rrf", (2.0, 0.5), "rrf", "request", (2.0, 0.5), "request"),
+    ],
+    ids=["defaults", "request_fusion", "request_weights", "request_both"],
+)
+# One fixed example each (assert_contract records hypothesis events, so it runs inside one).
+@settings(
+    max_examples=1,
+    deadline=None,
+    database=None,
+)
+@given(example=st.just(None))
+def test_sql_and_the_client_take_the_models_defaults_unless_the_request_gives_its_own(
+    example: None,
+    pconn: psycopg.Connection[Any],
+    fusion: str | None,
+    weights: tuple[float, float] | None,
+    method: str,
+    fusion_source: str,
+    used: tuple[float, float],
+    weights_source: str,
+) -> None:
+    """A request without a fusion or weights gets the ones registered with its model (h8:
+    DBSF at 0.7/1.3), from pyretrieve.search() and from the client alike; what the request
+    gives wins. In one transaction, both sides' results and explanations are the same bytes
+    (assert_contract), and each explanation says which fusion ran, with its parameters, its
+    weights, and where each came from."""
+    case = Case(
+        max_age_hours=24,
+        docs=_DEFAULTS_DOCS,
+        query="ledger audit",
+        query_embedding=(1.0, 0.5, 0, 0, 0, 0, 0, 0),
+        mode="hybrid",
+        limit=5,
+        weights=weights,
+        fusion=fusion,
+    )
+    result = assert_contract(pconn, case)
+    assert isinstance(result, SearchResult)
+    assert len(result.results) == 5
+    assert result.lexical_ran
+    assert result.vector_ran
+    model = {"model": MODEL, "request": None}
+    assert result.fusion.method.value == method
+    assert (result.fusion.fusion_source.value, result.fusion.fusion_model) == (
+        fusion_source,
+        model[fusion_source],
+    )
+    assert result.weights == Weights(lexical=used[0], vector=used[1])
+    parameters: dict[str, Any] = (
+        {"spread": contract.DBSF_SPREAD, "formula": contract.DBSF_FORMULA}
+        if method == "dbsf"
+        else {"k": contract.RRF_K, "rank_base": contract.RANK_BASE, "formula": contract.RRF_FORMULA}
+    )
+    for r in result.results:
+        stated = r.to_plain()["fusion"]
+        assert isinstance(stated, dict)
+        assert stated["method"] == method
+        assert (stated["source"], stated["model"]) == (fusion_source, model[fusion_source])
+        assert {k: stated[k] for k in parameters} == parameters
+        assert stated["weights"] == {
+            "lexical": used[0],
+            "vector": used[1],
+            "source": weights_source,
+            "model": model[weights_source],
+        }
+        # DBSF states each leg's normalization; RRF has none to state.
+        modalities = r.to_plain()["modalities"]
+        assert isinstance(modalities, dict)
+        for leg in modalities.values():
+            if leg is not None:
+                assert isinstance(leg, dict)
+                assert ("normalization" in leg) is (method == "dbsf")

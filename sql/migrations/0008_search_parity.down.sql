@@ -1,4 +1,4 @@
--- pyretrieve migration 0007, downgrade: back to 0006
+-- pyretrieve migration 0008, downgrade: back to 0007
 -- Drafted by `python -m pyretrieve.db.draft` from a catalog diff; reviewed by hand.
 
 -- pyretrieve_api creates the functions it owns while the migration runs.
@@ -6,19 +6,8 @@ GRANT USAGE, CREATE ON SCHEMA pyretrieve TO pyretrieve_api;
 SET LOCAL ROLE pyretrieve_owner;
 SET LOCAL search_path = pg_catalog, pg_temp;
 
--- ---- hand-written: table DDL -----------------------------------------------------------------
--- The defaults go with their columns (and the columns' privileges with them).
-ALTER TABLE pyretrieve.embedding_models
-    DROP COLUMN fusion, DROP COLUMN lexical_weight, DROP COLUMN vector_weight;
-COMMENT ON TABLE pyretrieve.embedding_models IS
-    'Registered embedding models. Global, not per workspace: a model id and dimension are configuration, not tenant data.';
--- ---- end of the hand-written part; the rest is the drafter's ------------------------------
-DROP FUNCTION pyretrieve.dbsf_distribution(double precision[]) CASCADE;
-DROP FUNCTION pyretrieve.model_defaults(text) CASCADE;
-DROP FUNCTION pyretrieve.register_model(text,integer,double precision,double precision,text) CASCADE;
-DROP FUNCTION pyretrieve.search(text,text,text,text,public.vector,text,integer,text,double precision,double precision,text,text) CASCADE;
-DROP FUNCTION pyretrieve.list_models() CASCADE;
-DROP POLICY embedding_models_admin_update ON pyretrieve.embedding_models;
+DROP FUNCTION pyretrieve.error_code(text,text) CASCADE;
+DROP FUNCTION pyretrieve.search(text,text,text,text,public.vector,text,integer,text,double precision,double precision,text,text,integer) CASCADE;
 SET LOCAL ROLE pyretrieve_owner;
 CREATE OR REPLACE FUNCTION pyretrieve.search(p_workspace text, p_project text, p_purpose text, p_query text, p_embedding public.vector DEFAULT NULL::public.vector, p_model text DEFAULT NULL::text, p_limit integer DEFAULT 10, p_mode text DEFAULT 'hybrid'::text, p_lexical_weight double precision DEFAULT 1.0, p_vector_weight double precision DEFAULT 1.0, p_ranking text DEFAULT 'bm25'::text)
  RETURNS TABLE(rank integer, fragment_id uuid, content_digest bytea, body text, final_score double precision, rrf_score double precision, freshness double precision, confidence double precision, explanation jsonb)
@@ -226,59 +215,8 @@ COMMENT ON FUNCTION pyretrieve.search(text,text,text,text,public.vector,text,int
 REVOKE ALL ON FUNCTION pyretrieve.search(text,text,text,text,public.vector,text,integer,text,double precision,double precision,text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION pyretrieve.search(text,text,text,text,public.vector,text,integer,text,double precision,double precision,text) TO pyretrieve_reader;
 SET LOCAL ROLE pyretrieve_owner;
-SET LOCAL ROLE pyretrieve_api;
-CREATE OR REPLACE FUNCTION pyretrieve.register_model(p_model text, p_dimension integer)
- RETURNS text
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$
-DECLARE
-    v_dimension integer;
-BEGIN
-    PERFORM pyretrieve.require_admin();
-    IF p_model IS NULL OR p_model !~ '^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$' THEN
-        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'invalid model id';
-    END IF;
-    IF p_dimension IS NULL OR p_dimension NOT BETWEEN 1 AND 2000 THEN
-        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'dimension must be between 1 and 2000';
-    END IF;
-    INSERT INTO pyretrieve.embedding_models (model_id, dimension) VALUES (p_model, p_dimension)
-    ON CONFLICT (model_id) DO NOTHING;
-    SELECT m.dimension INTO v_dimension FROM pyretrieve.embedding_models m WHERE m.model_id = p_model;
-    IF v_dimension <> p_dimension THEN
-        RAISE EXCEPTION USING ERRCODE = 'PR013', MESSAGE = 'model already registered with another dimension';
-    END IF;
-    PERFORM pyretrieve.create_model_index(p_model);
-    RETURN p_model;
-END;
-$function$;
-COMMENT ON FUNCTION pyretrieve.register_model(text,integer) IS 'Register an embedding model and its dimension (idempotent) and create its HNSW index; returns the model id. Raises PR013 if the model exists with another dimension. Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
-REVOKE ALL ON FUNCTION pyretrieve.register_model(text,integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION pyretrieve.register_model(text,integer) TO pyretrieve_admin;
-SET LOCAL ROLE pyretrieve_owner;
-SET LOCAL ROLE pyretrieve_api;
-CREATE OR REPLACE FUNCTION pyretrieve.list_models()
- RETURNS TABLE(model_id text, dimension integer, registered_at timestamp with time zone)
- LANGUAGE plpgsql
- STABLE SECURITY DEFINER
- SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$
-#variable_conflict use_column
-BEGIN
-    IF NOT (pyretrieve.caller_in('pyretrieve_reader') OR pyretrieve.caller_in('pyretrieve_admin')) THEN
-        RAISE EXCEPTION USING ERRCODE = 'PR001', MESSAGE = 'access denied';
-    END IF;
-    RETURN QUERY
-    SELECT m.model_id, m.dimension, m.registered_at FROM pyretrieve.embedding_models m ORDER BY 1;
-END;
-$function$;
-COMMENT ON FUNCTION pyretrieve.list_models() IS 'The registered embedding models and their dimensions (configuration, not tenant data). Readers, writers and admins. SECURITY DEFINER (runs as pyretrieve_api).';
-REVOKE ALL ON FUNCTION pyretrieve.list_models() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION pyretrieve.list_models() TO pyretrieve_admin, pyretrieve_reader, pyretrieve_writer;
-SET LOCAL ROLE pyretrieve_owner;
 
-UPDATE pyretrieve.installation SET schema_version = '0006';
+UPDATE pyretrieve.installation SET schema_version = '0007';
 
 RESET ROLE;
 REVOKE CREATE ON SCHEMA pyretrieve FROM pyretrieve_api;

@@ -1,13 +1,16 @@
--- pyretrieve migration 0007: a default fusion and default weights per model, and DBSF.
--- Drafted by `python -m pyretrieve.db.draft` from a catalog diff; reviewed by hand.
+-- pyretrieve migration 0009: a default fusion and default weights per model, and DBSF.
+-- Drafted by `python -m pyretrieve.db.draft` from a catalog diff (on 0008); reviewed by hand.
+-- When renumbering: re-draft, then put back the two hand-written parts below (table DDL, data)
+-- in place of the drafter's TODO lines, and the same for the .down.sql.
 --
 -- Each registered model carries a default fusion and default lexical and vector weights
 -- (embedding_models), which search() and the client use when a request gives none;
--- register_model sets them and model_defaults() reads them. search() gains p_fusion ('rrf' or
--- 'dbsf'; NULL, the default, means the model's), takes its weights from the model when none are
--- given (the weights default to NULL now), says in every explanation which fusion ran with which
--- weights and where each came from (the "fusion" key, which replaces "rrf"), and returns
--- fused_score (formerly rrf_score).
+-- register_model sets them (an unknown fusion or bad default weights: PR016, before anything is
+-- written) and model_defaults() reads them. search() gains p_fusion ('rrf' or 'dbsf', after
+-- p_candidate_limit; NULL, the default, means the model's), takes its weights from the model
+-- when none are given (the weights default to NULL now), says in every explanation which fusion
+-- ran, with its parameters and weights and where each came from (the "fusion" key, which
+-- replaces "rrf"), and returns fused_score (formerly rrf_score). error_code() names PR016.
 
 -- pyretrieve_api creates the functions it owns while the migration runs.
 GRANT USAGE, CREATE ON SCHEMA pyretrieve TO pyretrieve_api;
@@ -46,7 +49,7 @@ UPDATE pyretrieve.embedding_models m
 ALTER TABLE pyretrieve.embedding_models FORCE ROW LEVEL SECURITY;
 -- ---- end of the hand-written part; the rest is the drafter's ------------------------------
 DROP FUNCTION pyretrieve.register_model(text,integer) CASCADE;
-DROP FUNCTION pyretrieve.search(text,text,text,text,public.vector,text,integer,text,double precision,double precision,text) CASCADE;
+DROP FUNCTION pyretrieve.search(text,text,text,text,public.vector,text,integer,text,double precision,double precision,text,text,integer) CASCADE;
 DROP FUNCTION pyretrieve.list_models() CASCADE;
 SET LOCAL ROLE pyretrieve_owner;
 CREATE OR REPLACE FUNCTION pyretrieve.dbsf_distribution(p_values double precision[])
@@ -89,7 +92,48 @@ REVOKE ALL ON FUNCTION pyretrieve.dbsf_distribution(double precision[]) FROM PUB
 GRANT EXECUTE ON FUNCTION pyretrieve.dbsf_distribution(double precision[]) TO pyretrieve_reader;
 SET LOCAL ROLE pyretrieve_owner;
 SET LOCAL ROLE pyretrieve_owner;
-CREATE OR REPLACE FUNCTION pyretrieve.search(p_workspace text, p_project text, p_purpose text, p_query text, p_embedding public.vector DEFAULT NULL::public.vector, p_model text DEFAULT NULL::text, p_limit integer DEFAULT 10, p_mode text DEFAULT 'hybrid'::text, p_lexical_weight double precision DEFAULT NULL::double precision, p_vector_weight double precision DEFAULT NULL::double precision, p_ranking text DEFAULT 'bm25'::text, p_fusion text DEFAULT NULL::text)
+CREATE OR REPLACE FUNCTION pyretrieve.error_code(p_sqlstate text, p_message text)
+ RETURNS text
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+BEGIN ATOMIC
+ SELECT
+         CASE
+             WHEN (s.state = ANY (ARRAY['28P01'::text, '28000'::text])) THEN 'VES_MEMORY_AUTHENTICATION_FAILED'::text
+             WHEN ((s.state = '3F000'::text) AND (strpos(s.message, '"pyretrieve"'::text) > 0)) THEN 'VES_MEMORY_SCHEMA_MISSING'::text
+             WHEN ((s.state = ANY (ARRAY['42883'::text, '42P01'::text])) AND ((strpos(s.message, 'pyretrieve.'::text) > 0) OR (strpos(s.message, '"pyretrieve'::text) > 0))) THEN 'VES_MEMORY_SCHEMA_MISSING'::text
+             WHEN ((s.state = ANY (ARRAY['22023'::text, '42704'::text])) AND (s.message ~ '^role "[^\n]*" does not exist$'::text)) THEN 'VES_MEMORY_UNKNOWN_PRINCIPAL'::text
+             WHEN ((s.state = '42501'::text) AND starts_with(s.message, 'permission denied to set role'::text)) THEN 'VES_MEMORY_UNKNOWN_PRINCIPAL'::text
+             WHEN (s.state = 'PR001'::text) THEN 'VES_MEMORY_ACCESS_DENIED'::text
+             WHEN (s.state = ANY (ARRAY['PR002'::text, 'PR003'::text])) THEN 'VES_MEMORY_INVALID_DECISION'::text
+             WHEN (s.state = 'PR004'::text) THEN 'VES_MEMORY_PRIVILEGED_CALLER'::text
+             WHEN (s.state = ANY (ARRAY['PR010'::text, 'PR015'::text])) THEN 'VES_MEMORY_INVALID_INPUT'::text
+             WHEN (s.state = 'PR016'::text) THEN 'VES_MEMORY_INVALID_FUSION'::text
+             WHEN (s.state = 'PR011'::text) THEN 'VES_MEMORY_INVALID_EMBEDDING'::text
+             WHEN (s.state = 'PR012'::text) THEN 'VES_MEMORY_UNKNOWN_MODEL'::text
+             WHEN (s.state = 'PR013'::text) THEN 'VES_MEMORY_CONFLICT'::text
+             WHEN (s.state = 'PR014'::text) THEN 'VES_MEMORY_LIMIT_EXCEEDED'::text
+             WHEN (s.state = 'PR020'::text) THEN 'VES_MEMORY_NOT_FOUND'::text
+             WHEN (s.state = 'PR030'::text) THEN 'VES_MEMORY_SEMANTIC_REQUIRED'::text
+             WHEN (s.state = '42501'::text) THEN 'VES_MEMORY_ACCESS_DENIED'::text
+             WHEN (s.state = ANY (ARRAY['23505'::text, '40001'::text, '40P01'::text])) THEN 'VES_MEMORY_CONFLICT'::text
+             WHEN (s.state = ANY (ARRAY['55P03'::text, '57014'::text, '25P03'::text])) THEN 'VES_MEMORY_TIMEOUT'::text
+             WHEN (s.state = '54000'::text) THEN 'VES_MEMORY_LIMIT_EXCEEDED'::text
+             WHEN ("left"(s.state, 2) = ANY (ARRAY['08'::text, '53'::text, '57'::text])) THEN 'VES_MEMORY_DATABASE_UNAVAILABLE'::text
+             WHEN ("left"(s.state, 2) = ANY (ARRAY['22'::text, '23'::text])) THEN 'VES_MEMORY_INVALID_INPUT'::text
+             WHEN ("left"(s.state, 2) = ANY (ARRAY['27'::text, '28'::text, '2F'::text, '38'::text, '39'::text, '3B'::text, '40'::text, '54'::text, '55'::text, '58'::text, 'F0'::text, 'HV'::text])) THEN 'VES_MEMORY_DATABASE_UNAVAILABLE'::text
+             ELSE 'VES_MEMORY_INTERNAL'::text
+         END AS "case"
+    FROM ( SELECT COALESCE(error_code.p_sqlstate, ''::text) AS state,
+             COALESCE(error_code.p_message, ''::text) AS message) s;
+END;
+COMMENT ON FUNCTION pyretrieve.error_code(text,text) IS 'The stable code of the typed error the Python client raises for a database error with this SQLSTATE and primary message (pyretrieve.db.errors.translate): the cause search() records when the vector leg fails, as the client does.';
+REVOKE ALL ON FUNCTION pyretrieve.error_code(text,text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pyretrieve.error_code(text,text) TO pyretrieve_reader;
+SET LOCAL ROLE pyretrieve_owner;
+SET LOCAL ROLE pyretrieve_owner;
+CREATE OR REPLACE FUNCTION pyretrieve.search(p_workspace text, p_project text, p_purpose text, p_query text, p_embedding public.vector DEFAULT NULL::public.vector, p_model text DEFAULT NULL::text, p_limit integer DEFAULT 10, p_mode text DEFAULT 'hybrid'::text, p_lexical_weight double precision DEFAULT NULL::double precision, p_vector_weight double precision DEFAULT NULL::double precision, p_ranking text DEFAULT 'bm25'::text, p_semantic text DEFAULT 'optional'::text, p_candidate_limit integer DEFAULT NULL::integer, p_fusion text DEFAULT NULL::text)
  RETURNS TABLE(rank integer, fragment_id uuid, content_digest bytea, body text, final_score double precision, fused_score double precision, freshness double precision, confidence double precision, explanation jsonb)
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -130,12 +174,32 @@ DECLARE
     v_vstd double precision;
     v_vlo double precision;
     v_vhi double precision;
+    v_per_leg integer;
 BEGIN
+    -- The client's checks (pyretrieve.client.build_request), each refused alike (PR010).
+    IF p_query IS NULL OR length(p_query) NOT BETWEEN 1 AND 4096 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'query must be 1 to 4096 characters';
+    END IF;
     IF p_mode IS NULL OR p_mode NOT IN ('hybrid', 'lexical', 'vector') THEN
         RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'mode must be hybrid, lexical or vector';
     END IF;
+    IF p_semantic IS NULL OR p_semantic NOT IN ('optional', 'required', 'disabled') THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'semantic must be optional, required or disabled';
+    END IF;
+    IF p_ranking IS NULL OR p_ranking NOT IN ('bm25', 'ts_rank') THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'ranking must be bm25 or ts_rank';
+    END IF;
+    IF p_mode = 'vector' AND p_semantic = 'disabled' THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'vector mode needs semantic retrieval';
+    END IF;
+    IF p_candidate_limit IS NOT NULL AND p_candidate_limit NOT BETWEEN 1 AND 1000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'candidate limit must be between 1 and 1000';
+    END IF;
+    IF p_model IS NOT NULL AND length(p_model) NOT BETWEEN 1 AND 128 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'invalid model id';
+    END IF;
     IF p_fusion IS NOT NULL AND p_fusion NOT IN ('rrf', 'dbsf') THEN
-        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'fusion must be rrf or dbsf';
+        RAISE EXCEPTION USING ERRCODE = 'PR016', MESSAGE = 'fusion must be rrf or dbsf';
     END IF;
     IF (p_lexical_weight IS NULL) <> (p_vector_weight IS NULL) THEN
         RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'give both weights or neither';
@@ -145,23 +209,24 @@ BEGIN
             OR NOT (p_vector_weight >= 0 AND p_vector_weight <= 1000)) THEN
         RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'weights must be between 0 and 1000';
     END IF;
-    IF p_query IS NULL OR length(p_query) NOT BETWEEN 1 AND 4096 THEN
-        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'query must be 1 to 4096 characters';
-    END IF;
-    v_wants_vector := p_mode <> 'lexical';
+    v_wants_vector := p_mode <> 'lexical' AND p_semantic <> 'disabled';
     IF v_wants_vector AND p_embedding IS NOT NULL THEN
         v_embedding_digest := pyretrieve.embedding_digest(p_embedding);
     END IF;
-    -- The client's rule (pyretrieve.contract.semantic_intent) for semantic => 'optional'.
+    -- The client's rule (pyretrieve.contract.semantic_intent).
     v_intent := CASE WHEN NOT v_wants_vector THEN 'disabled'
-                     WHEN p_mode = 'vector' THEN 'required' ELSE 'optional' END;
+                     WHEN p_mode = 'vector' OR p_semantic = 'required' THEN 'required'
+                     ELSE 'optional' END;
 
     -- 1. Policy.
     SELECT * INTO d FROM pyretrieve.authorize(
         p_workspace => p_workspace, p_project => p_project, p_purpose => p_purpose,
         p_query_digest => pyretrieve.content_digest(p_query), p_semantic_intent => v_intent,
         p_embedding_digest => v_embedding_digest, p_requested_limit => p_limit);
-    v_required := p_mode = 'vector' OR d.semantic_policy = 'required';
+    -- Required by the request (its intent: lexical mode wants no semantic leg at all, so it
+    -- requires none) or by the grant.
+    v_required := v_intent = 'required' OR d.semantic_policy = 'required';
+    v_per_leg := least(d.candidate_limit, coalesce(p_candidate_limit, d.candidate_limit));
 
     -- The fusion and the weights: the request's, else the named model's registered defaults,
     -- else rrf and 1.0 each (the client's rule, Retriever._fusion).
@@ -201,7 +266,7 @@ BEGIN
     -- 2. Lexical candidates (a failure here is a hard error).
     IF p_mode <> 'vector' THEN
         SELECT coalesce(jsonb_agg(to_jsonb(c) ORDER BY c.rank), '[]'::jsonb) INTO v_lexical
-          FROM pyretrieve.lexical_candidates(d.decision_id, p_query, d.candidate_limit, p_ranking) c;
+          FROM pyretrieve.lexical_candidates(d.decision_id, p_query, v_per_leg, p_ranking) c;
         IF v_fusion = 'rrf' THEN
             v_ideal := v_ideal + v_wl / 61.0::double precision;
         ELSE
@@ -231,7 +296,7 @@ BEGIN
                    count(*) FILTER (WHERE c.source_digest <> c.content_digest
                                        OR c.vector_generation < c.lexical_generation)
               INTO v_vector, v_stale
-              FROM pyretrieve.vector_candidates(d.decision_id, p_model, p_embedding, d.candidate_limit) c;
+              FROM pyretrieve.vector_candidates(d.decision_id, p_model, p_embedding, v_per_leg) c;
             IF v_stale > 0 THEN
                 v_status := 'degraded';
                 v_reason := 'stale';
@@ -254,6 +319,12 @@ BEGIN
             WHEN SQLSTATE 'PR011' THEN
                 v_status := 'degraded'; v_reason := 'corrupt';
                 v_evidence := jsonb_build_object('model', p_model, 'cause', 'invalid_embedding');
+            -- Any other failure of the leg (OTHERS leaves out query_canceled: a cancel or a
+            -- statement_timeout ends the whole call, which is one statement).
+            WHEN OTHERS THEN
+                v_status := 'degraded'; v_reason := 'unavailable';
+                v_evidence := jsonb_build_object(
+                    'model', p_model, 'cause', pyretrieve.error_code(SQLSTATE, SQLERRM));
         END;
     END IF;
     IF v_required AND v_status IS DISTINCT FROM 'used' THEN
@@ -411,9 +482,9 @@ BEGIN
      ORDER BY t.fused_rank;
 END;
 $function$;
-COMMENT ON FUNCTION pyretrieve.search(text,text,text,text,public.vector,text,integer,text,double precision,double precision,text,text) IS 'One fused, explained search: authorize, lexical candidates (BM25 by default, p_ranking ''ts_rank'' for comparison), vector candidates (when the mode and the grant''s semantic policy allow and an embedding and model are given), then fusion: weighted Reciprocal Rank Fusion by default (w / (60 + rank), 1-based ranks, k = 60, a missing modality contributes 0) or distribution-based score fusion, ''dbsf'' (each leg''s scores mapped affinely from mean -/+ 3 sample std of its candidates to 0 and 1, floored at 0, weighted and summed). The fusion and the weights (both given, or neither) are the request''s, else the named model''s registered defaults, else rrf and 1.0 each; the explanation says which and from where. Then a freshness factor within the grant''s max_age, a total order (final score, fused score, content digest, fragment id), confidence and a jsonb explanation per result: the document the Python ranker builds (fused rank, decision, fragment, content, provenance, modalities, fusion with its method, parameters, weights and where they came from, freshness, scores, tie-break, generations, semantic status, semantic query digest), whose canonical JSON is byte-identical to the client''s. Same order as the Python client. Raises PR001 on deny and PR030 when semantic retrieval is required but unavailable.';
-REVOKE ALL ON FUNCTION pyretrieve.search(text,text,text,text,public.vector,text,integer,text,double precision,double precision,text,text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION pyretrieve.search(text,text,text,text,public.vector,text,integer,text,double precision,double precision,text,text) TO pyretrieve_reader;
+COMMENT ON FUNCTION pyretrieve.search(text,text,text,text,public.vector,text,integer,text,double precision,double precision,text,text,integer,text) IS 'One fused, explained search, the Python client''s request path in one call: authorize (recording the semantic intent of p_mode and p_semantic, ''optional'', ''required'' or ''disabled'', as the client does), lexical candidates (BM25 by default, p_ranking ''ts_rank'' for comparison), vector candidates (when the mode, p_semantic and the grant''s semantic policy allow and an embedding and model are given; a failed leg degrades, naming the cause the client names), each leg capped at p_candidate_limit within the decision''s candidate limit, then fusion: weighted Reciprocal Rank Fusion by default (w / (60 + rank), 1-based ranks, k = 60, a missing modality contributes 0) or distribution-based score fusion, p_fusion ''dbsf'' (each leg''s scores mapped affinely from mean -/+ 3 sample std of its candidates to 0 and 1, floored at 0, weighted and summed). The fusion and the weights (both given, or neither) are the request''s, else the named model''s registered defaults, else rrf and 1.0 each; the explanation says which fusion ran, with its parameters, and where it and the weights came from. Then a freshness factor within the grant''s max_age, a total order (final score, fused score, content digest, fragment id), confidence and a jsonb explanation per result: the document the Python ranker builds (fused rank, decision, fragment, content, provenance, modalities, fusion with its method, parameters, weights and where they came from, freshness, scores, tie-break, generations, semantic status, semantic query digest), whose canonical JSON is byte-identical to the client''s. Same order as the Python client. Raises PR001 on deny, PR010 for the arguments the client refuses, PR016 for an unknown p_fusion, and PR030 when semantic retrieval is required (by p_mode, p_semantic or the grant) but unavailable.';
+REVOKE ALL ON FUNCTION pyretrieve.search(text,text,text,text,public.vector,text,integer,text,double precision,double precision,text,text,integer,text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pyretrieve.search(text,text,text,text,public.vector,text,integer,text,double precision,double precision,text,text,integer,text) TO pyretrieve_reader;
 SET LOCAL ROLE pyretrieve_owner;
 SET LOCAL ROLE pyretrieve_api;
 CREATE OR REPLACE FUNCTION pyretrieve.register_model(p_model text, p_dimension integer, p_lexical_weight double precision DEFAULT NULL::double precision, p_vector_weight double precision DEFAULT NULL::double precision, p_fusion text DEFAULT NULL::text)
@@ -432,16 +503,18 @@ BEGIN
     IF p_dimension IS NULL OR p_dimension NOT BETWEEN 1 AND 2000 THEN
         RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'dimension must be between 1 and 2000';
     END IF;
+    -- A fusion setting refused has its own SQLSTATE (contract.INVALID_FUSION_SQLSTATE), checked
+    -- before anything is written. NaN passes "> 0" in PostgreSQL but fails "<= 1000".
     IF (p_lexical_weight IS NULL) <> (p_vector_weight IS NULL) THEN
-        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'give both default weights or neither';
+        RAISE EXCEPTION USING ERRCODE = 'PR016', MESSAGE = 'give both default weights or neither';
     END IF;
     IF p_lexical_weight IS NOT NULL
        AND NOT (p_lexical_weight > 0 AND p_lexical_weight <= 1000
                 AND p_vector_weight > 0 AND p_vector_weight <= 1000) THEN
-        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'default weights must be above 0 and at most 1000';
+        RAISE EXCEPTION USING ERRCODE = 'PR016', MESSAGE = 'default weights must be above 0 and at most 1000';
     END IF;
     IF p_fusion IS NOT NULL AND p_fusion NOT IN ('rrf', 'dbsf') THEN
-        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'fusion must be rrf or dbsf';
+        RAISE EXCEPTION USING ERRCODE = 'PR016', MESSAGE = 'fusion must be rrf or dbsf';
     END IF;
     INSERT INTO pyretrieve.embedding_models (model_id, dimension, lexical_weight, vector_weight, fusion)
     VALUES (p_model, p_dimension, coalesce(p_lexical_weight, 1.0), coalesce(p_vector_weight, 1.0),
@@ -463,7 +536,7 @@ BEGIN
     RETURN p_model;
 END;
 $function$;
-COMMENT ON FUNCTION pyretrieve.register_model(text,integer,double precision,double precision,text) IS 'Register an embedding model and its dimension (idempotent) and create its HNSW index; returns the model id. With both default weights (each above 0, at most 1000) it sets the lexical and vector weights, and with p_fusion (rrf or dbsf) the fusion, that searches naming this model use when they give none; what is not given is 1.0 each and rrf for a new model and stays as it was for an existing one. Raises PR013 if the model exists with another dimension. Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+COMMENT ON FUNCTION pyretrieve.register_model(text,integer,double precision,double precision,text) IS 'Register an embedding model and its dimension (idempotent) and create its HNSW index; returns the model id. With both default weights (each above 0, at most 1000) it sets the lexical and vector weights, and with p_fusion (rrf or dbsf) the fusion, that searches naming this model use when they give none; what is not given is 1.0 each and rrf for a new model and stays as it was for an existing one. Raises PR016 for an unknown fusion or default weights not both given or outside (0, 1000], before anything is written, and PR013 if the model exists with another dimension. Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
 REVOKE ALL ON FUNCTION pyretrieve.register_model(text,integer,double precision,double precision,text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION pyretrieve.register_model(text,integer,double precision,double precision,text) TO pyretrieve_admin;
 SET LOCAL ROLE pyretrieve_owner;
@@ -511,7 +584,7 @@ GRANT EXECUTE ON FUNCTION pyretrieve.model_defaults(text) TO pyretrieve_admin, p
 SET LOCAL ROLE pyretrieve_owner;
 CREATE POLICY embedding_models_admin_update ON pyretrieve.embedding_models FOR UPDATE TO pyretrieve_api USING (( SELECT pyretrieve.caller_in('pyretrieve_admin'::name) AS caller_in)) WITH CHECK (( SELECT pyretrieve.caller_in('pyretrieve_admin'::name) AS caller_in));
 
-UPDATE pyretrieve.installation SET schema_version = '0007';
+UPDATE pyretrieve.installation SET schema_version = '0009';
 
 RESET ROLE;
 REVOKE CREATE ON SCHEMA pyretrieve FROM pyretrieve_api;

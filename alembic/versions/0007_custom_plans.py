@@ -1,6 +1,6 @@
-"""pyretrieve 0007: default fusion weights per model, DBSF, explanations that name the fusion.
+"""pyretrieve 0007: the vector leg planned per call, with one key look-up per nearest row.
 
-Executes sql/migrations/0007_fusion_defaults.sql.
+Executes sql/migrations/0007_custom_plans.sql.
 
 Revision ID: pyretrieve_0007
 Revises: pyretrieve_0006
@@ -20,8 +20,8 @@ depends_on = None
 
 
 def upgrade() -> None:
-    run_sql_file(op.get_bind(), "0007_fusion_defaults.sql")
+    run_sql_file(op.get_bind(), "0007_custom_plans.sql")
 
 
 def downgrade() -> None:
-    run_sql_file(op.get_bind(), "0007_fusion_defaults.down.sql")
+    run_sql_file(op.get_bind(), "0007_custom_plans.down.sql")
