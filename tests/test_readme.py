@@ -187,7 +187,9 @@ def test_the_plot_snippets_redraw_the_committed_pages(tmp_path: Path) -> None:
     for folder in ("evals", "docs"):
         shutil.copytree(ROOT / folder, tmp_path / folder)
     env = env_for(tmp_path / "home")
-    env["PYTHONPATH"] = str(tmp_path)
+    # The copied evals first; pyretrieve from this tree (the report names its default model),
+    # not whichever checkout the environment has installed.
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(ROOT)])
     for line in shell_lines(plots_block()):
         done = sh(line, env, cwd=tmp_path)
         assert done.returncode == 0, f"{line}\n{done.stdout}{done.stderr}"
