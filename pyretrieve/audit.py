@@ -148,6 +148,8 @@ class TableAudit:
     permissive_policies: int
     restrictive_policies: int
     has_workspace_id: bool
+    # For a partition (of pyretrieve.decisions): the table it is read through.
+    partition_of: str | None = None
 
     order: ClassVar[str] = "table_name"
 
@@ -162,6 +164,7 @@ class TableAudit:
             _int(r, "permissive_policies"),
             _int(r, "restrictive_policies"),
             _bool(r, "has_workspace_id"),
+            _opt_str(r, "partition_of"),
         )
 
 

@@ -42,7 +42,7 @@ from pyretrieve.request import (
     query_embedding,
     search_steps,
 )
-from pyretrieve.types import Scope, SearchResult
+from pyretrieve.types import Scope, SearchResult, Weights
 from pyretrieve.vectors import QueryEmbedding
 
 __all__ = [
@@ -191,11 +191,15 @@ class Retriever(_Client):
         # transaction open.
         with telemetry.leg("embed", model=request.model):
             embedding = self._query_embedding(request)
+        return self._run(self._steps(request, embedding, then))
+
+    def _run(self, steps: Steps[T]) -> T:
+        """Drive ``steps`` in one transaction as the principal (a superuser is refused)."""
         try:
             with principal_transaction(
                 self._source, self._principal, needs="a request", privileged_ok=False
             ) as conn:
-                return driver.run(conn, self._steps(request, embedding, then))
+                return driver.run(conn, steps)
         except PyretrieveError:
             raise
         except Exception as exc:
@@ -220,10 +224,13 @@ class Retriever(_Client):
         protect: bool = True,
         adaptive: bool | None = None,
         master: bool = True,
+        weights: Weights | None = None,
     ) -> Discovery:
         """Ranked authorised tools for a request, with confidence, K and the chosen schemas.
 
-        See ``pyretrieve.tools.service.discover``.
+        ``weights``: per-leg RRF weights, as for :meth:`search`. See
+        ``pyretrieve.tools.service.discover``; SQL callers get the same document from
+        ``pyretrieve.discover_tools(...)``.
         """
         from pyretrieve.tools import service
 
@@ -238,6 +245,7 @@ class Retriever(_Client):
             protect=protect,
             adaptive=adaptive,
             master=master,
+            weights=weights,
         )
 
     def rediscover_tool(self, name: str, *, scope: Scope, session: ToolSession) -> Rediscovery:
@@ -304,20 +312,64 @@ class AsyncRetriever(_Client):
     async def execute(self, request: SearchRequest) -> SearchResult:
         """:meth:`Retriever.execute`, awaited."""
         with telemetry.span("search", **telemetry.request_attributes(request)):
-            with telemetry.leg("embed", model=request.model):
-                embedding = await self._aquery_embedding(request)
-            try:
-                async with async_principal_transaction(
-                    self._source, self._principal, needs="a request", privileged_ok=False
-                ) as conn:
-                    result: SearchResult = await driver.arun(
-                        conn, self._steps(request, embedding, None)
-                    )
-                    return result
-            except PyretrieveError:
-                raise
-            except Exception as exc:
-                raise translate(exc) from None
+            result: SearchResult = await self._aexecute(request, None)
+            return result
+
+    async def discover_tools(
+        self,
+        query: str,
+        *,
+        scope: Scope,
+        policy: str | None = None,
+        mode: str = "hybrid",
+        model: str | None = None,
+        embedding: Sequence[float] | NDArray[np.floating] | None = None,
+        protect: bool = True,
+        adaptive: bool | None = None,
+        master: bool = True,
+        weights: Weights | None = None,
+    ) -> Discovery:
+        """:meth:`Retriever.discover_tools`, awaited: the same arguments, document and errors."""
+        from pyretrieve.tools import service
+
+        return await service.adiscover(
+            self,
+            query,
+            scope=scope,
+            policy=policy,
+            mode=mode,
+            model=model,
+            embedding=embedding,
+            protect=protect,
+            adaptive=adaptive,
+            master=master,
+            weights=weights,
+        )
+
+    async def rediscover_tool(
+        self, name: str, *, scope: Scope, session: ToolSession
+    ) -> Rediscovery:
+        """:meth:`Retriever.rediscover_tool`, awaited."""
+        from pyretrieve.tools import service
+
+        return await service.arediscover(self, name, scope=scope, session=session)
+
+    async def _aexecute(self, request: SearchRequest, then: Then[T] | None) -> Any:
+        with telemetry.leg("embed", model=request.model):
+            embedding = await self._aquery_embedding(request)
+        return await self._arun(self._steps(request, embedding, then))
+
+    async def _arun(self, steps: Steps[T]) -> T:
+        """:meth:`Retriever._run`, awaited."""
+        try:
+            async with async_principal_transaction(
+                self._source, self._principal, needs="a request", privileged_ok=False
+            ) as conn:
+                return await driver.arun(conn, steps)
+        except PyretrieveError:
+            raise
+        except Exception as exc:
+            raise translate(exc) from None
 
     async def _aquery_embedding(self, request: SearchRequest) -> QueryEmbedding:
         if calls_embedder(request, self._embedders):

@@ -328,14 +328,19 @@ CREATE TABLE pyretrieve.decisions (
     semantic_intent   text NOT NULL CHECK (semantic_intent IN ('disabled', 'optional', 'required')),
     embedding_digest  bytea CHECK (pg_catalog.length(embedding_digest) = 32),
     xact_id           xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id(),
-    PRIMARY KEY (workspace_id, decision_id)
-);
-CREATE UNIQUE INDEX decisions_id_key ON pyretrieve.decisions (decision_id, workspace_id);
+    -- A key of a partitioned table holds the partition key.
+    PRIMARY KEY (workspace_id, decision_id, evaluated_at)
+) PARTITION BY RANGE (evaluated_at);
 -- A transaction holds at most one binding (a read decision or a write scope); the binding is
--- found by the transaction, never by a setting.
+-- found by the transaction, never by a setting. Its look-up also states evaluated_at = now(),
+-- so it reads the current month's partition only.
 CREATE INDEX decisions_xact_idx ON pyretrieve.decisions (xact_id);
+-- Who searched what scope when, and what one principal searched when: the audit's questions,
+-- each a range scan of the months asked for.
+CREATE INDEX decisions_scope_time_idx ON pyretrieve.decisions (workspace_id, project_id, evaluated_at);
+CREATE INDEX decisions_principal_time_idx ON pyretrieve.decisions (principal, evaluated_at);
 COMMENT ON TABLE pyretrieve.decisions IS
-    'Audit log of authorisation decisions: digests and intent only, never query text, embedding values or content. At most one per transaction: the read binding of that transaction.';
+    'Audit log of authorisation decisions: digests and intent only, never query text, embedding values or content. At most one per transaction: the read binding of that transaction. Partitioned by month of evaluated_at (UTC); partitions are created ahead by pyretrieve.ensure_decision_partitions and whole months older than a retention are dropped by pyretrieve.prune_decisions (admins).';
 
 CREATE TABLE pyretrieve.write_bindings (
     workspace_id  pyretrieve.identifier NOT NULL,
@@ -734,19 +739,21 @@ CREATE POLICY installation_read ON pyretrieve.installation FOR SELECT TO pyretri
 CREATE POLICY installation_install ON pyretrieve.installation FOR ALL
     TO pyretrieve_owner USING (true) WITH CHECK (true);
 
--- Configuration tables: the bound scope, or everything for an admin caller.
+-- Configuration tables: the bound scope, or everything for an admin caller. The bound scope is
+-- the one binding's, the decision's or else the write scope's: a transaction holds one (a
+-- forged second binding adds no scope).
 CREATE POLICY workspaces_read ON pyretrieve.workspaces FOR SELECT TO pyretrieve_api
-    USING (workspace_id = (SELECT d.workspace_id FROM pyretrieve.bound_decision() d)
-        OR workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+    USING (workspace_id = coalesce((SELECT d.workspace_id FROM pyretrieve.bound_decision() d),
+                                   (SELECT w.workspace_id FROM pyretrieve.bound_write() w))
         OR (SELECT pyretrieve.caller_in('pyretrieve_admin')));
 CREATE POLICY workspaces_admin ON pyretrieve.workspaces FOR INSERT TO pyretrieve_api
     WITH CHECK ((SELECT pyretrieve.caller_in('pyretrieve_admin')));
 
 CREATE POLICY projects_read ON pyretrieve.projects FOR SELECT TO pyretrieve_api
-    USING ((workspace_id = (SELECT d.workspace_id FROM pyretrieve.bound_decision() d)
-            AND project_id = (SELECT d.project_id FROM pyretrieve.bound_decision() d))
-        OR (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
-            AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w))
+    USING ((workspace_id = coalesce((SELECT d.workspace_id FROM pyretrieve.bound_decision() d),
+                                    (SELECT w.workspace_id FROM pyretrieve.bound_write() w))
+            AND project_id = coalesce((SELECT d.project_id FROM pyretrieve.bound_decision() d),
+                                      (SELECT w.project_id FROM pyretrieve.bound_write() w)))
         OR (SELECT pyretrieve.caller_in('pyretrieve_admin')));
 CREATE POLICY projects_admin_insert ON pyretrieve.projects FOR INSERT TO pyretrieve_api
     WITH CHECK ((SELECT pyretrieve.caller_in('pyretrieve_admin')));
@@ -754,20 +761,20 @@ CREATE POLICY projects_admin_update ON pyretrieve.projects FOR UPDATE TO pyretri
     USING ((SELECT pyretrieve.caller_in('pyretrieve_admin'))) WITH CHECK ((SELECT pyretrieve.caller_in('pyretrieve_admin')));
 
 CREATE POLICY generation_log_read ON pyretrieve.generation_log FOR SELECT TO pyretrieve_api
-    USING ((workspace_id = (SELECT d.workspace_id FROM pyretrieve.bound_decision() d)
-            AND project_id = (SELECT d.project_id FROM pyretrieve.bound_decision() d))
-        OR (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
-            AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w))
+    USING ((workspace_id = coalesce((SELECT d.workspace_id FROM pyretrieve.bound_decision() d),
+                                    (SELECT w.workspace_id FROM pyretrieve.bound_write() w))
+            AND project_id = coalesce((SELECT d.project_id FROM pyretrieve.bound_decision() d),
+                                      (SELECT w.project_id FROM pyretrieve.bound_write() w)))
         OR (SELECT pyretrieve.caller_in('pyretrieve_admin')));
 CREATE POLICY generation_log_insert ON pyretrieve.generation_log FOR INSERT TO pyretrieve_api
     WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
        AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w));
 
 CREATE POLICY scope_configs_read ON pyretrieve.scope_configs FOR SELECT TO pyretrieve_api
-    USING ((workspace_id = (SELECT d.workspace_id FROM pyretrieve.bound_decision() d)
-            AND project_id = (SELECT d.project_id FROM pyretrieve.bound_decision() d))
-        OR (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
-            AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w))
+    USING ((workspace_id = coalesce((SELECT d.workspace_id FROM pyretrieve.bound_decision() d),
+                                    (SELECT w.workspace_id FROM pyretrieve.bound_write() w))
+            AND project_id = coalesce((SELECT d.project_id FROM pyretrieve.bound_decision() d),
+                                      (SELECT w.project_id FROM pyretrieve.bound_write() w)))
         OR (SELECT pyretrieve.caller_in('pyretrieve_admin')));
 CREATE POLICY scope_configs_insert ON pyretrieve.scope_configs FOR INSERT TO pyretrieve_api
     WITH CHECK ((workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
@@ -776,19 +783,26 @@ CREATE POLICY scope_configs_insert ON pyretrieve.scope_configs FOR INSERT TO pyr
 
 -- Fragments: the decision's whole filter (scope, ceiling, state, evaluation time, max_age,
 -- expiry), or, under a write scope, every state up to the writer's ceiling (writes need the
--- superseded and retracted rows to stay idempotent). A transaction holds one or the other.
+-- superseded and retracted rows to stay idempotent). A transaction holds one or the other
+-- (authorize and bind_write_scope refuse the second; the write branch is void under a decision
+-- all the same). The scope is stated once, outside the OR, as the binding's: so the scope's
+-- index bounds every scan and the statistics of a scope are an index-only scan. Two scope
+-- branches ORed made the planner OR two bitmap scans and read the heap, 1.3 to 1.7 times the
+-- hand-written query's time at a 10,000-row scope.
 CREATE POLICY fragments_read ON pyretrieve.fragments FOR SELECT TO pyretrieve_api
-    USING ((workspace_id = (SELECT d.workspace_id FROM pyretrieve.bound_decision() d)
-       AND project_id = (SELECT d.project_id FROM pyretrieve.bound_decision() d)
-       AND state = 'active'
-       AND classification <= (SELECT d.ceiling FROM pyretrieve.bound_decision() d)
-       AND observed_at <= (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)
-       AND observed_at >= coalesce((SELECT d.evaluated_at - d.max_age FROM pyretrieve.bound_decision() d),
-                                   '-infinity'::timestamptz)
-       AND (expires_at IS NULL OR expires_at > (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)))
-        OR (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
-       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
-       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w)));
+    USING (workspace_id = coalesce((SELECT d.workspace_id FROM pyretrieve.bound_decision() d),
+                                   (SELECT w.workspace_id FROM pyretrieve.bound_write() w))
+       AND project_id = coalesce((SELECT d.project_id FROM pyretrieve.bound_decision() d),
+                                 (SELECT w.project_id FROM pyretrieve.bound_write() w))
+       AND ((state = 'active'
+            AND classification <= (SELECT d.ceiling FROM pyretrieve.bound_decision() d)
+            AND observed_at <= (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)
+            AND observed_at >= coalesce((SELECT d.evaluated_at - d.max_age FROM pyretrieve.bound_decision() d),
+                                        '-infinity'::timestamptz)
+            AND (expires_at IS NULL OR expires_at > (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)))
+         OR (classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w
+                                 WHERE NOT EXISTS (SELECT 1 FROM pyretrieve.bound_decision())))
+            IS TRUE));
 CREATE POLICY fragments_insert ON pyretrieve.fragments FOR INSERT TO pyretrieve_api
     WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
        AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
@@ -809,16 +823,18 @@ CREATE POLICY fragments_update ON pyretrieve.fragments FOR UPDATE TO pyretrieve_
 -- Postings: the fragments' filters on the columns they carry (only active fragments have
 -- postings), so a decision admits exactly the postings of the fragments it admits.
 CREATE POLICY postings_read ON pyretrieve.postings FOR SELECT TO pyretrieve_api
-    USING ((workspace_id = (SELECT d.workspace_id FROM pyretrieve.bound_decision() d)
-       AND project_id = (SELECT d.project_id FROM pyretrieve.bound_decision() d)
-       AND classification <= (SELECT d.ceiling FROM pyretrieve.bound_decision() d)
-       AND observed_at <= (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)
-       AND observed_at >= coalesce((SELECT d.evaluated_at - d.max_age FROM pyretrieve.bound_decision() d),
-                                   '-infinity'::timestamptz)
-       AND (expires_at IS NULL OR expires_at > (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)))
-        OR (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
-       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
-       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w)));
+    USING (workspace_id = coalesce((SELECT d.workspace_id FROM pyretrieve.bound_decision() d),
+                                   (SELECT w.workspace_id FROM pyretrieve.bound_write() w))
+       AND project_id = coalesce((SELECT d.project_id FROM pyretrieve.bound_decision() d),
+                                 (SELECT w.project_id FROM pyretrieve.bound_write() w))
+       AND ((classification <= (SELECT d.ceiling FROM pyretrieve.bound_decision() d)
+            AND observed_at <= (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)
+            AND observed_at >= coalesce((SELECT d.evaluated_at - d.max_age FROM pyretrieve.bound_decision() d),
+                                        '-infinity'::timestamptz)
+            AND (expires_at IS NULL OR expires_at > (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)))
+         OR (classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w
+                                 WHERE NOT EXISTS (SELECT 1 FROM pyretrieve.bound_decision())))
+            IS TRUE));
 CREATE POLICY postings_insert ON pyretrieve.postings FOR INSERT TO pyretrieve_api
     WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
        AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
@@ -830,17 +846,19 @@ CREATE POLICY postings_delete ON pyretrieve.postings FOR DELETE TO pyretrieve_ap
 
 -- Embeddings: the fragments' filters on the columns each embedding carries.
 CREATE POLICY embeddings_read ON pyretrieve.embeddings FOR SELECT TO pyretrieve_api
-    USING ((workspace_id = (SELECT d.workspace_id FROM pyretrieve.bound_decision() d)
-       AND project_id = (SELECT d.project_id FROM pyretrieve.bound_decision() d)
-       AND fragment_state = 'active'
-       AND classification <= (SELECT d.ceiling FROM pyretrieve.bound_decision() d)
-       AND observed_at <= (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)
-       AND observed_at >= coalesce((SELECT d.evaluated_at - d.max_age FROM pyretrieve.bound_decision() d),
-                                   '-infinity'::timestamptz)
-       AND (expires_at IS NULL OR expires_at > (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)))
-        OR (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
-       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
-       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w)));
+    USING (workspace_id = coalesce((SELECT d.workspace_id FROM pyretrieve.bound_decision() d),
+                                   (SELECT w.workspace_id FROM pyretrieve.bound_write() w))
+       AND project_id = coalesce((SELECT d.project_id FROM pyretrieve.bound_decision() d),
+                                 (SELECT w.project_id FROM pyretrieve.bound_write() w))
+       AND ((fragment_state = 'active'
+            AND classification <= (SELECT d.ceiling FROM pyretrieve.bound_decision() d)
+            AND observed_at <= (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)
+            AND observed_at >= coalesce((SELECT d.evaluated_at - d.max_age FROM pyretrieve.bound_decision() d),
+                                        '-infinity'::timestamptz)
+            AND (expires_at IS NULL OR expires_at > (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)))
+         OR (classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w
+                                 WHERE NOT EXISTS (SELECT 1 FROM pyretrieve.bound_decision())))
+            IS TRUE));
 CREATE POLICY embeddings_insert ON pyretrieve.embeddings FOR INSERT TO pyretrieve_api
     WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
        AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
@@ -1045,6 +1063,7 @@ AS $$
 DECLARE
     g pyretrieve.grants;
     d pyretrieve.decisions;
+    v_attempt integer;
 BEGIN
     PERFORM pyretrieve.check_caller();
     PERFORM pyretrieve.apply_request_timeouts();
@@ -1081,15 +1100,29 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'PR001', MESSAGE = 'access denied';
     END IF;
 
-    INSERT INTO pyretrieve.decisions AS dn (
-        workspace_id, principal, project_id, purpose, grant_id, ceiling, max_age, semantic_policy,
-        requested_limit, candidate_limit, query_digest, semantic_intent, embedding_digest)
-    VALUES (
-        g.workspace_id, pyretrieve.caller(), g.project_id, g.purpose, g.grant_id, g.ceiling,
-        g.max_age, g.semantic_policy,
-        p_requested_limit, least(greatest(p_requested_limit, 100), 1000),
-        p_query_digest, p_semantic_intent, p_embedding_digest)
-    RETURNING dn.* INTO d;
+    -- The decisions log is partitioned by month. When the partition of this month does not
+    -- exist yet (no maintenance has run since the month began), the first decision creates it
+    -- and the insert is retried once.
+    FOR v_attempt IN 1..2 LOOP
+        BEGIN
+            INSERT INTO pyretrieve.decisions AS dn (
+                workspace_id, principal, project_id, purpose, grant_id, ceiling, max_age, semantic_policy,
+                requested_limit, candidate_limit, query_digest, semantic_intent, embedding_digest)
+            VALUES (
+                g.workspace_id, pyretrieve.caller(), g.project_id, g.purpose, g.grant_id, g.ceiling,
+                g.max_age, g.semantic_policy,
+                p_requested_limit, least(greatest(p_requested_limit, 100), 1000),
+                p_query_digest, p_semantic_intent, p_embedding_digest)
+            RETURNING dn.* INTO d;
+            EXIT;
+        EXCEPTION WHEN check_violation THEN
+            -- Every CHECK of the row was validated above: only a missing partition is left.
+            IF v_attempt = 2 THEN
+                RAISE;
+            END IF;
+            PERFORM pyretrieve.ensure_decision_partitions();
+        END;
+    END LOOP;
 
     RETURN QUERY SELECT d.decision_id, d.principal, d.workspace_id::text, d.project_id::text,
                         d.purpose::text, d.evaluated_at, d.ceiling, d.max_age, d.semantic_policy,
@@ -1889,6 +1922,25 @@ COMMENT ON FUNCTION pyretrieve.search(text, text, text, text, public.vector, tex
 -- writer's ceiling; row-level security checks every row again. Postings, generations and the
 -- embeddings' mirror columns are written by triggers only.
 -- ---------------------------------------------------------------------------------------------
+-- One record of a bulk batch (pyretrieve.ingest_batch): what a writer copies into its own
+-- staging table and passes as one array value. No column names a derived value (digest,
+-- tsvector, postings, generation, mirror columns): the database computes those.
+CREATE TYPE pyretrieve.ingest_row AS (
+    ord              integer,
+    source_uri       text,
+    body             text,
+    classification   pyretrieve.classification,
+    observed_at      timestamptz,
+    expires_at       timestamptz,
+    source_revision  text,
+    manifest_id      text,
+    replaces         uuid[],
+    keep             uuid,
+    embedding        public.vector
+);
+COMMENT ON TYPE pyretrieve.ingest_row IS
+    'A record of a bulk ingest batch: ord (its position), the fragment to write (source_uri, body, classification, times, provenance) or keep (an active fragment that stays), the active fragments of its source it supersedes (replaces), and optionally its embedding for the batch''s model.';
+
 SET LOCAL ROLE pyretrieve_api;
 
 -- Bind this transaction's write scope and return the writer's ceiling there; access denied
@@ -2236,6 +2288,265 @@ $$;
 COMMENT ON FUNCTION pyretrieve.stale_embeddings(text, text, text, uuid, integer) IS
     'Active fragments of the caller''s write scope whose embedding for p_model is missing or stale, in fragment-id order after p_after (keyset pagination), at most p_limit (all when NULL), with their bodies so they can be embedded again. SECURITY DEFINER (runs as pyretrieve_api).';
 
+-- ---------------------------------------------------------------------------------------------
+-- Bulk ingestion. A writer copies a batch into a staging table of its own (a temporary table
+-- it creates in its transaction) and passes the rows to ingest_batch as one array value,
+-- built in its own context: this function never reads a table of the caller's by name, so no
+-- object in the caller's pg_temp (a view, a table shadowing a name) runs as pyretrieve_api.
+-- ---------------------------------------------------------------------------------------------
+
+-- What ingestion compares a batch against: the active fragments of the given source uris in
+-- the caller's write scope (up to the writer's ceiling) and, for one model, whether each one's
+-- embedding is current. One index probe per key, as in active_sources.
+CREATE FUNCTION pyretrieve.ingest_state(p_workspace text, p_project text, p_uris text[], p_model text DEFAULT NULL)
+RETURNS TABLE (source_uri text, fragment_id uuid, content_digest bytea,
+               classification pyretrieve.classification, embedding_current boolean)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pyretrieve.bind_write_scope(p_workspace, p_project);
+    IF p_uris IS NULL OR cardinality(p_uris) > 100000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'between 0 and 100000 source uris';
+    END IF;
+    RETURN QUERY
+    SELECT f.source_uri, f.fragment_id, f.content_digest, f.classification,
+           CASE WHEN p_model IS NULL THEN NULL
+                ELSE coalesce(e.source_digest = f.content_digest
+                              AND e.vector_generation >= f.lexical_generation, false) END
+      FROM unnest(p_uris) AS u(uri)
+     CROSS JOIN LATERAL (
+           SELECT f.source_uri, f.fragment_id, f.content_digest, f.classification, f.lexical_generation
+             FROM pyretrieve.fragments f
+            WHERE f.workspace_id = p_workspace AND f.project_id = p_project AND f.state = 'active'
+              AND f.source_uri = u.uri
+           OFFSET 0) f
+      LEFT JOIN LATERAL (
+           SELECT e.source_digest, e.vector_generation
+             FROM pyretrieve.embeddings e
+            WHERE p_model IS NOT NULL AND e.workspace_id = p_workspace
+              AND e.fragment_id = f.fragment_id AND e.model_id = p_model
+           OFFSET 0) e ON true;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.ingest_state(text, text, text[], text) IS
+    'The active fragments (source_uri, fragment_id, content_digest, classification) of the given source uris in the caller''s write scope, up to the writer''s ceiling, and for p_model whether each embedding is current (computed from this content after the fragment was written; NULL without a model): what a bulk ingest plans its batch from. Binds the write scope (PR001 without a writer grant). SECURITY DEFINER (runs as pyretrieve_api).';
+
+CREATE FUNCTION pyretrieve.ingest_batch(
+    p_workspace text,
+    p_project text,
+    p_rows pyretrieve.ingest_row[],
+    p_model text DEFAULT NULL)
+RETURNS TABLE (ord integer, fragment_id uuid, created boolean, embedded boolean)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_ceiling pyretrieve.classification := pyretrieve.bind_write_scope(p_workspace, p_project);
+    v_config regconfig;
+    v_dimension integer;
+    v_locked uuid[];
+    v_replaced uuid[];
+    v_kept uuid[];
+    v_ords integer[];
+    v_ids uuid[];
+    v_created boolean[];
+    v_embedded integer[] := '{}';
+BEGIN
+    IF p_rows IS NULL OR cardinality(p_rows) > 10000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'between 0 and 10000 rows';
+    END IF;
+
+    -- Every check runs before any write, over the whole batch: a batch is written whole or
+    -- not at all.
+    IF EXISTS (SELECT 1 FROM unnest(p_rows) r GROUP BY r.ord HAVING r.ord IS NULL OR count(*) > 1) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'every row needs its own ord';
+    END IF;
+    IF EXISTS (SELECT 1 FROM unnest(p_rows) r
+                WHERE r.keep IS NULL AND (r.classification IS NULL OR r.classification > v_ceiling)) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR001', MESSAGE = 'access denied';
+    END IF;
+    IF EXISTS (SELECT 1 FROM unnest(p_rows) r
+                WHERE (r.keep IS NULL AND (r.body IS NULL OR length(r.body) NOT BETWEEN 1 AND 1000000))
+                   OR (r.keep IS NOT NULL AND r.body IS NOT NULL)) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'body must be 1 to 1000000 characters (and absent for a kept row)';
+    END IF;
+    IF EXISTS (SELECT 1 FROM unnest(p_rows) r
+                WHERE r.observed_at IN ('infinity', '-infinity')) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'observed_at must be finite';
+    END IF;
+    IF EXISTS (SELECT 1 FROM unnest(p_rows) r
+                WHERE r.expires_at <= coalesce(r.observed_at, now())) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'expires_at must be after observed_at';
+    END IF;
+    IF EXISTS (SELECT 1 FROM unnest(p_rows) r
+                WHERE length(r.source_uri) > 2048 OR length(r.source_revision) > 256
+                   OR length(r.manifest_id) > 256) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'provenance field too long';
+    END IF;
+
+    -- The fragments the batch supersedes and keeps: each named once, each active and visible
+    -- in this write scope (an absent id and one the writer may not see fail alike, PR020).
+    SELECT coalesce(array_agg(x.id), '{}') INTO v_replaced
+      FROM unnest(p_rows) r CROSS JOIN LATERAL unnest(r.replaces) AS x(id);
+    SELECT coalesce(array_agg(r.keep), '{}') INTO v_kept FROM unnest(p_rows) r WHERE r.keep IS NOT NULL;
+    IF EXISTS (SELECT 1 FROM unnest(v_replaced || v_kept) AS x(id)
+                GROUP BY x.id HAVING x.id IS NULL OR count(*) > 1) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'a fragment is superseded or kept twice';
+    END IF;
+    IF cardinality(v_replaced) + cardinality(v_kept) > 0 THEN
+        -- In id order, so concurrent batches lock in one order and never deadlock.
+        SELECT coalesce(array_agg(l.fragment_id), '{}') INTO v_locked
+          FROM (SELECT f.fragment_id FROM pyretrieve.fragments f
+                 WHERE f.workspace_id = p_workspace AND f.project_id = p_project
+                   AND f.fragment_id = ANY (v_replaced || v_kept) AND f.state = 'active'
+                 ORDER BY f.fragment_id
+                   FOR UPDATE) l;
+        IF cardinality(v_locked) <> (SELECT count(DISTINCT x.id) FROM unnest(v_replaced || v_kept) AS x(id)) THEN
+            RAISE EXCEPTION USING ERRCODE = 'PR020', MESSAGE = 'fragment not found';
+        END IF;
+    END IF;
+
+    -- Embeddings: a registered model, the model's dimension, finite, non-zero, no subnormal
+    -- values (as check_embedding, for the whole batch at once).
+    IF EXISTS (SELECT 1 FROM unnest(p_rows) r WHERE r.embedding IS NOT NULL) THEN
+        SELECT m.dimension INTO v_dimension FROM pyretrieve.embedding_models m WHERE m.model_id = p_model;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION USING ERRCODE = 'PR012', MESSAGE = 'unknown embedding model';
+        END IF;
+        IF EXISTS (SELECT 1 FROM unnest(p_rows) r
+                    WHERE r.embedding IS NOT NULL AND public.vector_dims(r.embedding) <> v_dimension) THEN
+            RAISE EXCEPTION USING ERRCODE = 'PR011', MESSAGE = 'embedding dimension does not match the model';
+        END IF;
+        IF EXISTS (SELECT 1 FROM unnest(p_rows) r
+                    WHERE r.embedding IS NOT NULL
+                      AND NOT (public.vector_norm(r.embedding) > 0
+                               AND public.vector_norm(r.embedding) < 'Infinity'::double precision)) THEN
+            RAISE EXCEPTION USING ERRCODE = 'PR011', MESSAGE = 'embedding must be finite and non-zero';
+        END IF;
+        IF EXISTS (SELECT 1 FROM unnest(p_rows) r CROSS JOIN LATERAL unnest(r.embedding::real[]) AS x(v)
+                    WHERE x.v <> 0 AND abs(x.v) < 1.17549435e-38::real) THEN
+            RAISE EXCEPTION USING ERRCODE = 'PR011', MESSAGE = 'embedding must not hold subnormal values';
+        END IF;
+    END IF;
+
+    SELECT p.ts_config INTO v_config
+      FROM pyretrieve.projects p
+     WHERE p.workspace_id = p_workspace AND p.project_id = p_project;
+    PERFORM pyretrieve.check_ts_config(v_config);
+
+    -- Content the batch supersedes leaves the active set first (retracted for the moment), so
+    -- that a record bringing that content back, under another source, gets a fragment of its
+    -- own and not the one being superseded. A fragment with exactly the row's new content and
+    -- classification stays active: superseding by the same content keeps it (as
+    -- supersede_fragment does).
+    IF cardinality(v_replaced) > 0 THEN
+        UPDATE pyretrieve.fragments f
+           SET state = 'retracted'
+          FROM unnest(p_rows) r CROSS JOIN LATERAL unnest(r.replaces) AS x(id)
+         WHERE f.workspace_id = p_workspace AND f.project_id = p_project AND f.fragment_id = x.id
+           AND NOT (r.keep IS NULL AND f.classification = r.classification
+                    AND f.content_digest = pyretrieve.content_digest(r.body));
+    END IF;
+
+    -- New fragments in content-key order (so concurrent batches take the unique index's
+    -- keys in one order and never deadlock), the input order among equal keys (so that of two
+    -- records with the same body and classification the first one's row is written and the
+    -- second finds it). A superseding
+    -- record takes the text-search configuration (and, when it names none, the manifest and
+    -- source) of the first fragment it supersedes.
+    BEGIN
+        INSERT INTO pyretrieve.fragments AS f (
+            workspace_id, project_id, body, classification, observed_at, expires_at,
+            source_uri, source_revision, manifest_id, ts_config)
+        SELECT p_workspace, p_project, r.body, r.classification, coalesce(r.observed_at, now()),
+               r.expires_at, coalesce(r.source_uri, o.source_uri), r.source_revision,
+               coalesce(r.manifest_id, o.manifest_id), coalesce(o.ts_config, v_config)
+          FROM unnest(p_rows) r
+          LEFT JOIN LATERAL (
+                SELECT f.source_uri, f.manifest_id, f.ts_config FROM pyretrieve.fragments f
+                 WHERE f.workspace_id = p_workspace AND f.project_id = p_project
+                   AND f.fragment_id = r.replaces[1]) o ON true
+         WHERE r.keep IS NULL
+         ORDER BY r.classification, pyretrieve.content_digest(r.body), r.ord
+        ON CONFLICT (workspace_id, project_id, classification, content_digest) WHERE state = 'active'
+        DO NOTHING;
+    EXCEPTION WHEN program_limit_exceeded THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR014',
+            MESSAGE = 'body has too many distinct words or positions for a text-search vector';
+    END;
+
+    -- Each row's fragment: the active one with its content and classification (written now,
+    -- or found), or the one it keeps.
+    SELECT array_agg(m.ord ORDER BY m.ord), array_agg(m.fragment_id ORDER BY m.ord),
+           array_agg(m.created ORDER BY m.ord)
+      INTO v_ords, v_ids, v_created
+      FROM (SELECT r.ord, f.fragment_id, f.ingested_at = now() AS created
+              FROM unnest(p_rows) r
+              JOIN pyretrieve.fragments f
+                ON f.workspace_id = p_workspace AND f.project_id = p_project AND f.state = 'active'
+               AND f.classification = r.classification
+               AND f.content_digest = pyretrieve.content_digest(r.body)
+             WHERE r.keep IS NULL
+            UNION ALL
+            SELECT r.ord, r.keep, false FROM unnest(p_rows) r WHERE r.keep IS NOT NULL) m;
+    IF coalesce(cardinality(v_ords), 0) <> cardinality(p_rows) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR020', MESSAGE = 'fragment not found';
+    END IF;
+
+    IF cardinality(v_replaced) > 0 THEN
+        UPDATE pyretrieve.fragments f
+           SET state = 'superseded', superseded_by = s.successor
+          FROM (SELECT x.id AS old, m.fragment_id AS successor
+                  FROM unnest(p_rows) r
+                 CROSS JOIN LATERAL unnest(r.replaces) AS x(id)
+                  JOIN unnest(v_ords, v_ids) AS m(ord, fragment_id) ON m.ord = r.ord) s
+         WHERE f.workspace_id = p_workspace AND f.project_id = p_project AND f.fragment_id = s.old
+           AND s.old <> s.successor;
+    END IF;
+
+    -- Embeddings where the fragment's is missing or stale, once per fragment (the first row).
+    IF v_dimension IS NOT NULL THEN
+        WITH t AS (
+            SELECT DISTINCT ON (m.fragment_id) m.fragment_id, m.ord, r.embedding
+              FROM unnest(p_rows) r
+              JOIN unnest(v_ords, v_ids) AS m(ord, fragment_id) ON m.ord = r.ord
+             WHERE r.embedding IS NOT NULL
+             ORDER BY m.fragment_id, m.ord
+        ), need AS (
+            SELECT t.fragment_id, t.ord, t.embedding, f.content_digest
+              FROM t
+              JOIN pyretrieve.fragments f
+                ON f.workspace_id = p_workspace AND f.fragment_id = t.fragment_id
+              LEFT JOIN pyretrieve.embeddings e
+                ON e.workspace_id = p_workspace AND e.fragment_id = t.fragment_id AND e.model_id = p_model
+             WHERE e.fragment_id IS NULL OR e.source_digest <> f.content_digest
+                OR e.vector_generation < f.lexical_generation
+        ), put AS (
+            INSERT INTO pyretrieve.embeddings AS e (
+                workspace_id, project_id, fragment_id, model_id, embedding, source_digest)
+            SELECT p_workspace, p_project, need.fragment_id, p_model, need.embedding, need.content_digest
+              FROM need
+             ORDER BY need.fragment_id
+            ON CONFLICT (workspace_id, fragment_id, model_id)
+            DO UPDATE SET embedding = EXCLUDED.embedding, source_digest = EXCLUDED.source_digest
+            RETURNING e.fragment_id
+        )
+        SELECT coalesce(array_agg(need.ord), '{}') INTO v_embedded
+          FROM need WHERE need.fragment_id IN (SELECT put.fragment_id FROM put);
+    END IF;
+
+    RETURN QUERY
+    SELECT m.ord, m.fragment_id, m.created, m.ord = ANY (v_embedded)
+      FROM unnest(v_ords, v_ids, v_created) AS m(ord, fragment_id, created)
+     ORDER BY m.ord;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.ingest_batch(text, text, pyretrieve.ingest_row[], text) IS
+    'Write one ingest batch in one set-based step: new fragments (idempotent by content, as put_fragment), the active fragments each row supersedes (replaces: marked superseded by the row''s fragment, as supersede_fragment), kept fragments (keep), and the rows'' embeddings for p_model where missing or stale (the source digest is the fragment''s own content digest). Every check (grant, ceiling PR001, lengths and times PR010, each superseded or kept fragment active and visible PR020, model and vectors PR012/PR011) runs before any write, so the batch is written whole or not at all. Returns each row''s fragment, whether this transaction created it and whether an embedding was stored for it. The rows are a value: the function never reads a caller''s table. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+
 SET LOCAL ROLE pyretrieve_owner;
 
 -- ==== sql/schema/60_admin.sql ====
@@ -2303,6 +2614,103 @@ END;
 $$;
 COMMENT ON FUNCTION pyretrieve.create_model_index(text) IS
     'Create the per-model HNSW index (cosine, on the embedding cast to the model''s dimension, partial on the model). SECURITY DEFINER because index creation needs the table owner; executable by admins and by register_model (pyretrieve_api) only.';
+
+-- ---------------------------------------------------------------------------------------------
+-- Decision retention. pyretrieve.decisions is partitioned by month of evaluated_at (UTC). The
+-- partitions are owned by pyretrieve_owner, have row-level security enabled and forced with no
+-- policy of their own (so nothing reads one except through the parent, whose policies apply),
+-- and are only ever created or dropped whole: no decision row is ever updated or deleted.
+-- ---------------------------------------------------------------------------------------------
+
+-- The monthly partitions of pyretrieve.decisions and the range each holds.
+CREATE FUNCTION pyretrieve.decision_partition_ranges()
+RETURNS TABLE (partition_name text, range_start timestamptz, range_end timestamptz)
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    SELECT c.relname::text, b.m[1]::timestamptz, b.m[2]::timestamptz
+      FROM pg_catalog.pg_inherits i
+      JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid
+     CROSS JOIN LATERAL (SELECT pg_catalog.regexp_match(pg_catalog.pg_get_expr(c.relpartbound, c.oid),
+                                '^FOR VALUES FROM \(''([^'']+)''\) TO \(''([^'']+)''\)$') AS m) b
+     WHERE i.inhparent = 'pyretrieve.decisions'::regclass AND b.m IS NOT NULL
+     ORDER BY 2;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.decision_partition_ranges() IS
+    'The partitions of pyretrieve.decisions with the range of evaluated_at each holds, oldest first (read from the catalog).';
+
+-- SECURITY DEFINER, written reason: a partition is created by the owner of the partitioned
+-- table, and neither admins nor pyretrieve_api may own it. Names and bounds are derived from
+-- the clock (never from the arguments' text); the inputs are a number of months and a start.
+CREATE FUNCTION pyretrieve.ensure_decision_partitions(p_months_ahead integer DEFAULT 2, p_from timestamptz DEFAULT NULL)
+RETURNS SETOF text
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_first timestamp := date_trunc('month', coalesce(p_from, now()) AT TIME ZONE 'UTC');
+    v_last timestamp := date_trunc('month', now() AT TIME ZONE 'UTC');
+    v_month timestamp;
+    v_start timestamptz;
+    v_end timestamptz;
+    v_name text;
+BEGIN
+    IF p_months_ahead IS NULL OR p_months_ahead NOT BETWEEN 0 AND 24 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'months ahead must be between 0 and 24';
+    END IF;
+    IF v_first > v_last OR v_first < v_last - interval '20 years' THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'the first month must be in the last 20 years';
+    END IF;
+    v_month := v_first;
+    WHILE v_month <= v_last + make_interval(months => p_months_ahead) LOOP
+        v_start := v_month AT TIME ZONE 'UTC';
+        v_end := (v_month + interval '1 month') AT TIME ZONE 'UTC';
+        v_name := 'decisions_' || to_char(v_month, 'YYYY_MM');
+        IF NOT EXISTS (SELECT 1 FROM pyretrieve.decision_partition_ranges() r
+                        WHERE r.range_start < v_end AND r.range_end > v_start) THEN
+            BEGIN
+                EXECUTE format('CREATE TABLE pyretrieve.%I PARTITION OF pyretrieve.decisions FOR VALUES FROM (%L) TO (%L)',
+                               v_name, v_start, v_end);
+                EXECUTE format('ALTER TABLE pyretrieve.%I ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY', v_name);
+                EXECUTE format('COMMENT ON TABLE pyretrieve.%I IS %L', v_name,
+                               format('Decisions evaluated in %s (UTC): a partition of pyretrieve.decisions, read and written only through it.',
+                                      to_char(v_month, 'YYYY-MM')));
+                RETURN NEXT v_name;
+            EXCEPTION WHEN duplicate_table OR invalid_object_definition THEN
+                -- Another transaction created it meanwhile.
+                NULL;
+            END;
+        END IF;
+        v_month := v_month + interval '1 month';
+    END LOOP;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.ensure_decision_partitions(integer, timestamptz) IS
+    'Create the monthly partitions of pyretrieve.decisions (UTC months) from the month of p_from (default: the current month) to p_months_ahead months after the current one, where missing; returns the names created. Idempotent; authorize calls it when no partition holds the current month yet. SECURITY DEFINER (runs as pyretrieve_owner): a partition is created by the owner of the partitioned table.';
+
+-- SECURITY DEFINER, written reason: dropping a partition needs the owner of the table. The
+-- function drops only a partition of pyretrieve.decisions, and only one whose range ended at
+-- least a day ago, whatever its caller asks: no decision of an open or recent transaction
+-- can go.
+CREATE FUNCTION pyretrieve.drop_decision_partition(p_partition text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pyretrieve.decision_partition_ranges() r
+                    WHERE r.partition_name = p_partition AND r.range_end <= now() - interval '1 day') THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'not a decision partition that ended more than a day ago';
+    END IF;
+    EXECUTE format('DROP TABLE pyretrieve.%I', p_partition);
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.drop_decision_partition(text) IS
+    'Drop one partition of pyretrieve.decisions whose range ended more than a day ago (prune_decisions calls it). SECURITY DEFINER (runs as pyretrieve_owner): dropping a partition needs the owner of the table.';
 
 SET LOCAL ROLE pyretrieve_api;
 
@@ -2580,6 +2988,114 @@ BEGIN ATOMIC
 END;
 COMMENT ON FUNCTION pyretrieve.schema_version() IS
     'The installed schema version. SECURITY DEFINER (runs as pyretrieve_api) so that principals, who hold no table privilege, can read it.';
+
+-- Decision retention and the audit's questions, for admins.
+CREATE FUNCTION pyretrieve.decision_partitions()
+RETURNS TABLE (partition_name text, range_start timestamptz, range_end timestamptz, decisions bigint)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    RETURN QUERY
+    SELECT r.partition_name, r.range_start, r.range_end,
+           (SELECT count(*) FROM pyretrieve.decisions d
+             WHERE d.evaluated_at >= r.range_start AND d.evaluated_at < r.range_end)
+      FROM pyretrieve.decision_partition_ranges() r
+     ORDER BY r.range_start;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.decision_partitions() IS
+    'The monthly partitions of the decisions log, with their range and the number of decisions each holds. Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals hold no table privilege.';
+
+CREATE FUNCTION pyretrieve.prune_decisions(p_older_than interval, p_dry_run boolean DEFAULT false)
+RETURNS TABLE (partition_name text, range_start timestamptz, range_end timestamptz, decisions bigint)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    p record;
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    IF p_older_than IS NULL OR p_older_than < interval '1 day' THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'retention must be at least one day';
+    END IF;
+    -- Whole months only: a partition goes when every decision it can hold is older than the
+    -- retention, so no decision younger than that is ever dropped.
+    FOR p IN SELECT * FROM pyretrieve.decision_partitions() d
+              WHERE d.range_end <= now() - p_older_than ORDER BY d.range_start LOOP
+        IF NOT p_dry_run THEN
+            PERFORM pyretrieve.drop_decision_partition(p.partition_name);
+        END IF;
+        partition_name := p.partition_name;
+        range_start := p.range_start;
+        range_end := p.range_end;
+        decisions := p.decisions;
+        RETURN NEXT;
+    END LOOP;
+    IF NOT p_dry_run THEN
+        PERFORM pyretrieve.ensure_decision_partitions();
+    END IF;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.prune_decisions(interval, boolean) IS
+    'Retention of the decisions log: drop every monthly partition whose whole range is older than p_older_than (at least one day), returning each with the number of decisions it held (with p_dry_run, only report them), then create the partitions ahead. Decisions are never deleted one by one. Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals hold no table privilege.';
+
+-- Who searched what scope when: the decisions of a time range, optionally of one scope or one
+-- principal, newest first. Each filter given becomes a predicate of its own (dynamic SQL with
+-- parameters, never spliced text), so the planner uses the scope or principal index and reads
+-- only the months asked for.
+CREATE FUNCTION pyretrieve.list_decisions(
+    p_since timestamptz,
+    p_until timestamptz DEFAULT NULL,
+    p_workspace text DEFAULT NULL,
+    p_project text DEFAULT NULL,
+    p_principal text DEFAULT NULL,
+    p_limit integer DEFAULT 1000)
+RETURNS TABLE (evaluated_at timestamptz, principal name, workspace_id text, project_id text,
+               purpose text, decision_id uuid, grant_id uuid, ceiling pyretrieve.classification,
+               semantic_intent text, requested_limit integer, query_digest bytea,
+               embedding_digest bytea)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_sql text := 'SELECT d.evaluated_at, d.principal, d.workspace_id::text, d.project_id::text,'
+               || ' d.purpose::text, d.decision_id, d.grant_id, d.ceiling, d.semantic_intent,'
+               || ' d.requested_limit, d.query_digest, d.embedding_digest'
+               || ' FROM pyretrieve.decisions d WHERE d.evaluated_at >= $1 AND d.evaluated_at < $2';
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    IF p_since IS NULL OR (p_until IS NOT NULL AND p_until <= p_since) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'a time range: since, and until after it';
+    END IF;
+    IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 100000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'limit must be between 1 and 100000';
+    END IF;
+    IF p_project IS NOT NULL AND p_workspace IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'a project is named with its workspace';
+    END IF;
+    IF p_workspace IS NOT NULL THEN
+        PERFORM pyretrieve.check_identifier(p_workspace, 'workspace');
+        v_sql := v_sql || ' AND d.workspace_id = $3';
+    END IF;
+    IF p_project IS NOT NULL THEN
+        PERFORM pyretrieve.check_identifier(p_project, 'project');
+        v_sql := v_sql || ' AND d.project_id = $4';
+    END IF;
+    IF p_principal IS NOT NULL THEN
+        v_sql := v_sql || ' AND d.principal = $5';
+    END IF;
+    v_sql := v_sql || ' ORDER BY d.evaluated_at DESC, d.decision_id LIMIT $6';
+    RETURN QUERY EXECUTE v_sql
+        USING p_since, coalesce(p_until, 'infinity'::timestamptz), p_workspace, p_project,
+              p_principal::name, p_limit;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.list_decisions(timestamptz, timestamptz, text, text, text, integer) IS
+    'Who searched what scope when: the decisions evaluated in [p_since, p_until), optionally of one workspace (and project) or one principal, newest first, at most p_limit: digests and intent only, never query text. Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals hold no table privilege.';
 
 SET LOCAL ROLE pyretrieve_owner;
 
@@ -2875,12 +3391,14 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'between 0 and 1000 ids';
     END IF;
     RETURN QUERY
+    -- The ids as an index condition (= ANY): one key look-up per id, whatever the size of the
+    -- scope's catalog (a join with unnest() let the planner read the whole scope).
     SELECT t.fragment_id, t.name, t.schema_version, t.operation, t.tags, t.server,
            length(t.schema::text)
-      FROM unnest(p_ids) AS u(id)
-      JOIN pyretrieve.tools t ON t.workspace_id = d.workspace_id AND t.fragment_id = u.id
+      FROM pyretrieve.tools t
       JOIN pyretrieve.fragments f ON f.workspace_id = t.workspace_id AND f.fragment_id = t.fragment_id
-     WHERE t.project_id = d.project_id AND f.project_id = d.project_id
+     WHERE t.workspace_id = d.workspace_id AND t.fragment_id = ANY (p_ids)
+       AND t.project_id = d.project_id AND f.project_id = d.project_id
        AND f.state = 'active'
        AND f.classification <= d.ceiling AND t.classification <= d.ceiling
        AND f.observed_at <= d.evaluated_at
@@ -2906,10 +3424,10 @@ BEGIN
     END IF;
     RETURN QUERY
     SELECT t.fragment_id, t.name, t.schema_version, t.schema
-      FROM unnest(p_ids) AS u(id)
-      JOIN pyretrieve.tools t ON t.workspace_id = d.workspace_id AND t.fragment_id = u.id
+      FROM pyretrieve.tools t
       JOIN pyretrieve.fragments f ON f.workspace_id = t.workspace_id AND f.fragment_id = t.fragment_id
-     WHERE t.project_id = d.project_id AND f.project_id = d.project_id
+     WHERE t.workspace_id = d.workspace_id AND t.fragment_id = ANY (p_ids)
+       AND t.project_id = d.project_id AND f.project_id = d.project_id
        AND f.state = 'active'
        AND f.classification <= d.ceiling AND t.classification <= d.ceiling
        AND f.observed_at <= d.evaluated_at
@@ -3015,6 +3533,459 @@ REVOKE ALL ON FUNCTION pyretrieve.tool_argument_lines(jsonb, text), pyretrieve.t
 GRANT EXECUTE ON FUNCTION pyretrieve.tool_argument_lines(jsonb, text), pyretrieve.tool_text(jsonb)
     TO pyretrieve_reader, pyretrieve_writer, pyretrieve_admin, pyretrieve_api;
 
+-- ---------------------------------------------------------------------------------------------
+-- Tool discovery for SQL callers: pyretrieve.discover_tools(...) returns the document the
+-- Python client's Discovery.document() holds, key for key and value for value (a test compares
+-- their canonical JSON byte for byte). The steps are the client's, in its order:
+--   search (authorize, both legs, fragments, RRF, freshness, total order) for a pool of 48
+--   -> the tools among them the decision admits -> similar-tool penalties (write tools only)
+--   -> order by adjusted score, then fused rank -> confidence -> K of the policy -> rollout
+--   -> schemas of the chosen K only.
+-- The word lists and constants below are pyretrieve.tools.definitions' and .select's; a test
+-- checks them against the Python ones.
+-- ---------------------------------------------------------------------------------------------
+SET LOCAL ROLE pyretrieve_owner;
+
+-- Verbs (and synonyms) by operation family, as pyretrieve.tools.definitions.OPERATION_SYNONYMS.
+CREATE FUNCTION pyretrieve.tool_operation_words()
+RETURNS TABLE (family text, word text)
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT f.family, w.word
+      FROM (VALUES
+        ('delete', ARRAY['delete', 'deletes', 'deleting', 'remove', 'removes', 'removing', 'erase',
+                         'drop', 'purge', 'destroy', 'unregister', 'uninstall', 'cancel', 'revoke',
+                         'discard', 'clear', 'wipe', 'unsubscribe', 'terminate']),
+        ('update', ARRAY['update', 'updates', 'updating', 'modify', 'edit', 'change', 'set', 'rename',
+                         'patch', 'replace', 'adjust', 'alter', 'reschedule', 'move', 'enable',
+                         'disable', 'toggle', 'upgrade', 'assign', 'configure', 'reset']),
+        ('create', ARRAY['create', 'creates', 'creating', 'add', 'adds', 'new', 'make', 'insert',
+                         'register', 'book', 'schedule', 'generate', 'send', 'submit', 'upload',
+                         'open', 'start', 'reserve', 'buy', 'purchase', 'invite', 'build']),
+        ('get', ARRAY['get', 'gets', 'fetch', 'retrieve', 'read', 'show', 'display', 'view', 'lookup',
+                      'check', 'describe', 'obtain', 'calculate', 'compute', 'estimate', 'convert',
+                      'tell', 'what', 'whats', 'how']),
+        ('search', ARRAY['search', 'find', 'query', 'locate', 'discover', 'look', 'seek', 'filter',
+                         'match']),
+        ('list', ARRAY['list', 'lists', 'enumerate', 'all', 'browse'])) AS f(family, words),
+           LATERAL pg_catalog.unnest(f.words) AS w(word);
+END;
+COMMENT ON FUNCTION pyretrieve.tool_operation_words() IS
+    'The verbs and synonyms of each operation family (delete, update, create, get, search, list) that requests and tool names are read with, as pyretrieve.tools.definitions.OPERATION_SYNONYMS.';
+
+-- Words that never name an entity, as pyretrieve.tools.definitions._STOP.
+CREATE FUNCTION pyretrieve.tool_stop_words()
+RETURNS text[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+RETURN ARRAY['a', 'an', 'the', 'of', 'for', 'to', 'in', 'on', 'by', 'with', 'and', 'or', 'from', 'at',
+             'is', 'are', 'be', 'it', 'this', 'that', 'my', 'me', 'i', 'you', 'your', 'please', 'can',
+             'could', 'would', 'will', 'should', 'do', 'does', 'need', 'want'];
+COMMENT ON FUNCTION pyretrieve.tool_stop_words() IS
+    'Words that never name an entity when a request is compared with a tool name, as pyretrieve.tools.definitions._STOP.';
+
+-- The lower-case words of a text with snake_case, camelCase and dotted names split: the
+-- matches of [A-Za-z][a-z]*|[0-9]+ (ASCII letters only, as Python's re reads that pattern).
+CREATE FUNCTION pyretrieve.tool_words(p_text text)
+RETURNS text[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT coalesce(pg_catalog.array_agg(pg_catalog.lower(m.w[1] COLLATE "C") ORDER BY m.n), '{}')
+      FROM pg_catalog.regexp_matches(p_text, '([A-Za-z][a-z]*|[0-9]+)', 'g') WITH ORDINALITY AS m(w, n);
+END;
+COMMENT ON FUNCTION pyretrieve.tool_words(text) IS
+    'The lower-case words of a text, snake_case, camelCase and dotted names split, in order (pyretrieve.tools.definitions.words).';
+
+-- The entity words of a text: neither operation verbs nor stop words, longer than one letter,
+-- not numbers, lightly stemmed (ies -> y, es, s), as pyretrieve.tools.definitions.entity_words.
+CREATE FUNCTION pyretrieve.tool_entity_words(p_text text)
+RETURNS text[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT coalesce(pg_catalog.array_agg(DISTINCT s.stem ORDER BY s.stem), '{}')
+      FROM (SELECT CASE
+                     WHEN pg_catalog.length(u.w) > 5 AND u.w LIKE '%ies'
+                         THEN pg_catalog.left(u.w, -3) || 'y'
+                     WHEN pg_catalog.length(u.w) > 4 AND u.w LIKE '%es' THEN pg_catalog.left(u.w, -2)
+                     WHEN pg_catalog.length(u.w) > 3 AND u.w LIKE '%s' THEN pg_catalog.left(u.w, -1)
+                     ELSE u.w END COLLATE "C" AS stem
+              FROM pg_catalog.unnest(pyretrieve.tool_words(p_text)) AS u(w)
+             WHERE pg_catalog.length(u.w) > 1 AND u.w !~ '^[0-9]+$'
+               AND NOT u.w = ANY (pyretrieve.tool_stop_words())
+               AND NOT EXISTS (SELECT 1 FROM pyretrieve.tool_operation_words() o WHERE o.word = u.w)) s;
+END;
+COMMENT ON FUNCTION pyretrieve.tool_entity_words(text) IS
+    'The entity words of a text (not operation verbs, not stop words, longer than one letter, not numbers, lightly stemmed), sorted: pyretrieve.tools.definitions.entity_words.';
+
+-- The operation families a request asks for, sorted: delete/update/create/search by their
+-- verbs; get and list only when none of those is named (their verbs are too common).
+CREATE FUNCTION pyretrieve.tool_query_operations(p_text text)
+RETURNS text[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    WITH found AS (
+        SELECT DISTINCT o.family
+          FROM pg_catalog.unnest(pyretrieve.tool_words(p_text)) AS u(w)
+          JOIN pyretrieve.tool_operation_words() o ON o.word = u.w
+    )
+    SELECT coalesce(pg_catalog.array_agg(f.family COLLATE "C" ORDER BY f.family COLLATE "C"), '{}')
+      FROM found f
+     WHERE f.family NOT IN ('get', 'list')
+        OR NOT EXISTS (SELECT 1 FROM found x WHERE x.family NOT IN ('get', 'list'));
+END;
+COMMENT ON FUNCTION pyretrieve.tool_query_operations(text) IS
+    'The operation families a request asks for, sorted (pyretrieve.tools.definitions.query_operations): delete, update, create and search by their verbs; get and list only when no other family is named.';
+
+-- A stable bucket 0..99 for (workspace, principal): the first 8 bytes of
+-- sha256(workspace || NUL || principal), big-endian, unsigned, modulo 100.
+CREATE FUNCTION pyretrieve.tool_rollout_bucket(p_workspace text, p_principal text)
+RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT ((('x' || pg_catalog.encode(pg_catalog.substr(h.d, 1, 8), 'hex'))::bit(64)::bigint::numeric
+             + CASE WHEN pg_catalog.get_byte(h.d, 0) >= 128 THEN 18446744073709551616::numeric ELSE 0 END)
+            % 100)::integer
+      FROM (SELECT pg_catalog.sha256(pg_catalog.convert_to(p_workspace, 'UTF8') || '\x00'::bytea
+                                     || pg_catalog.convert_to(p_principal, 'UTF8')) AS d) h;
+END;
+COMMENT ON FUNCTION pyretrieve.tool_rollout_bucket(text, text) IS
+    'The rollout bucket (0..99) of a principal in a workspace: sha256 of workspace, NUL, principal; first 8 bytes as an unsigned big-endian integer, modulo 100 (pyretrieve.tools.select.rollout_bucket).';
+
+-- The K a policy recommends for a confidence level and, in the selection's order, the adjusted
+-- scores, the BM25 scores and the cosine distances (NULL where a leg did not find the tool)
+-- (pyretrieve.tools.select.recommended_k); never more than the candidates there are.
+CREATE FUNCTION pyretrieve.tool_recommended_k(
+    p_policy text, p_level text, p_scores double precision[],
+    p_lexical double precision[], p_distances double precision[])
+RETURNS integer
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_n integer := coalesce(cardinality(p_scores), 0);
+    v_k integer;
+    v_best double precision;
+    v_drop double precision;
+    v_high integer;
+    -- near: the parameters pyretrieve.tools.select.NEAR_DEFAULT (BM25 ratio, distance margin, kmin).
+    c_a constant double precision := 0.7;
+    c_b constant double precision := 0.1;
+    c_kmin constant integer := 8;
+    v_best_lexical double precision;
+    v_best_distance double precision;
+BEGIN
+    CASE p_policy
+    WHEN 'fixed-10' THEN v_k := 10;
+    WHEN 'fixed-15' THEN v_k := 15;
+    WHEN 'fixed-20' THEN v_k := 20;
+    WHEN 'fixed-48' THEN v_k := 48;
+    WHEN 'tight' THEN
+        v_k := CASE p_level WHEN 'none' THEN 0 WHEN 'high' THEN 3 WHEN 'normal' THEN 5 WHEN 'low' THEN 10 ELSE 15 END;
+    WHEN 'wide' THEN
+        v_k := CASE p_level WHEN 'none' THEN 0 WHEN 'high' THEN 5 WHEN 'normal' THEN 8 WHEN 'low' THEN 12 ELSE 15 END;
+    WHEN 'gap' THEN
+        -- Cut after the largest drop among the first 20 (at least 3; the first of equal drops).
+        v_high := least(v_n, 20);
+        IF p_level = 'none' THEN
+            v_k := 0;
+        ELSIF v_high <= 3 THEN
+            v_k := v_high;
+        ELSE
+            v_best := NULL;
+            FOR i IN 4 .. v_high LOOP
+                v_drop := p_scores[i - 1] - p_scores[i];
+                IF v_best IS NULL OR v_drop > v_best THEN
+                    v_best := v_drop;
+                    v_k := i - 1;
+                END IF;
+            END LOOP;
+            IF NOT v_best > 0 THEN
+                v_k := v_high;
+            END IF;
+        END IF;
+    WHEN 'near' THEN
+        -- Up to the last tool whose BM25 is at least a times the pool's best, or whose cosine
+        -- distance is at most the best plus b; at least kmin.
+        IF p_level = 'none' THEN
+            v_k := 0;
+        ELSE
+            SELECT max(x) INTO v_best_lexical FROM unnest(p_lexical) AS x;
+            SELECT min(x) INTO v_best_distance FROM unnest(p_distances) AS x;
+            v_k := 0;
+            FOR i IN 1 .. v_n LOOP
+                IF (p_lexical[i] IS NOT NULL AND v_best_lexical > 0 AND p_lexical[i] >= c_a * v_best_lexical)
+                   OR (p_distances[i] IS NOT NULL AND p_distances[i] <= v_best_distance + c_b) THEN
+                    v_k := i;
+                END IF;
+            END LOOP;
+            v_k := greatest(c_kmin, v_k);
+        END IF;
+    ELSE
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'unknown K policy';
+    END CASE;
+    RETURN least(v_k, v_n);
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.tool_recommended_k(text, text, double precision[], double precision[], double precision[]) IS
+    'The K a tool-selection policy recommends for a confidence level and, in the selection''s order, the adjusted scores, BM25 scores and cosine distances (pyretrieve.tools.select.recommended_k), never more than the candidates.';
+
+SET LOCAL ROLE pyretrieve_api;
+
+CREATE FUNCTION pyretrieve.discover_tools(
+    p_workspace text,
+    p_project text,
+    p_purpose text,
+    p_query text,
+    p_embedding public.vector DEFAULT NULL,
+    p_model text DEFAULT NULL,
+    p_policy text DEFAULT NULL,
+    p_mode text DEFAULT 'hybrid',
+    p_lexical_weight double precision DEFAULT 1.0,
+    p_vector_weight double precision DEFAULT 1.0,
+    p_protect boolean DEFAULT true,
+    p_adaptive boolean DEFAULT NULL,
+    p_master boolean DEFAULT true)
+RETURNS jsonb
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+-- Doubles pass through jsonb as text: the shortest exact digits, whatever the caller set.
+SET extra_float_digits = 1
+AS $$
+DECLARE
+    c_pool constant integer := 48;
+    c_candidates constant integer := 100;
+    c_formula constant text := 'normalized = fused / ideal fused score (1-based RRF, k = 60); '
+                               'adjusted = normalized * product of penalty factors';
+    v_policy text := coalesce(p_policy, 'near');
+    d pyretrieve.decisions;
+    v_hits jsonb;
+    v_ideal double precision := 0.0;
+    v_asked text[];
+    v_query_entities text[];
+    v_scored jsonb;
+    v_n integer;
+    v_s1 double precision;
+    v_s2 double precision;
+    v_level text;
+    v_reason text;
+    v_recommended integer;
+    v_baseline integer;
+    v_stage text;
+    v_applied boolean;
+    v_k integer;
+    v_schemas jsonb;
+    v_tools jsonb;
+    v_omissions jsonb;
+    v_fingerprint text;
+BEGIN
+    IF v_policy NOT IN ('fixed-10', 'fixed-15', 'fixed-20', 'fixed-48', 'tight', 'gap', 'wide', 'near') THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010',
+            MESSAGE = 'policy must be one of fixed-10, fixed-15, fixed-20, fixed-48, tight, gap, wide, near';
+    END IF;
+    IF p_protect IS NULL OR p_master IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'protect and master must not be null';
+    END IF;
+
+    -- 1. The search path (it authorizes: one decision for the transaction) for a pool of 48.
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+               'fragment_id', s.fragment_id, 'fused_rank', s.rank, 'score', s.final_score,
+               'lexical_rank', s.explanation -> 'modalities' -> 'lexical' -> 'rank',
+               'vector_rank', s.explanation -> 'modalities' -> 'vector' -> 'rank',
+               'lexical_score', s.explanation -> 'modalities' -> 'lexical' -> 'score',
+               'vector_distance', s.explanation -> 'modalities' -> 'vector' -> 'distance',
+               'vector_used', s.explanation -> 'semantic' ->> 'status' = 'used') ORDER BY s.rank),
+           '[]'::jsonb)
+      INTO v_hits
+      FROM pyretrieve.search(p_workspace => p_workspace, p_project => p_project,
+                             p_purpose => p_purpose, p_query => p_query,
+                             p_embedding => p_embedding, p_model => p_model, p_limit => c_pool,
+                             p_mode => p_mode, p_lexical_weight => p_lexical_weight,
+                             p_vector_weight => p_vector_weight,
+                             p_candidate_limit => c_candidates,
+                             -- K is calibrated on RRF scores, whatever the model's default.
+                             p_fusion => 'rrf') s;
+    SELECT * INTO STRICT d FROM pyretrieve.bound_decision();
+    d := pyretrieve.require_decision(d.decision_id);
+
+    -- The fused score of a tool ranked first by every leg that ran.
+    IF p_mode <> 'vector' THEN
+        v_ideal := v_ideal + p_lexical_weight / 61.0::double precision;
+    END IF;
+    IF coalesce((v_hits -> 0 ->> 'vector_used')::boolean, false) THEN
+        v_ideal := v_ideal + p_vector_weight / 61.0::double precision;
+    END IF;
+
+    -- 2. The tools among them the decision admits; penalties; the order by adjusted score.
+    v_asked := CASE WHEN p_protect THEN pyretrieve.tool_query_operations(p_query) ELSE '{}' END;
+    v_query_entities := pyretrieve.tool_entity_words(p_query);
+    WITH hit AS (
+        SELECT (h ->> 'fragment_id')::uuid AS fragment_id, (h ->> 'fused_rank')::integer AS fused_rank,
+               (h ->> 'score')::double precision AS score, h -> 'lexical_rank' AS lexical_rank,
+               h -> 'vector_rank' AS vector_rank, h -> 'lexical_score' AS lexical_score,
+               h -> 'vector_distance' AS vector_distance
+          FROM jsonb_array_elements(v_hits) AS h
+    ), tool AS (
+        SELECT h.*, e.name, e.schema_version, e.operation,
+               CASE WHEN v_ideal > 0 THEN h.score / v_ideal ELSE 0.0::double precision END AS normalized,
+               CASE
+                 WHEN cardinality(v_asked) = 0 OR e.operation NOT IN ('delete', 'update', 'create') THEN NULL
+                 WHEN NOT e.operation = ANY (v_asked) THEN jsonb_build_object(
+                     'code', 'operation_contradiction', 'factor', pyretrieve.json_double(0.5),
+                     'asked', to_jsonb(v_asked), 'tool_family', e.operation)
+                 WHEN NOT pyretrieve.tool_entity_words(e.name) && v_query_entities THEN jsonb_build_object(
+                     'code', 'no_shared_entity', 'factor', pyretrieve.json_double(0.8),
+                     'tool_family', e.operation)
+               END AS penalty
+          FROM hit h
+          JOIN pyretrieve.tool_entries(p_decision => d.decision_id,
+                                       p_ids => ARRAY(SELECT x.fragment_id FROM hit x)) e
+            ON e.fragment_id = h.fragment_id
+    ), adjusted AS (
+        SELECT t.*, t.normalized * coalesce((t.penalty ->> 'factor')::double precision,
+                                            1.0::double precision) AS adjusted
+          FROM tool t
+    )
+    SELECT coalesce(jsonb_agg(to_jsonb(a) || jsonb_build_object('rank', a.rank)
+                              ORDER BY a.rank), '[]'::jsonb)
+      INTO v_scored
+      FROM (SELECT x.*, (row_number() OVER (ORDER BY x.adjusted DESC, x.fused_rank))::integer AS rank
+              FROM adjusted x) a;
+    v_n := jsonb_array_length(v_scored);
+
+    -- 3. Confidence from the top adjusted score, the second and the gap.
+    IF v_n = 0 THEN
+        v_level := 'none';
+        v_reason := 'no authorised tool matched';
+    ELSE
+        v_s1 := (v_scored -> 0 ->> 'adjusted')::double precision;
+        v_s2 := CASE WHEN v_n > 1 THEN (v_scored -> 1 ->> 'adjusted')::double precision
+                     ELSE 0.0::double precision END;
+        IF v_s1 >= 0.9 AND v_s1 - v_s2 >= 0.1 THEN
+            v_level := 'high';
+            v_reason := 'top tool ranked first by every leg, clear gap to the next';
+        ELSIF v_s1 >= 0.6 THEN
+            v_level := 'normal';
+            v_reason := 'top tool ranked high by the legs that ran';
+        ELSIF v_s1 >= 0.4 THEN
+            v_level := 'low';
+            v_reason := 'top tool found by one leg only or ranked low';
+        ELSE
+            v_level := 'fail';
+            v_reason := 'no tool ranked high by any leg';
+        END IF;
+    END IF;
+
+    -- 4. K: the policy's, applied by the rollout stage (or the caller's choice), never more than
+    --    the baseline K of 48 or the candidates.
+    v_recommended := pyretrieve.tool_recommended_k(v_policy, v_level,
+        ARRAY(SELECT (x ->> 'adjusted')::double precision FROM jsonb_array_elements(v_scored) AS x),
+        ARRAY(SELECT (x ->> 'lexical_score')::double precision FROM jsonb_array_elements(v_scored) AS x),
+        ARRAY(SELECT (x ->> 'vector_distance')::double precision FROM jsonb_array_elements(v_scored) AS x));
+    v_baseline := least(48, v_n);
+    v_stage := pyretrieve.tool_rollout(d.decision_id);
+    v_applied := CASE
+        WHEN v_policy IN ('fixed-10', 'fixed-15', 'fixed-20', 'fixed-48') THEN true
+        WHEN p_adaptive IS NOT NULL THEN p_adaptive AND p_master
+        ELSE p_master AND pyretrieve.tool_rollout_bucket(d.workspace_id, d.principal)
+                 < CASE v_stage WHEN 'canary' THEN 5 WHEN 'majority' THEN 50 WHEN 'full' THEN 100 ELSE 0 END
+    END;
+    v_k := CASE WHEN v_applied THEN least(v_recommended, v_baseline) ELSE v_baseline END;
+
+    -- 5. Schemas of the chosen K only, under the same decision.
+    SELECT coalesce(jsonb_object_agg(s.fragment_id::text, s.schema), '{}'::jsonb)
+      INTO v_schemas
+      FROM pyretrieve.tool_schemas(p_decision => d.decision_id, p_ids => ARRAY(
+               SELECT (x ->> 'fragment_id')::uuid FROM jsonb_array_elements(v_scored) AS x
+                WHERE (x ->> 'rank')::integer <= v_k)) s;
+
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+               'name', x ->> 'name', 'schema_version', (x ->> 'schema_version')::integer,
+               'rank', (x ->> 'rank')::integer, 'fused_rank', (x ->> 'fused_rank')::integer,
+               'lexical_rank', x -> 'lexical_rank', 'vector_rank', x -> 'vector_rank',
+               'lexical_score', x -> 'lexical_score', 'vector_distance', x -> 'vector_distance',
+               'operation', x ->> 'operation',
+               'fused_score', pyretrieve.json_double((x ->> 'score')::double precision),
+               'normalized_score', pyretrieve.json_double((x ->> 'normalized')::double precision),
+               'adjusted_score', pyretrieve.json_double((x ->> 'adjusted')::double precision),
+               'penalties', CASE WHEN x -> 'penalty' = 'null'::jsonb THEN '[]'::jsonb
+                                 ELSE jsonb_build_array(x -> 'penalty') END,
+               'chosen', (x ->> 'rank')::integer <= v_k,
+               'cut', CASE WHEN (x ->> 'rank')::integer <= v_k THEN NULL
+                           WHEN v_applied OR v_k = v_recommended THEN 'cut_by_k'
+                           ELSE 'cut_by_baseline_k' END,
+               'formula', c_formula) ORDER BY (x ->> 'rank')::integer), '[]'::jsonb),
+           coalesce(jsonb_agg(jsonb_build_object(
+               'name', x ->> 'name', 'fragment_id', x ->> 'fragment_id',
+               'position', (x ->> 'rank')::integer, 'reason', 'cut_by_k',
+               'score', pyretrieve.json_double((x ->> 'adjusted')::double precision))
+               ORDER BY (x ->> 'rank')::integer) FILTER (WHERE (x ->> 'rank')::integer > v_k), '[]'::jsonb)
+      INTO v_tools, v_omissions
+      FROM jsonb_array_elements(v_scored) AS x;
+
+    -- The context fingerprint: sha256 over the sorted "name NUL version" lines of the chosen.
+    SELECT pg_catalog.encode(pg_catalog.sha256(coalesce(pg_catalog.string_agg(l.line, '\x0a'::bytea ORDER BY l.line),
+                                                        ''::bytea)), 'hex')
+      INTO v_fingerprint
+      FROM (SELECT pg_catalog.convert_to(x ->> 'name', 'UTF8') || '\x00'::bytea
+                   || pg_catalog.convert_to(x ->> 'schema_version', 'UTF8') AS line
+              FROM jsonb_array_elements(v_scored) AS x
+             WHERE (x ->> 'rank')::integer <= v_k AND v_schemas ? (x ->> 'fragment_id')) l;
+
+    RETURN jsonb_build_object(
+        'decision_id', d.decision_id,
+        'query_digest', pg_catalog.encode(pyretrieve.content_digest(p_query), 'hex'),
+        'policy', v_policy,
+        'stage', v_stage,
+        'applied', v_applied,
+        'confidence', jsonb_build_object(
+            'level', v_level,
+            'score', pyretrieve.json_double(coalesce(v_s1, 0.0::double precision)),
+            'reason', v_reason,
+            'recommended_k', v_recommended,
+            'top_score', pyretrieve.json_double(v_s1),
+            'second_score', pyretrieve.json_double(v_s2),
+            'gap', pyretrieve.json_double(v_s1 - v_s2)),
+        'k', (SELECT count(*) FROM jsonb_array_elements(v_scored) AS x
+               WHERE (x ->> 'rank')::integer <= v_k AND v_schemas ? (x ->> 'fragment_id')),
+        'fingerprint', v_fingerprint,
+        'tools', v_tools,
+        'omissions', v_omissions,
+        'schemas', (SELECT coalesce(jsonb_agg(v_schemas -> (x ->> 'fragment_id') ORDER BY (x ->> 'rank')::integer),
+                                    '[]'::jsonb)
+                      FROM jsonb_array_elements(v_scored) AS x
+                     WHERE (x ->> 'rank')::integer <= v_k AND v_schemas ? (x ->> 'fragment_id')));
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.discover_tools(text, text, text, text, public.vector, text, text, text, double precision, double precision, boolean, boolean, boolean) IS
+    'Tool discovery for an agent request, as one jsonb document: the ranked tools the caller may use (search''s authorization, legs, fusion and freshness for a pool of 48, then only tools the decision admits), each with its explanation (fused, lexical and vector ranks, fused, normalised and adjusted scores, similar-tool penalties, chosen, why cut), the confidence (level none/high/normal/low/fail, score, reason, recommended K, top and second score, gap), K, omissions for authorised tools cut by K, the context fingerprint and the schemas of the chosen K only. p_policy: fixed-10, fixed-15, fixed-20, fixed-48, tight, gap, wide or near (default near, the evaluated default); adaptive K only truncates and is applied by the project''s rollout stage unless p_adaptive says otherwise; p_master false turns it off. Byte-identical, as canonical JSON, to the Python client''s Discovery.document() for the same request and decision. Raises what search raises (PR001 on deny, PR010 on bad input, PR030). SECURITY DEFINER (runs as pyretrieve_api): it calls helpers that principals are not granted (the bound decision, the word lists, the rollout bucket) and principals reach the tables only through the SQL API.';
+
+REVOKE ALL ON FUNCTION
+    pyretrieve.discover_tools(text, text, text, text, public.vector, text, text, text, double precision, double precision, boolean, boolean, boolean)
+    FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION
+    pyretrieve.discover_tools(text, text, text, text, public.vector, text, text, text, double precision, double precision, boolean, boolean, boolean)
+    TO pyretrieve_reader;
+
+SET LOCAL ROLE pyretrieve_owner;
+REVOKE ALL ON FUNCTION pyretrieve.tool_operation_words(), pyretrieve.tool_stop_words(),
+    pyretrieve.tool_words(text), pyretrieve.tool_entity_words(text), pyretrieve.tool_query_operations(text),
+    pyretrieve.tool_rollout_bucket(text, text), pyretrieve.tool_recommended_k(text, text, double precision[], double precision[], double precision[])
+    FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pyretrieve.tool_operation_words(), pyretrieve.tool_stop_words(),
+    pyretrieve.tool_words(text), pyretrieve.tool_entity_words(text), pyretrieve.tool_query_operations(text),
+    pyretrieve.tool_rollout_bucket(text, text), pyretrieve.tool_recommended_k(text, text, double precision[], double precision[], double precision[])
+    TO pyretrieve_api;
+-- discover_tools (as pyretrieve_api) runs search() and the renderings it calls.
+GRANT EXECUTE ON FUNCTION
+    pyretrieve.search(text, text, text, text, public.vector, text, integer, text, double precision, double precision, text, text, integer, text),
+    pyretrieve.json_double(double precision), pyretrieve.iso_utc(timestamptz)
+    TO pyretrieve_api;
+
 -- ==== sql/schema/70_privileges.sql ====
 -- ---------------------------------------------------------------------------------------------
 -- Privileges. Nothing for PUBLIC. The principal groups hold no privilege on any table, view or
@@ -3037,11 +4008,13 @@ BEGIN
 END
 $revoke$;
 REVOKE ALL ON TYPE pyretrieve.classification, pyretrieve.fragment_state, pyretrieve.semantic_policy,
-    pyretrieve.identifier FROM PUBLIC;
+    pyretrieve.identifier, pyretrieve.ingest_row FROM PUBLIC;
 
 GRANT USAGE ON SCHEMA pyretrieve TO pyretrieve_reader, pyretrieve_writer, pyretrieve_admin, pyretrieve_api;
 GRANT USAGE ON TYPE pyretrieve.classification, pyretrieve.fragment_state, pyretrieve.semantic_policy,
     pyretrieve.identifier TO pyretrieve_reader, pyretrieve_writer, pyretrieve_admin, pyretrieve_api;
+-- Writers build bulk batches of this type (a staging table of their own, one array value).
+GRANT USAGE ON TYPE pyretrieve.ingest_row TO pyretrieve_writer, pyretrieve_api;
 
 -- What the API functions (and the triggers they fire) read and write, as pyretrieve_api.
 GRANT SELECT ON pyretrieve.installation, pyretrieve.workspaces, pyretrieve.projects,
@@ -3081,7 +4054,9 @@ GRANT EXECUTE ON FUNCTION pyretrieve.caller(), pyretrieve.caller_in(name),
     pyretrieve.check_identifier(text, text), pyretrieve.require_decision(uuid),
     pyretrieve.check_embedding(text, public.vector), pyretrieve.require_admin(),
     pyretrieve.scope_sequence(text, text), pyretrieve.tsvector_length(tsvector),
-    pyretrieve.create_scope_sequence(text, text), pyretrieve.create_model_index(text)
+    pyretrieve.create_scope_sequence(text, text), pyretrieve.create_model_index(text),
+    pyretrieve.decision_partition_ranges(), pyretrieve.ensure_decision_partitions(integer, timestamptz),
+    pyretrieve.drop_decision_partition(text)
     TO pyretrieve_api;
 
 -- Pure helpers for everyone in a group (digests, the OR query, the caller's identity).
@@ -3098,6 +4073,8 @@ GRANT EXECUTE ON FUNCTION
     TO pyretrieve_reader;
 -- create_model_index is an owner function that admins may call directly too.
 GRANT EXECUTE ON FUNCTION pyretrieve.create_model_index(text) TO pyretrieve_admin;
+-- So is creating the decisions log's partitions ahead (a maintenance job run as an admin).
+GRANT EXECUTE ON FUNCTION pyretrieve.ensure_decision_partitions(integer, timestamptz) TO pyretrieve_admin;
 
 -- The SQL API, granted by its owner pyretrieve_api.
 SET LOCAL ROLE pyretrieve_api;
@@ -3133,7 +4110,9 @@ GRANT EXECUTE ON FUNCTION
     pyretrieve.active_sources_like(text, text, text[]),
     pyretrieve.created_now(text, text, uuid[]),
     pyretrieve.embeddings_needed(text, text, text, uuid[]),
-    pyretrieve.stale_embeddings(text, text, text, uuid, integer)
+    pyretrieve.stale_embeddings(text, text, text, uuid, integer),
+    pyretrieve.ingest_state(text, text, text[], text),
+    pyretrieve.ingest_batch(text, text, pyretrieve.ingest_row[], text)
     TO pyretrieve_writer;
 GRANT EXECUTE ON FUNCTION
     pyretrieve.create_workspace(text, text),
@@ -3143,7 +4122,10 @@ GRANT EXECUTE ON FUNCTION
     pyretrieve.register_model(text, integer, double precision, double precision, text),
     pyretrieve.set_bm25(text, text, double precision, double precision),
     pyretrieve.list_projects(),
-    pyretrieve.list_grants()
+    pyretrieve.list_grants(),
+    pyretrieve.decision_partitions(),
+    pyretrieve.prune_decisions(interval, boolean),
+    pyretrieve.list_decisions(timestamptz, timestamptz, text, text, text, integer)
     TO pyretrieve_admin;
 SET LOCAL ROLE pyretrieve_owner;
 
@@ -3270,12 +4252,17 @@ SELECT pg_catalog.format('%I.%I', n.nspname, c.relname) AS table_name,
        (SELECT pg_catalog.count(*) FROM pg_catalog.pg_policy p
          WHERE p.polrelid = c.oid AND NOT p.polpermissive)::integer AS restrictive_policies,
        EXISTS (SELECT FROM pg_catalog.pg_attribute a
-                WHERE a.attrelid = c.oid AND a.attname = 'workspace_id' AND NOT a.attisdropped) AS has_workspace_id
+                WHERE a.attrelid = c.oid AND a.attname = 'workspace_id' AND NOT a.attisdropped) AS has_workspace_id,
+       (SELECT pg_catalog.format('%I.%I', pn.nspname, p.relname)
+          FROM pg_catalog.pg_inherits i
+          JOIN pg_catalog.pg_class p ON p.oid = i.inhparent
+          JOIN pg_catalog.pg_namespace pn ON pn.oid = p.relnamespace
+         WHERE c.relispartition AND i.inhrelid = c.oid) AS partition_of
   FROM pg_catalog.pg_class c
   JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
  WHERE n.nspname = 'pyretrieve' AND c.relkind IN ('r', 'p');
 COMMENT ON VIEW pyretrieve.audit_tables IS
-    'Each table of the pyretrieve schema: owner, row-level security enabled and forced (so the owner is bound too), its policies (permissive and restrictive) and whether it has a workspace_id column.';
+    'Each table of the pyretrieve schema: owner, row-level security enabled and forced (so the owner is bound too), its policies (permissive and restrictive), whether it has a workspace_id column and, for a partition, the table it is a partition of (read through that table, under its policies; its own row-level security, with no policy, refuses every direct read).';
 
 -- The top-level OR branches of a deparsed expression (one element when it has none): each
 -- branch admits rows on its own, so each must carry its own identity check.
@@ -3675,7 +4662,7 @@ WITH f (severity, code, object_type, object, evidence, fix) AS (
            CASE WHEN t.rls_enabled THEN 'no policy: every query by a role other than the owner returns no rows'
                 ELSE 'no policy, and row-level security is disabled' END,
            pg_catalog.format('CREATE POLICY ... ON %s TO <the group roles that use it> USING (...); or drop the table', t.table_name)
-      FROM pyretrieve.audit_tables t WHERE t.policies = 0
+      FROM pyretrieve.audit_tables t WHERE t.policies = 0 AND t.partition_of IS NULL
     UNION ALL
     -- Policies.
     SELECT 'warning', 'overlapping_permissive_policies', 'table', a.table_name,
@@ -3747,7 +4734,9 @@ WITH f (severity, code, object_type, object, evidence, fix) AS (
            pg_catalog.format('REVOKE %s ON %s FROM %s;', pr.privilege, pr.object,
                              CASE WHEN pr.grantee = 'PUBLIC' THEN 'PUBLIC' ELSE pg_catalog.quote_ident(pr.grantee) END)
       FROM pyretrieve.audit_privileges pr
-     WHERE pr.object IN ('pyretrieve.decisions', 'pyretrieve.write_bindings')
+     WHERE (pr.object IN ('pyretrieve.decisions', 'pyretrieve.write_bindings')
+            OR pr.object IN (SELECT t.table_name FROM pyretrieve.audit_tables t
+                              WHERE t.partition_of IN ('pyretrieve.decisions', 'pyretrieve.write_bindings')))
        AND pr.privilege IN ('UPDATE', 'DELETE', 'TRUNCATE') AND NOT pr.grantee_is_owner
     UNION ALL
     SELECT 'error', 'decisions_mutable', 'policy',
@@ -3755,7 +4744,9 @@ WITH f (severity, code, object_type, object, evidence, fix) AS (
            pg_catalog.format('a %s policy on an audit log that must be append-only', p.command),
            pg_catalog.format('DROP POLICY %I ON %s;', p.policy_name, p.table_name)
       FROM pyretrieve.audit_policies p
-     WHERE p.table_name IN ('pyretrieve.decisions', 'pyretrieve.write_bindings')
+     WHERE (p.table_name IN ('pyretrieve.decisions', 'pyretrieve.write_bindings')
+            OR p.table_name IN (SELECT t.table_name FROM pyretrieve.audit_tables t
+                                 WHERE t.partition_of IN ('pyretrieve.decisions', 'pyretrieve.write_bindings')))
        AND p.command IN ('UPDATE', 'DELETE', 'ALL')
     UNION ALL
     SELECT 'error', 'content_updatable', pr.object_type,
@@ -4140,8 +5131,11 @@ GRANT EXECUTE ON FUNCTION pyretrieve.audit_server(), pyretrieve.audit_objects(),
 SET LOCAL ROLE pyretrieve_owner;
 
 -- ==== sql/schema/90_epilogue.sql ====
+-- The decisions log's partitions: this month and the next two.
+SELECT pg_catalog.count(*) AS decision_partitions FROM pyretrieve.ensure_decision_partitions();
+
 INSERT INTO pyretrieve.installation (schema_version, created_vector)
-VALUES ('0009', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
+VALUES ('0012', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
 
 RESET ROLE;
 -- pyretrieve_api created the API functions; it may not create anything else.

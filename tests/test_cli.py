@@ -70,6 +70,16 @@ def test_embedded_server_life_cycle_and_install(server: Server, home: Path) -> N
 
     status_text = ok(cli(home, "db", "status"))
     assert status_text.startswith("running: PostgreSQL 18")
+    # The memory settings were chosen from this machine's memory, and the server runs with them.
+    plan = embedded.memory_plan(*embedded.machine_memory())
+    memory_line = status_text.splitlines()[1]
+    assert memory_line.endswith(f"({plan.describe()})")
+    with psycopg.connect(url) as conn:
+        for name, value in plan.settings.items():
+            shown = conn.execute(f"SHOW {name}").fetchone()
+            assert shown is not None
+            assert embedded._settings_bytes(str(shown[0])) == embedded._settings_bytes(value), name
+            assert f"{name} {shown[0]}" in memory_line
     assert ok(cli(home, "db", "url")) == url
 
     # No --dsn and no PYRETRIEVE_DSN: install into the embedded server.

@@ -66,6 +66,10 @@ def db_status() -> None:
         click.echo(f"not running (data directory {st.pgdata})")
         sys.exit(3)
     click.echo(f"running: PostgreSQL {st.version} at {st.url} (data directory {st.pgdata})")
+    if st.memory:
+        settings = ", ".join(f"{name} {value}" for name, value in st.memory.items())
+        basis = st.memory_basis or "not chosen by pyretrieve"
+        click.echo(f"memory: {settings} ({basis})")
 
 
 @db.command(
@@ -178,5 +182,13 @@ def _register() -> None:
         importlib.import_module(f"pyretrieve.cli.{name}")
 
 
-_COMMAND_MODULES: tuple[str, ...] = ("search", "admin", "demo", "ingest", "audit", "tools")
+_COMMAND_MODULES: tuple[str, ...] = (
+    "search",
+    "admin",
+    "demo",
+    "ingest",
+    "audit",
+    "tools",
+    "decisions",
+)
 _register()

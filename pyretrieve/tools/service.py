@@ -18,7 +18,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
@@ -31,7 +31,7 @@ from psycopg.rows import dict_row, tuple_row
 from psycopg.types.json import Jsonb
 
 from pyretrieve import ranking, telemetry
-from pyretrieve.client import Row, build_request
+from pyretrieve.client import Row, SearchRequest, build_request
 from pyretrieve.db import queries
 from pyretrieve.db.errors import translate
 from pyretrieve.db.steps import Call, Failed, Reply, Steps
@@ -43,10 +43,11 @@ from pyretrieve.types import Scope, SearchResult, Weights
 from pyretrieve.vectors import canonical_embedding, to_pgvector_text
 
 if TYPE_CHECKING:
-    from pyretrieve.client import Retriever
+    from pyretrieve.client import AsyncRetriever, Retriever
 
 CLASSIFICATIONS = ("public", "internal", "confidential", "restricted")
 MAX_RETRIES = 1
+EMBED_BATCH = 32
 
 
 # ---------------------------------------------------------------------------------------------
@@ -149,23 +150,27 @@ def _embed(
     todo = [(fid, schema) for fid, schema in fresh if fid in wanted]
     if not todo:
         return 0
-    bodies = [
-        str(cur.execute(queries.TOOL_TEXT, (Jsonb(s),)).fetchone()["t"])  # type: ignore[index]
-        for _, s in todo
-    ]
-    vectors = embedder.embed_documents(bodies)
-    for (fid, _), body, vector in zip(todo, bodies, vectors, strict=True):
-        cur.execute(
-            queries.PUT_EMBEDDING,
-            (
-                workspace,
-                project,
-                fid,
-                embedder.model_id,
-                to_pgvector_text(canonical_embedding(vector)),
-                hashlib.sha256(body.encode("utf-8")).digest(),
-            ),
-        )
+    # In batches: the write transaction must not sit idle while a slow model embeds every
+    # tool at once (a request's idle_in_transaction_session_timeout is 60 s).
+    for start in range(0, len(todo), EMBED_BATCH):
+        batch = todo[start : start + EMBED_BATCH]
+        bodies = [
+            str(cur.execute(queries.TOOL_TEXT, (Jsonb(s),)).fetchone()["t"])  # type: ignore[index]
+            for _, s in batch
+        ]
+        vectors = embedder.embed_documents(bodies)
+        for (fid, _), body, vector in zip(batch, bodies, vectors, strict=True):
+            cur.execute(
+                queries.PUT_EMBEDDING,
+                (
+                    workspace,
+                    project,
+                    fid,
+                    embedder.model_id,
+                    to_pgvector_text(canonical_embedding(vector)),
+                    hashlib.sha256(body.encode("utf-8")).digest(),
+                ),
+            )
     return len(todo)
 
 
@@ -240,6 +245,17 @@ class Discovery:
     def mcp_tools_list(self) -> dict[str, Any]:
         return context.mcp_tools_list(self.schemas)
 
+    def document(self) -> dict[str, Any]:
+        """The discovery as ``pyretrieve.discover_tools(...)`` returns it to SQL callers: the
+        same keys and values (its canonical JSON is byte-identical for the same request and
+        decision). Everything but the retrieval id and the token count, which only the client
+        computes."""
+        plain = self.to_plain()
+        for key in ("retrieval_id", "schema_tokens", "token_method"):
+            del plain[key]
+        plain["schemas"] = [dict(s) for s in self.schemas]
+        return plain
+
     def to_plain(self) -> dict[str, Any]:
         return {
             "retrieval_id": self.retrieval_id,
@@ -287,6 +303,8 @@ def _candidates(result: SearchResult, entries: dict[UUID, Row]) -> list[select.C
                 lexical_rank=None if r.lexical is None else r.lexical.rank,
                 vector_rank=None if r.vector is None else r.vector.rank,
                 schema_chars=e["schema_chars"],
+                lexical_score=None if r.lexical is None else r.lexical.score,
+                vector_distance=None if r.vector is None else r.vector.distance,
             )
         )
     return out
@@ -302,6 +320,8 @@ def _explanation(s: select.Scored, k: int, adaptive_k: int, applied: bool) -> di
         "fused_rank": c.fused_rank,
         "lexical_rank": c.lexical_rank,
         "vector_rank": c.vector_rank,
+        "lexical_score": c.lexical_score,
+        "vector_distance": c.vector_distance,
         "operation": c.operation,
         "fused_score": c.score,
         "normalized_score": s.normalized,
@@ -312,6 +332,43 @@ def _explanation(s: select.Scored, k: int, adaptive_k: int, applied: bool) -> di
         "formula": "normalized = fused / ideal fused score (1-based RRF, k = 60); "
         "adjusted = normalized * product of penalty factors",
     }
+
+
+def discovery_request(
+    query: str,
+    *,
+    scope: Scope,
+    mode: str = "hybrid",
+    model: str | None = None,
+    embedding: Sequence[float] | NDArray[np.floating] | None = None,
+    weights: Weights | None = None,
+) -> SearchRequest:
+    """The search a discovery runs: a pool of ``POOL`` fused candidates from ``CANDIDATES``
+    per leg (what ``pyretrieve.discover_tools`` runs in SQL too)."""
+    return build_request(
+        query,
+        scope=scope,
+        mode=mode,
+        limit=select.POOL,
+        candidate_limit=select.CANDIDATES,
+        model=model,
+        embedding=embedding,
+        # The selector's confidence levels and K were calibrated on RRF scores normalised by
+        # the RRF ideal, so discovery fuses by RRF, at equal weights unless asked otherwise,
+        # whatever the model's registered defaults for plain search.
+        weights=weights or Weights(),
+        fusion="rrf",
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Options:
+    """How a discovery picks its tools (``discover``'s keyword arguments after the search's)."""
+
+    policy: str | None = None
+    protect: bool = True
+    adaptive: bool | None = None
+    master: bool = True
 
 
 def discover(
@@ -326,122 +383,176 @@ def discover(
     protect: bool = True,
     adaptive: bool | None = None,
     master: bool = True,
+    weights: Weights | None = None,
 ) -> Discovery:
+    request = discovery_request(
+        query, scope=scope, mode=mode, model=model, embedding=embedding, weights=weights
+    )
+    options = _Options(policy=policy, protect=protect, adaptive=adaptive, master=master)
+    then, attributes = _discovery(request, options)
+    with telemetry.span("discover_tools", **attributes) as span:
+        discovery: Discovery = retriever._execute(request, then)
+        _discovered(span, discovery)
+    return discovery
+
+
+async def adiscover(
+    retriever: AsyncRetriever,
+    query: str,
+    *,
+    scope: Scope,
+    policy: str | None = None,
+    mode: str = "hybrid",
+    model: str | None = None,
+    embedding: Sequence[float] | NDArray[np.floating] | None = None,
+    protect: bool = True,
+    adaptive: bool | None = None,
+    master: bool = True,
+    weights: Weights | None = None,
+) -> Discovery:
+    """:func:`discover`, awaited: the same steps on an async connection or pool."""
+    request = discovery_request(
+        query, scope=scope, mode=mode, model=model, embedding=embedding, weights=weights
+    )
+    options = _Options(policy=policy, protect=protect, adaptive=adaptive, master=master)
+    then, attributes = _discovery(request, options)
+    with telemetry.span("discover_tools", **attributes) as span:
+        discovery: Discovery = await retriever._aexecute(request, then)
+        _discovered(span, discovery)
+    return discovery
+
+
+def _discovery(
+    request: SearchRequest, options: _Options
+) -> tuple[Callable[[SearchResult], Steps[Discovery]], dict[str, Any]]:
+    # The policy is checked before anything is sent.
+    policy = _check_policy(options.policy)
+
+    def then(result: SearchResult) -> Steps[Discovery]:
+        return select_tools(
+            result,
+            request,
+            policy=policy,
+            protect=options.protect,
+            adaptive=options.adaptive,
+            master=options.master,
+        )
+
+    return then, {**telemetry.request_attributes(request), "policy": policy}
+
+
+def _discovered(span: telemetry.Span, discovery: Discovery) -> None:
+    span.set(**telemetry.discovery_attributes(discovery))
+    _discovery_events(discovery)
+
+
+def _check_policy(policy: str | None) -> str:
     policy = policy or select.DEFAULT_POLICY
     if policy not in select.POLICIES:
         raise InvalidInput(f"policy must be one of {', '.join(select.POLICIES)}")
-    request = build_request(
-        query,
-        scope=scope,
-        mode=mode,
-        limit=select.POOL,
-        candidate_limit=100,
-        model=model,
-        embedding=embedding,
-        # The selector's confidence levels and K were calibrated on equal-weight RRF scores
-        # (normalised by the RRF ideal), so discovery asks for exactly that, whatever the
-        # model's registered defaults for plain search.
-        weights=Weights(),
-        fusion="rrf",
+    return policy
+
+
+def select_tools(
+    result: SearchResult,
+    request: SearchRequest,
+    *,
+    policy: str | None = None,
+    protect: bool = True,
+    adaptive: bool | None = None,
+    master: bool = True,
+) -> Steps[Discovery]:
+    """After the search, in its transaction and under its decision: the tools among the
+    results, penalties, confidence, K (by policy and rollout) and the chosen schemas."""
+    policy = _check_policy(policy)
+    query = request.query
+    decision = result.decision
+    ids = [r.fragment_id for r in result.results]
+    entries = {
+        e["fragment_id"]: e
+        for e in _rows(
+            (
+                yield Call(
+                    step="tool_entries",
+                    query=queries.TOOL_ENTRIES,
+                    params=(decision.decision_id, ids),
+                )
+            )
+        )
+    }
+    rollout = yield Call(
+        step="tool_rollout", query=queries.TOOL_ROLLOUT, params=(decision.decision_id,)
     )
-
-    def then(result: SearchResult) -> Steps[Discovery]:
-        decision = result.decision
-        ids = [r.fragment_id for r in result.results]
-        entries = {
-            e["fragment_id"]: e
-            for e in _rows(
-                (
-                    yield Call(
-                        step="tool_entries",
-                        query=queries.TOOL_ENTRIES,
-                        params=(decision.decision_id, ids),
-                    )
+    stage = str(_rows(rollout)[0]["s"])
+    ideal = ranking.ideal_score(
+        result.weights, lexical_ran=result.lexical_ran, vector_ran=result.vector_ran
+    )
+    scored = select.score(query, _candidates(result, entries), ideal, protect=protect)
+    conf = select.assess(scored, policy)
+    baseline = select.recommended_k(select.BASELINE_POLICY, conf.level, scored)
+    if policy in select.FIXED_POLICIES:
+        applied = True
+    elif adaptive is not None:
+        applied = adaptive and master
+    else:
+        applied = select.adaptive_applies(
+            stage, decision.workspace_id, decision.principal, master=master
+        )
+    # Adaptive K only truncates: it is never more than the baseline or the candidates.
+    k = min(conf.recommended_k, baseline) if applied else baseline
+    chosen_ids = [s.candidate.fragment_id for s in scored[:k]]
+    schemas = {
+        r["fragment_id"]: r["schema"]
+        for r in _rows(
+            (
+                yield Call(
+                    step="tool_schemas",
+                    query=queries.TOOL_SCHEMAS,
+                    params=(decision.decision_id, chosen_ids),
                 )
             )
-        }
-        rollout = yield Call(
-            step="tool_rollout", query=queries.TOOL_ROLLOUT, params=(decision.decision_id,)
         )
-        stage = str(_rows(rollout)[0]["s"])
-        ideal = ranking.ideal_score(
-            result.weights, lexical_ran=result.lexical_ran, vector_ran=result.vector_ran
+    }
+    ranked = tuple(
+        DiscoveredTool(
+            name=s.candidate.name,
+            fragment_id=s.candidate.fragment_id,
+            schema_version=s.candidate.schema_version,
+            operation=s.candidate.operation,
+            rank=s.rank,
+            chosen=s.rank <= k and s.candidate.fragment_id in schemas,
+            explanation=_explanation(s, k, conf.recommended_k, applied),
+            schema=schemas.get(s.candidate.fragment_id) if s.rank <= k else None,
         )
-        scored = select.score(query, _candidates(result, entries), ideal, protect=protect)
-        conf = select.assess(scored, policy)
-        baseline = select.recommended_k(select.BASELINE_POLICY, conf.level, scored)
-        if policy in select.FIXED_POLICIES:
-            applied = True
-        elif adaptive is not None:
-            applied = adaptive and master
-        else:
-            applied = select.adaptive_applies(
-                stage, decision.workspace_id, decision.principal, master=master
-            )
-        # Adaptive K only truncates: it is never more than the baseline or the candidates.
-        k = min(conf.recommended_k, baseline) if applied else baseline
-        chosen_ids = [s.candidate.fragment_id for s in scored[:k]]
-        schemas = {
-            r["fragment_id"]: r["schema"]
-            for r in _rows(
-                (
-                    yield Call(
-                        step="tool_schemas",
-                        query=queries.TOOL_SCHEMAS,
-                        params=(decision.decision_id, chosen_ids),
-                    )
-                )
-            )
-        }
-        ranked = tuple(
-            DiscoveredTool(
-                name=s.candidate.name,
-                fragment_id=s.candidate.fragment_id,
-                schema_version=s.candidate.schema_version,
-                operation=s.candidate.operation,
-                rank=s.rank,
-                chosen=s.rank <= k and s.candidate.fragment_id in schemas,
-                explanation=_explanation(s, k, conf.recommended_k, applied),
-                schema=schemas.get(s.candidate.fragment_id) if s.rank <= k else None,
-            )
-            for s in scored
+        for s in scored
+    )
+    omissions = tuple(
+        ToolOmission(
+            name=s.candidate.name,
+            fragment_id=s.candidate.fragment_id,
+            position=s.rank,
+            reason="cut_by_k",
+            score=s.adjusted,
         )
-        omissions = tuple(
-            ToolOmission(
-                name=s.candidate.name,
-                fragment_id=s.candidate.fragment_id,
-                position=s.rank,
-                reason="cut_by_k",
-                score=s.adjusted,
-            )
-            for s in scored[k:]
-        )
-        chosen = [t for t in ranked if t.chosen]
-        tokens, method = context.schema_tokens([t.schema for t in chosen if t.schema])
-        return Discovery(
-            retrieval_id=result.retrieval_id,
-            decision_id=decision.decision_id,
-            query_digest=request.query_digest.hex(),
-            policy=policy,
-            stage=stage,
-            applied=applied,
-            confidence=conf,
-            k=len(chosen),
-            ranked=ranked,
-            omissions=omissions,
-            fingerprint=context.tool_context_fingerprint(
-                (t.name, t.schema_version) for t in chosen
-            ),
-            schema_tokens=tokens,
-            token_method=method,
-        )
-
-    attributes = {**telemetry.request_attributes(request), "policy": policy}
-    with telemetry.span("discover_tools", **attributes) as span:
-        discovery: Discovery = retriever._execute(request, then)
-        span.set(**telemetry.discovery_attributes(discovery))
-        _discovery_events(discovery)
-    return discovery
+        for s in scored[k:]
+    )
+    chosen = [t for t in ranked if t.chosen]
+    tokens, method = context.schema_tokens([t.schema for t in chosen if t.schema])
+    return Discovery(
+        retrieval_id=result.retrieval_id,
+        decision_id=decision.decision_id,
+        query_digest=request.query_digest.hex(),
+        policy=policy,
+        stage=stage,
+        applied=applied,
+        confidence=conf,
+        k=len(chosen),
+        ranked=ranked,
+        omissions=omissions,
+        fingerprint=context.tool_context_fingerprint((t.name, t.schema_version) for t in chosen),
+        schema_tokens=tokens,
+        token_method=method,
+    )
 
 
 def _rows(reply: Reply) -> list[Row]:
@@ -516,20 +627,36 @@ def rediscover(
     retriever: Retriever, name: str, *, scope: Scope, session: ToolSession
 ) -> Rediscovery:
     with telemetry.span("rediscover_tool", **telemetry.scope_attributes(scope)) as span:
-        outcome = _rediscover(retriever, name, scope=scope, session=session)
-        span.set(outcome=outcome.status, retries=session.retries)
-        events.emit(
-            "tool_rediscovery",
-            name_digest=events.digest(name) if isinstance(name, str) else None,
-            outcome=outcome.status,
-            retries=session.retries,
-        )
+        outcome = _precheck(name, session)
+        if outcome is None:
+            try:
+                row = retriever._run(_tool_by_name(name, scope))
+            except AccessDenied:
+                row = None
+            outcome = _queue(row, name, session)
+        _rediscovered(span, outcome, name, session)
     return outcome
 
 
-def _rediscover(
-    retriever: Retriever, name: str, *, scope: Scope, session: ToolSession
+async def arediscover(
+    retriever: AsyncRetriever, name: str, *, scope: Scope, session: ToolSession
 ) -> Rediscovery:
+    """:func:`rediscover`, awaited: the same steps on an async connection or pool."""
+    with telemetry.span("rediscover_tool", **telemetry.scope_attributes(scope)) as span:
+        outcome = _precheck(name, session)
+        if outcome is None:
+            try:
+                row = await retriever._arun(_tool_by_name(name, scope))
+            except AccessDenied:
+                row = None
+            outcome = _queue(row, name, session)
+        _rediscovered(span, outcome, name, session)
+    return outcome
+
+
+def _precheck(name: str, session: ToolSession) -> Rediscovery | None:
+    """The outcome decided without the database, or None when the name must be looked up
+    (which spends the request's one retry)."""
     if isinstance(name, str) and name in session.offered:
         return Rediscovery(status="already_offered", message="tool already offered")
     if session.retries >= MAX_RETRIES:
@@ -537,29 +664,41 @@ def _rediscover(
     session.retries += 1
     if not isinstance(name, str) or not NAME_RE.match(name):
         return REJECTED
-    request = build_request(name, scope=scope, mode="lexical", semantic="disabled", limit=1)
-    from pyretrieve.db.session import principal_transaction
+    return None
 
-    try:
-        with (
-            principal_transaction(
-                retriever._source, retriever._principal, needs="a request", privileged_ok=False
-            ) as conn,
-            conn.cursor(row_factory=dict_row) as cur,
-        ):
-            decision = cur.execute(
-                queries.AUTHORIZE,
-                (scope.workspace, scope.project, scope.purpose, request.query_digest, *_NO_VECTOR),
-            ).fetchone()
-            assert decision is not None
-            row = cur.execute(
-                queries.TOOL_BY_NAME,
-                (decision["decision_id"], name),
-            ).fetchone()
-    except AccessDenied:
-        return REJECTED
-    except psycopg.Error as exc:
-        raise translate(exc) from None
+
+def _tool_by_name(name: str, scope: Scope) -> Steps[Row | None]:
+    # A new transaction, so a new authorization, lexical only: the name is the query.
+    request = build_request(name, scope=scope, mode="lexical", semantic="disabled", limit=1)
+    decision = _rows(
+        (
+            yield Call(
+                step="authorize",
+                query=queries.AUTHORIZE,
+                params=(
+                    scope.workspace,
+                    scope.project,
+                    scope.purpose,
+                    request.query_digest,
+                    *_NO_VECTOR,
+                ),
+            )
+        )
+    )[0]
+    found = _rows(
+        (
+            yield Call(
+                step="tool_by_name",
+                query=queries.TOOL_BY_NAME,
+                params=(decision["decision_id"], name),
+            )
+        )
+    )
+    return found[0] if found else None
+
+
+def _queue(row: Row | None, name: str, session: ToolSession) -> Rediscovery:
+    # Unauthorised and absent are one and the same rejection.
     if row is None:
         return REJECTED
     session.pending.append(row["schema"])
@@ -568,4 +707,16 @@ def _rediscover(
         status="queued",
         message="schema queued for the next round",
         schema_version=row["schema_version"],
+    )
+
+
+def _rediscovered(
+    span: telemetry.Span, outcome: Rediscovery, name: str, session: ToolSession
+) -> None:
+    span.set(outcome=outcome.status, retries=session.retries)
+    events.emit(
+        "tool_rediscovery",
+        name_digest=events.digest(name) if isinstance(name, str) else None,
+        outcome=outcome.status,
+        retries=session.retries,
     )

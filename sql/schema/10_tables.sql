@@ -240,14 +240,19 @@ CREATE TABLE pyretrieve.decisions (
     semantic_intent   text NOT NULL CHECK (semantic_intent IN ('disabled', 'optional', 'required')),
     embedding_digest  bytea CHECK (pg_catalog.length(embedding_digest) = 32),
     xact_id           xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id(),
-    PRIMARY KEY (workspace_id, decision_id)
-);
-CREATE UNIQUE INDEX decisions_id_key ON pyretrieve.decisions (decision_id, workspace_id);
+    -- A key of a partitioned table holds the partition key.
+    PRIMARY KEY (workspace_id, decision_id, evaluated_at)
+) PARTITION BY RANGE (evaluated_at);
 -- A transaction holds at most one binding (a read decision or a write scope); the binding is
--- found by the transaction, never by a setting.
+-- found by the transaction, never by a setting. Its look-up also states evaluated_at = now(),
+-- so it reads the current month's partition only.
 CREATE INDEX decisions_xact_idx ON pyretrieve.decisions (xact_id);
+-- Who searched what scope when, and what one principal searched when: the audit's questions,
+-- each a range scan of the months asked for.
+CREATE INDEX decisions_scope_time_idx ON pyretrieve.decisions (workspace_id, project_id, evaluated_at);
+CREATE INDEX decisions_principal_time_idx ON pyretrieve.decisions (principal, evaluated_at);
 COMMENT ON TABLE pyretrieve.decisions IS
-    'Audit log of authorisation decisions: digests and intent only, never query text, embedding values or content. At most one per transaction: the read binding of that transaction.';
+    'Audit log of authorisation decisions: digests and intent only, never query text, embedding values or content. At most one per transaction: the read binding of that transaction. Partitioned by month of evaluated_at (UTC); partitions are created ahead by pyretrieve.ensure_decision_partitions and whole months older than a retention are dropped by pyretrieve.prune_decisions (admins).';
 
 CREATE TABLE pyretrieve.write_bindings (
     workspace_id  pyretrieve.identifier NOT NULL,

@@ -25,19 +25,21 @@ CREATE POLICY installation_read ON pyretrieve.installation FOR SELECT TO pyretri
 CREATE POLICY installation_install ON pyretrieve.installation FOR ALL
     TO pyretrieve_owner USING (true) WITH CHECK (true);
 
--- Configuration tables: the bound scope, or everything for an admin caller.
+-- Configuration tables: the bound scope, or everything for an admin caller. The bound scope is
+-- the one binding's, the decision's or else the write scope's: a transaction holds one (a
+-- forged second binding adds no scope).
 CREATE POLICY workspaces_read ON pyretrieve.workspaces FOR SELECT TO pyretrieve_api
-    USING (workspace_id = (SELECT d.workspace_id FROM pyretrieve.bound_decision() d)
-        OR workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+    USING (workspace_id = coalesce((SELECT d.workspace_id FROM pyretrieve.bound_decision() d),
+                                   (SELECT w.workspace_id FROM pyretrieve.bound_write() w))
         OR (SELECT pyretrieve.caller_in('pyretrieve_admin')));
 CREATE POLICY workspaces_admin ON pyretrieve.workspaces FOR INSERT TO pyretrieve_api
     WITH CHECK ((SELECT pyretrieve.caller_in('pyretrieve_admin')));
 
 CREATE POLICY projects_read ON pyretrieve.projects FOR SELECT TO pyretrieve_api
-    USING ((workspace_id = (SELECT d.workspace_id FROM pyretrieve.bound_decision() d)
-            AND project_id = (SELECT d.project_id FROM pyretrieve.bound_decision() d))
-        OR (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
-            AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w))
+    USING ((workspace_id = coalesce((SELECT d.workspace_id FROM pyretrieve.bound_decision() d),
+                                    (SELECT w.workspace_id FROM pyretrieve.bound_write() w))
+            AND project_id = coalesce((SELECT d.project_id FROM pyretrieve.bound_decision() d),
+                                      (SELECT w.project_id FROM pyretrieve.bound_write() w)))
         OR (SELECT pyretrieve.caller_in('pyretrieve_admin')));
 CREATE POLICY projects_admin_insert ON pyretrieve.projects FOR INSERT TO pyretrieve_api
     WITH CHECK ((SELECT pyretrieve.caller_in('pyretrieve_admin')));
@@ -45,20 +47,20 @@ CREATE POLICY projects_admin_update ON pyretrieve.projects FOR UPDATE TO pyretri
     USING ((SELECT pyretrieve.caller_in('pyretrieve_admin'))) WITH CHECK ((SELECT pyretrieve.caller_in('pyretrieve_admin')));
 
 CREATE POLICY generation_log_read ON pyretrieve.generation_log FOR SELECT TO pyretrieve_api
-    USING ((workspace_id = (SELECT d.workspace_id FROM pyretrieve.bound_decision() d)
-            AND project_id = (SELECT d.project_id FROM pyretrieve.bound_decision() d))
-        OR (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
-            AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w))
+    USING ((workspace_id = coalesce((SELECT d.workspace_id FROM pyretrieve.bound_decision() d),
+                                    (SELECT w.workspace_id FROM pyretrieve.bound_write() w))
+            AND project_id = coalesce((SELECT d.project_id FROM pyretrieve.bound_decision() d),
+                                      (SELECT w.project_id FROM pyretrieve.bound_write() w)))
         OR (SELECT pyretrieve.caller_in('pyretrieve_admin')));
 CREATE POLICY generation_log_insert ON pyretrieve.generation_log FOR INSERT TO pyretrieve_api
     WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
        AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w));
 
 CREATE POLICY scope_configs_read ON pyretrieve.scope_configs FOR SELECT TO pyretrieve_api
-    USING ((workspace_id = (SELECT d.workspace_id FROM pyretrieve.bound_decision() d)
-            AND project_id = (SELECT d.project_id FROM pyretrieve.bound_decision() d))
-        OR (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
-            AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w))
+    USING ((workspace_id = coalesce((SELECT d.workspace_id FROM pyretrieve.bound_decision() d),
+                                    (SELECT w.workspace_id FROM pyretrieve.bound_write() w))
+            AND project_id = coalesce((SELECT d.project_id FROM pyretrieve.bound_decision() d),
+                                      (SELECT w.project_id FROM pyretrieve.bound_write() w)))
         OR (SELECT pyretrieve.caller_in('pyretrieve_admin')));
 CREATE POLICY scope_configs_insert ON pyretrieve.scope_configs FOR INSERT TO pyretrieve_api
     WITH CHECK ((workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
@@ -67,19 +69,26 @@ CREATE POLICY scope_configs_insert ON pyretrieve.scope_configs FOR INSERT TO pyr
 
 -- Fragments: the decision's whole filter (scope, ceiling, state, evaluation time, max_age,
 -- expiry), or, under a write scope, every state up to the writer's ceiling (writes need the
--- superseded and retracted rows to stay idempotent). A transaction holds one or the other.
+-- superseded and retracted rows to stay idempotent). A transaction holds one or the other
+-- (authorize and bind_write_scope refuse the second; the write branch is void under a decision
+-- all the same). The scope is stated once, outside the OR, as the binding's: so the scope's
+-- index bounds every scan and the statistics of a scope are an index-only scan. Two scope
+-- branches ORed made the planner OR two bitmap scans and read the heap, 1.3 to 1.7 times the
+-- hand-written query's time at a 10,000-row scope.
 CREATE POLICY fragments_read ON pyretrieve.fragments FOR SELECT TO pyretrieve_api
-    USING ((workspace_id = (SELECT d.workspace_id FROM pyretrieve.bound_decision() d)
-       AND project_id = (SELECT d.project_id FROM pyretrieve.bound_decision() d)
-       AND state = 'active'
-       AND classification <= (SELECT d.ceiling FROM pyretrieve.bound_decision() d)
-       AND observed_at <= (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)
-       AND observed_at >= coalesce((SELECT d.evaluated_at - d.max_age FROM pyretrieve.bound_decision() d),
-                                   '-infinity'::timestamptz)
-       AND (expires_at IS NULL OR expires_at > (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)))
-        OR (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
-       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
-       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w)));
+    USING (workspace_id = coalesce((SELECT d.workspace_id FROM pyretrieve.bound_decision() d),
+                                   (SELECT w.workspace_id FROM pyretrieve.bound_write() w))
+       AND project_id = coalesce((SELECT d.project_id FROM pyretrieve.bound_decision() d),
+                                 (SELECT w.project_id FROM pyretrieve.bound_write() w))
+       AND ((state = 'active'
+            AND classification <= (SELECT d.ceiling FROM pyretrieve.bound_decision() d)
+            AND observed_at <= (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)
+            AND observed_at >= coalesce((SELECT d.evaluated_at - d.max_age FROM pyretrieve.bound_decision() d),
+                                        '-infinity'::timestamptz)
+            AND (expires_at IS NULL OR expires_at > (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)))
+         OR (classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w
+                                 WHERE NOT EXISTS (SELECT 1 FROM pyretrieve.bound_decision())))
+            IS TRUE));
 CREATE POLICY fragments_insert ON pyretrieve.fragments FOR INSERT TO pyretrieve_api
     WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
        AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
@@ -100,16 +109,18 @@ CREATE POLICY fragments_update ON pyretrieve.fragments FOR UPDATE TO pyretrieve_
 -- Postings: the fragments' filters on the columns they carry (only active fragments have
 -- postings), so a decision admits exactly the postings of the fragments it admits.
 CREATE POLICY postings_read ON pyretrieve.postings FOR SELECT TO pyretrieve_api
-    USING ((workspace_id = (SELECT d.workspace_id FROM pyretrieve.bound_decision() d)
-       AND project_id = (SELECT d.project_id FROM pyretrieve.bound_decision() d)
-       AND classification <= (SELECT d.ceiling FROM pyretrieve.bound_decision() d)
-       AND observed_at <= (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)
-       AND observed_at >= coalesce((SELECT d.evaluated_at - d.max_age FROM pyretrieve.bound_decision() d),
-                                   '-infinity'::timestamptz)
-       AND (expires_at IS NULL OR expires_at > (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)))
-        OR (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
-       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
-       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w)));
+    USING (workspace_id = coalesce((SELECT d.workspace_id FROM pyretrieve.bound_decision() d),
+                                   (SELECT w.workspace_id FROM pyretrieve.bound_write() w))
+       AND project_id = coalesce((SELECT d.project_id FROM pyretrieve.bound_decision() d),
+                                 (SELECT w.project_id FROM pyretrieve.bound_write() w))
+       AND ((classification <= (SELECT d.ceiling FROM pyretrieve.bound_decision() d)
+            AND observed_at <= (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)
+            AND observed_at >= coalesce((SELECT d.evaluated_at - d.max_age FROM pyretrieve.bound_decision() d),
+                                        '-infinity'::timestamptz)
+            AND (expires_at IS NULL OR expires_at > (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)))
+         OR (classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w
+                                 WHERE NOT EXISTS (SELECT 1 FROM pyretrieve.bound_decision())))
+            IS TRUE));
 CREATE POLICY postings_insert ON pyretrieve.postings FOR INSERT TO pyretrieve_api
     WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
        AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
@@ -121,17 +132,19 @@ CREATE POLICY postings_delete ON pyretrieve.postings FOR DELETE TO pyretrieve_ap
 
 -- Embeddings: the fragments' filters on the columns each embedding carries.
 CREATE POLICY embeddings_read ON pyretrieve.embeddings FOR SELECT TO pyretrieve_api
-    USING ((workspace_id = (SELECT d.workspace_id FROM pyretrieve.bound_decision() d)
-       AND project_id = (SELECT d.project_id FROM pyretrieve.bound_decision() d)
-       AND fragment_state = 'active'
-       AND classification <= (SELECT d.ceiling FROM pyretrieve.bound_decision() d)
-       AND observed_at <= (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)
-       AND observed_at >= coalesce((SELECT d.evaluated_at - d.max_age FROM pyretrieve.bound_decision() d),
-                                   '-infinity'::timestamptz)
-       AND (expires_at IS NULL OR expires_at > (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)))
-        OR (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
-       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
-       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w)));
+    USING (workspace_id = coalesce((SELECT d.workspace_id FROM pyretrieve.bound_decision() d),
+                                   (SELECT w.workspace_id FROM pyretrieve.bound_write() w))
+       AND project_id = coalesce((SELECT d.project_id FROM pyretrieve.bound_decision() d),
+                                 (SELECT w.project_id FROM pyretrieve.bound_write() w))
+       AND ((fragment_state = 'active'
+            AND classification <= (SELECT d.ceiling FROM pyretrieve.bound_decision() d)
+            AND observed_at <= (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)
+            AND observed_at >= coalesce((SELECT d.evaluated_at - d.max_age FROM pyretrieve.bound_decision() d),
+                                        '-infinity'::timestamptz)
+            AND (expires_at IS NULL OR expires_at > (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)))
+         OR (classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w
+                                 WHERE NOT EXISTS (SELECT 1 FROM pyretrieve.bound_decision())))
+            IS TRUE));
 CREATE POLICY embeddings_insert ON pyretrieve.embeddings FOR INSERT TO pyretrieve_api
     WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
        AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)

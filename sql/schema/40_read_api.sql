@@ -119,6 +119,7 @@ AS $$
 DECLARE
     g pyretrieve.grants;
     d pyretrieve.decisions;
+    v_attempt integer;
 BEGIN
     PERFORM pyretrieve.check_caller();
     PERFORM pyretrieve.apply_request_timeouts();
@@ -155,15 +156,29 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'PR001', MESSAGE = 'access denied';
     END IF;
 
-    INSERT INTO pyretrieve.decisions AS dn (
-        workspace_id, principal, project_id, purpose, grant_id, ceiling, max_age, semantic_policy,
-        requested_limit, candidate_limit, query_digest, semantic_intent, embedding_digest)
-    VALUES (
-        g.workspace_id, pyretrieve.caller(), g.project_id, g.purpose, g.grant_id, g.ceiling,
-        g.max_age, g.semantic_policy,
-        p_requested_limit, least(greatest(p_requested_limit, 100), 1000),
-        p_query_digest, p_semantic_intent, p_embedding_digest)
-    RETURNING dn.* INTO d;
+    -- The decisions log is partitioned by month. When the partition of this month does not
+    -- exist yet (no maintenance has run since the month began), the first decision creates it
+    -- and the insert is retried once.
+    FOR v_attempt IN 1..2 LOOP
+        BEGIN
+            INSERT INTO pyretrieve.decisions AS dn (
+                workspace_id, principal, project_id, purpose, grant_id, ceiling, max_age, semantic_policy,
+                requested_limit, candidate_limit, query_digest, semantic_intent, embedding_digest)
+            VALUES (
+                g.workspace_id, pyretrieve.caller(), g.project_id, g.purpose, g.grant_id, g.ceiling,
+                g.max_age, g.semantic_policy,
+                p_requested_limit, least(greatest(p_requested_limit, 100), 1000),
+                p_query_digest, p_semantic_intent, p_embedding_digest)
+            RETURNING dn.* INTO d;
+            EXIT;
+        EXCEPTION WHEN check_violation THEN
+            -- Every CHECK of the row was validated above: only a missing partition is left.
+            IF v_attempt = 2 THEN
+                RAISE;
+            END IF;
+            PERFORM pyretrieve.ensure_decision_partitions();
+        END;
+    END LOOP;
 
     RETURN QUERY SELECT d.decision_id, d.principal, d.workspace_id::text, d.project_id::text,
                         d.purpose::text, d.evaluated_at, d.ceiling, d.max_age, d.semantic_policy,

@@ -63,6 +63,103 @@ $$;
 COMMENT ON FUNCTION pyretrieve.create_model_index(text) IS
     'Create the per-model HNSW index (cosine, on the embedding cast to the model''s dimension, partial on the model). SECURITY DEFINER because index creation needs the table owner; executable by admins and by register_model (pyretrieve_api) only.';
 
+-- ---------------------------------------------------------------------------------------------
+-- Decision retention. pyretrieve.decisions is partitioned by month of evaluated_at (UTC). The
+-- partitions are owned by pyretrieve_owner, have row-level security enabled and forced with no
+-- policy of their own (so nothing reads one except through the parent, whose policies apply),
+-- and are only ever created or dropped whole: no decision row is ever updated or deleted.
+-- ---------------------------------------------------------------------------------------------
+
+-- The monthly partitions of pyretrieve.decisions and the range each holds.
+CREATE FUNCTION pyretrieve.decision_partition_ranges()
+RETURNS TABLE (partition_name text, range_start timestamptz, range_end timestamptz)
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    SELECT c.relname::text, b.m[1]::timestamptz, b.m[2]::timestamptz
+      FROM pg_catalog.pg_inherits i
+      JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid
+     CROSS JOIN LATERAL (SELECT pg_catalog.regexp_match(pg_catalog.pg_get_expr(c.relpartbound, c.oid),
+                                '^FOR VALUES FROM \(''([^'']+)''\) TO \(''([^'']+)''\)$') AS m) b
+     WHERE i.inhparent = 'pyretrieve.decisions'::regclass AND b.m IS NOT NULL
+     ORDER BY 2;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.decision_partition_ranges() IS
+    'The partitions of pyretrieve.decisions with the range of evaluated_at each holds, oldest first (read from the catalog).';
+
+-- SECURITY DEFINER, written reason: a partition is created by the owner of the partitioned
+-- table, and neither admins nor pyretrieve_api may own it. Names and bounds are derived from
+-- the clock (never from the arguments' text); the inputs are a number of months and a start.
+CREATE FUNCTION pyretrieve.ensure_decision_partitions(p_months_ahead integer DEFAULT 2, p_from timestamptz DEFAULT NULL)
+RETURNS SETOF text
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_first timestamp := date_trunc('month', coalesce(p_from, now()) AT TIME ZONE 'UTC');
+    v_last timestamp := date_trunc('month', now() AT TIME ZONE 'UTC');
+    v_month timestamp;
+    v_start timestamptz;
+    v_end timestamptz;
+    v_name text;
+BEGIN
+    IF p_months_ahead IS NULL OR p_months_ahead NOT BETWEEN 0 AND 24 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'months ahead must be between 0 and 24';
+    END IF;
+    IF v_first > v_last OR v_first < v_last - interval '20 years' THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'the first month must be in the last 20 years';
+    END IF;
+    v_month := v_first;
+    WHILE v_month <= v_last + make_interval(months => p_months_ahead) LOOP
+        v_start := v_month AT TIME ZONE 'UTC';
+        v_end := (v_month + interval '1 month') AT TIME ZONE 'UTC';
+        v_name := 'decisions_' || to_char(v_month, 'YYYY_MM');
+        IF NOT EXISTS (SELECT 1 FROM pyretrieve.decision_partition_ranges() r
+                        WHERE r.range_start < v_end AND r.range_end > v_start) THEN
+            BEGIN
+                EXECUTE format('CREATE TABLE pyretrieve.%I PARTITION OF pyretrieve.decisions FOR VALUES FROM (%L) TO (%L)',
+                               v_name, v_start, v_end);
+                EXECUTE format('ALTER TABLE pyretrieve.%I ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY', v_name);
+                EXECUTE format('COMMENT ON TABLE pyretrieve.%I IS %L', v_name,
+                               format('Decisions evaluated in %s (UTC): a partition of pyretrieve.decisions, read and written only through it.',
+                                      to_char(v_month, 'YYYY-MM')));
+                RETURN NEXT v_name;
+            EXCEPTION WHEN duplicate_table OR invalid_object_definition THEN
+                -- Another transaction created it meanwhile.
+                NULL;
+            END;
+        END IF;
+        v_month := v_month + interval '1 month';
+    END LOOP;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.ensure_decision_partitions(integer, timestamptz) IS
+    'Create the monthly partitions of pyretrieve.decisions (UTC months) from the month of p_from (default: the current month) to p_months_ahead months after the current one, where missing; returns the names created. Idempotent; authorize calls it when no partition holds the current month yet. SECURITY DEFINER (runs as pyretrieve_owner): a partition is created by the owner of the partitioned table.';
+
+-- SECURITY DEFINER, written reason: dropping a partition needs the owner of the table. The
+-- function drops only a partition of pyretrieve.decisions, and only one whose range ended at
+-- least a day ago, whatever its caller asks: no decision of an open or recent transaction
+-- can go.
+CREATE FUNCTION pyretrieve.drop_decision_partition(p_partition text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pyretrieve.decision_partition_ranges() r
+                    WHERE r.partition_name = p_partition AND r.range_end <= now() - interval '1 day') THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'not a decision partition that ended more than a day ago';
+    END IF;
+    EXECUTE format('DROP TABLE pyretrieve.%I', p_partition);
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.drop_decision_partition(text) IS
+    'Drop one partition of pyretrieve.decisions whose range ended more than a day ago (prune_decisions calls it). SECURITY DEFINER (runs as pyretrieve_owner): dropping a partition needs the owner of the table.';
+
 SET LOCAL ROLE pyretrieve_api;
 
 CREATE FUNCTION pyretrieve.create_workspace(p_workspace text, p_display_name text DEFAULT '')
@@ -339,5 +436,113 @@ BEGIN ATOMIC
 END;
 COMMENT ON FUNCTION pyretrieve.schema_version() IS
     'The installed schema version. SECURITY DEFINER (runs as pyretrieve_api) so that principals, who hold no table privilege, can read it.';
+
+-- Decision retention and the audit's questions, for admins.
+CREATE FUNCTION pyretrieve.decision_partitions()
+RETURNS TABLE (partition_name text, range_start timestamptz, range_end timestamptz, decisions bigint)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    RETURN QUERY
+    SELECT r.partition_name, r.range_start, r.range_end,
+           (SELECT count(*) FROM pyretrieve.decisions d
+             WHERE d.evaluated_at >= r.range_start AND d.evaluated_at < r.range_end)
+      FROM pyretrieve.decision_partition_ranges() r
+     ORDER BY r.range_start;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.decision_partitions() IS
+    'The monthly partitions of the decisions log, with their range and the number of decisions each holds. Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals hold no table privilege.';
+
+CREATE FUNCTION pyretrieve.prune_decisions(p_older_than interval, p_dry_run boolean DEFAULT false)
+RETURNS TABLE (partition_name text, range_start timestamptz, range_end timestamptz, decisions bigint)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    p record;
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    IF p_older_than IS NULL OR p_older_than < interval '1 day' THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'retention must be at least one day';
+    END IF;
+    -- Whole months only: a partition goes when every decision it can hold is older than the
+    -- retention, so no decision younger than that is ever dropped.
+    FOR p IN SELECT * FROM pyretrieve.decision_partitions() d
+              WHERE d.range_end <= now() - p_older_than ORDER BY d.range_start LOOP
+        IF NOT p_dry_run THEN
+            PERFORM pyretrieve.drop_decision_partition(p.partition_name);
+        END IF;
+        partition_name := p.partition_name;
+        range_start := p.range_start;
+        range_end := p.range_end;
+        decisions := p.decisions;
+        RETURN NEXT;
+    END LOOP;
+    IF NOT p_dry_run THEN
+        PERFORM pyretrieve.ensure_decision_partitions();
+    END IF;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.prune_decisions(interval, boolean) IS
+    'Retention of the decisions log: drop every monthly partition whose whole range is older than p_older_than (at least one day), returning each with the number of decisions it held (with p_dry_run, only report them), then create the partitions ahead. Decisions are never deleted one by one. Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals hold no table privilege.';
+
+-- Who searched what scope when: the decisions of a time range, optionally of one scope or one
+-- principal, newest first. Each filter given becomes a predicate of its own (dynamic SQL with
+-- parameters, never spliced text), so the planner uses the scope or principal index and reads
+-- only the months asked for.
+CREATE FUNCTION pyretrieve.list_decisions(
+    p_since timestamptz,
+    p_until timestamptz DEFAULT NULL,
+    p_workspace text DEFAULT NULL,
+    p_project text DEFAULT NULL,
+    p_principal text DEFAULT NULL,
+    p_limit integer DEFAULT 1000)
+RETURNS TABLE (evaluated_at timestamptz, principal name, workspace_id text, project_id text,
+               purpose text, decision_id uuid, grant_id uuid, ceiling pyretrieve.classification,
+               semantic_intent text, requested_limit integer, query_digest bytea,
+               embedding_digest bytea)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_sql text := 'SELECT d.evaluated_at, d.principal, d.workspace_id::text, d.project_id::text,'
+               || ' d.purpose::text, d.decision_id, d.grant_id, d.ceiling, d.semantic_intent,'
+               || ' d.requested_limit, d.query_digest, d.embedding_digest'
+               || ' FROM pyretrieve.decisions d WHERE d.evaluated_at >= $1 AND d.evaluated_at < $2';
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    IF p_since IS NULL OR (p_until IS NOT NULL AND p_until <= p_since) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'a time range: since, and until after it';
+    END IF;
+    IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 100000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'limit must be between 1 and 100000';
+    END IF;
+    IF p_project IS NOT NULL AND p_workspace IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'a project is named with its workspace';
+    END IF;
+    IF p_workspace IS NOT NULL THEN
+        PERFORM pyretrieve.check_identifier(p_workspace, 'workspace');
+        v_sql := v_sql || ' AND d.workspace_id = $3';
+    END IF;
+    IF p_project IS NOT NULL THEN
+        PERFORM pyretrieve.check_identifier(p_project, 'project');
+        v_sql := v_sql || ' AND d.project_id = $4';
+    END IF;
+    IF p_principal IS NOT NULL THEN
+        v_sql := v_sql || ' AND d.principal = $5';
+    END IF;
+    v_sql := v_sql || ' ORDER BY d.evaluated_at DESC, d.decision_id LIMIT $6';
+    RETURN QUERY EXECUTE v_sql
+        USING p_since, coalesce(p_until, 'infinity'::timestamptz), p_workspace, p_project,
+              p_principal::name, p_limit;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.list_decisions(timestamptz, timestamptz, text, text, text, integer) IS
+    'Who searched what scope when: the decisions evaluated in [p_since, p_until), optionally of one workspace (and project) or one principal, newest first, at most p_limit: digests and intent only, never query text. Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals hold no table privilege.';
 
 SET LOCAL ROLE pyretrieve_owner;

@@ -289,12 +289,14 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'between 0 and 1000 ids';
     END IF;
     RETURN QUERY
+    -- The ids as an index condition (= ANY): one key look-up per id, whatever the size of the
+    -- scope's catalog (a join with unnest() let the planner read the whole scope).
     SELECT t.fragment_id, t.name, t.schema_version, t.operation, t.tags, t.server,
            length(t.schema::text)
-      FROM unnest(p_ids) AS u(id)
-      JOIN pyretrieve.tools t ON t.workspace_id = d.workspace_id AND t.fragment_id = u.id
+      FROM pyretrieve.tools t
       JOIN pyretrieve.fragments f ON f.workspace_id = t.workspace_id AND f.fragment_id = t.fragment_id
-     WHERE t.project_id = d.project_id AND f.project_id = d.project_id
+     WHERE t.workspace_id = d.workspace_id AND t.fragment_id = ANY (p_ids)
+       AND t.project_id = d.project_id AND f.project_id = d.project_id
        AND f.state = 'active'
        AND f.classification <= d.ceiling AND t.classification <= d.ceiling
        AND f.observed_at <= d.evaluated_at
@@ -320,10 +322,10 @@ BEGIN
     END IF;
     RETURN QUERY
     SELECT t.fragment_id, t.name, t.schema_version, t.schema
-      FROM unnest(p_ids) AS u(id)
-      JOIN pyretrieve.tools t ON t.workspace_id = d.workspace_id AND t.fragment_id = u.id
+      FROM pyretrieve.tools t
       JOIN pyretrieve.fragments f ON f.workspace_id = t.workspace_id AND f.fragment_id = t.fragment_id
-     WHERE t.project_id = d.project_id AND f.project_id = d.project_id
+     WHERE t.workspace_id = d.workspace_id AND t.fragment_id = ANY (p_ids)
+       AND t.project_id = d.project_id AND f.project_id = d.project_id
        AND f.state = 'active'
        AND f.classification <= d.ceiling AND t.classification <= d.ceiling
        AND f.observed_at <= d.evaluated_at
@@ -428,3 +430,456 @@ SET LOCAL ROLE pyretrieve_owner;
 REVOKE ALL ON FUNCTION pyretrieve.tool_argument_lines(jsonb, text), pyretrieve.tool_text(jsonb) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION pyretrieve.tool_argument_lines(jsonb, text), pyretrieve.tool_text(jsonb)
     TO pyretrieve_reader, pyretrieve_writer, pyretrieve_admin, pyretrieve_api;
+
+-- ---------------------------------------------------------------------------------------------
+-- Tool discovery for SQL callers: pyretrieve.discover_tools(...) returns the document the
+-- Python client's Discovery.document() holds, key for key and value for value (a test compares
+-- their canonical JSON byte for byte). The steps are the client's, in its order:
+--   search (authorize, both legs, fragments, RRF, freshness, total order) for a pool of 48
+--   -> the tools among them the decision admits -> similar-tool penalties (write tools only)
+--   -> order by adjusted score, then fused rank -> confidence -> K of the policy -> rollout
+--   -> schemas of the chosen K only.
+-- The word lists and constants below are pyretrieve.tools.definitions' and .select's; a test
+-- checks them against the Python ones.
+-- ---------------------------------------------------------------------------------------------
+SET LOCAL ROLE pyretrieve_owner;
+
+-- Verbs (and synonyms) by operation family, as pyretrieve.tools.definitions.OPERATION_SYNONYMS.
+CREATE FUNCTION pyretrieve.tool_operation_words()
+RETURNS TABLE (family text, word text)
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT f.family, w.word
+      FROM (VALUES
+        ('delete', ARRAY['delete', 'deletes', 'deleting', 'remove', 'removes', 'removing', 'erase',
+                         'drop', 'purge', 'destroy', 'unregister', 'uninstall', 'cancel', 'revoke',
+                         'discard', 'clear', 'wipe', 'unsubscribe', 'terminate']),
+        ('update', ARRAY['update', 'updates', 'updating', 'modify', 'edit', 'change', 'set', 'rename',
+                         'patch', 'replace', 'adjust', 'alter', 'reschedule', 'move', 'enable',
+                         'disable', 'toggle', 'upgrade', 'assign', 'configure', 'reset']),
+        ('create', ARRAY['create', 'creates', 'creating', 'add', 'adds', 'new', 'make', 'insert',
+                         'register', 'book', 'schedule', 'generate', 'send', 'submit', 'upload',
+                         'open', 'start', 'reserve', 'buy', 'purchase', 'invite', 'build']),
+        ('get', ARRAY['get', 'gets', 'fetch', 'retrieve', 'read', 'show', 'display', 'view', 'lookup',
+                      'check', 'describe', 'obtain', 'calculate', 'compute', 'estimate', 'convert',
+                      'tell', 'what', 'whats', 'how']),
+        ('search', ARRAY['search', 'find', 'query', 'locate', 'discover', 'look', 'seek', 'filter',
+                         'match']),
+        ('list', ARRAY['list', 'lists', 'enumerate', 'all', 'browse'])) AS f(family, words),
+           LATERAL pg_catalog.unnest(f.words) AS w(word);
+END;
+COMMENT ON FUNCTION pyretrieve.tool_operation_words() IS
+    'The verbs and synonyms of each operation family (delete, update, create, get, search, list) that requests and tool names are read with, as pyretrieve.tools.definitions.OPERATION_SYNONYMS.';
+
+-- Words that never name an entity, as pyretrieve.tools.definitions._STOP.
+CREATE FUNCTION pyretrieve.tool_stop_words()
+RETURNS text[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+RETURN ARRAY['a', 'an', 'the', 'of', 'for', 'to', 'in', 'on', 'by', 'with', 'and', 'or', 'from', 'at',
+             'is', 'are', 'be', 'it', 'this', 'that', 'my', 'me', 'i', 'you', 'your', 'please', 'can',
+             'could', 'would', 'will', 'should', 'do', 'does', 'need', 'want'];
+COMMENT ON FUNCTION pyretrieve.tool_stop_words() IS
+    'Words that never name an entity when a request is compared with a tool name, as pyretrieve.tools.definitions._STOP.';
+
+-- The lower-case words of a text with snake_case, camelCase and dotted names split: the
+-- matches of [A-Za-z][a-z]*|[0-9]+ (ASCII letters only, as Python's re reads that pattern).
+CREATE FUNCTION pyretrieve.tool_words(p_text text)
+RETURNS text[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT coalesce(pg_catalog.array_agg(pg_catalog.lower(m.w[1] COLLATE "C") ORDER BY m.n), '{}')
+      FROM pg_catalog.regexp_matches(p_text, '([A-Za-z][a-z]*|[0-9]+)', 'g') WITH ORDINALITY AS m(w, n);
+END;
+COMMENT ON FUNCTION pyretrieve.tool_words(text) IS
+    'The lower-case words of a text, snake_case, camelCase and dotted names split, in order (pyretrieve.tools.definitions.words).';
+
+-- The entity words of a text: neither operation verbs nor stop words, longer than one letter,
+-- not numbers, lightly stemmed (ies -> y, es, s), as pyretrieve.tools.definitions.entity_words.
+CREATE FUNCTION pyretrieve.tool_entity_words(p_text text)
+RETURNS text[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT coalesce(pg_catalog.array_agg(DISTINCT s.stem ORDER BY s.stem), '{}')
+      FROM (SELECT CASE
+                     WHEN pg_catalog.length(u.w) > 5 AND u.w LIKE '%ies'
+                         THEN pg_catalog.left(u.w, -3) || 'y'
+                     WHEN pg_catalog.length(u.w) > 4 AND u.w LIKE '%es' THEN pg_catalog.left(u.w, -2)
+                     WHEN pg_catalog.length(u.w) > 3 AND u.w LIKE '%s' THEN pg_catalog.left(u.w, -1)
+                     ELSE u.w END COLLATE "C" AS stem
+              FROM pg_catalog.unnest(pyretrieve.tool_words(p_text)) AS u(w)
+             WHERE pg_catalog.length(u.w) > 1 AND u.w !~ '^[0-9]+$'
+               AND NOT u.w = ANY (pyretrieve.tool_stop_words())
+               AND NOT EXISTS (SELECT 1 FROM pyretrieve.tool_operation_words() o WHERE o.word = u.w)) s;
+END;
+COMMENT ON FUNCTION pyretrieve.tool_entity_words(text) IS
+    'The entity words of a text (not operation verbs, not stop words, longer than one letter, not numbers, lightly stemmed), sorted: pyretrieve.tools.definitions.entity_words.';
+
+-- The operation families a request asks for, sorted: delete/update/create/search by their
+-- verbs; get and list only when none of those is named (their verbs are too common).
+CREATE FUNCTION pyretrieve.tool_query_operations(p_text text)
+RETURNS text[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    WITH found AS (
+        SELECT DISTINCT o.family
+          FROM pg_catalog.unnest(pyretrieve.tool_words(p_text)) AS u(w)
+          JOIN pyretrieve.tool_operation_words() o ON o.word = u.w
+    )
+    SELECT coalesce(pg_catalog.array_agg(f.family COLLATE "C" ORDER BY f.family COLLATE "C"), '{}')
+      FROM found f
+     WHERE f.family NOT IN ('get', 'list')
+        OR NOT EXISTS (SELECT 1 FROM found x WHERE x.family NOT IN ('get', 'list'));
+END;
+COMMENT ON FUNCTION pyretrieve.tool_query_operations(text) IS
+    'The operation families a request asks for, sorted (pyretrieve.tools.definitions.query_operations): delete, update, create and search by their verbs; get and list only when no other family is named.';
+
+-- A stable bucket 0..99 for (workspace, principal): the first 8 bytes of
+-- sha256(workspace || NUL || principal), big-endian, unsigned, modulo 100.
+CREATE FUNCTION pyretrieve.tool_rollout_bucket(p_workspace text, p_principal text)
+RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT ((('x' || pg_catalog.encode(pg_catalog.substr(h.d, 1, 8), 'hex'))::bit(64)::bigint::numeric
+             + CASE WHEN pg_catalog.get_byte(h.d, 0) >= 128 THEN 18446744073709551616::numeric ELSE 0 END)
+            % 100)::integer
+      FROM (SELECT pg_catalog.sha256(pg_catalog.convert_to(p_workspace, 'UTF8') || '\x00'::bytea
+                                     || pg_catalog.convert_to(p_principal, 'UTF8')) AS d) h;
+END;
+COMMENT ON FUNCTION pyretrieve.tool_rollout_bucket(text, text) IS
+    'The rollout bucket (0..99) of a principal in a workspace: sha256 of workspace, NUL, principal; first 8 bytes as an unsigned big-endian integer, modulo 100 (pyretrieve.tools.select.rollout_bucket).';
+
+-- The K a policy recommends for a confidence level and, in the selection's order, the adjusted
+-- scores, the BM25 scores and the cosine distances (NULL where a leg did not find the tool)
+-- (pyretrieve.tools.select.recommended_k); never more than the candidates there are.
+CREATE FUNCTION pyretrieve.tool_recommended_k(
+    p_policy text, p_level text, p_scores double precision[],
+    p_lexical double precision[], p_distances double precision[])
+RETURNS integer
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_n integer := coalesce(cardinality(p_scores), 0);
+    v_k integer;
+    v_best double precision;
+    v_drop double precision;
+    v_high integer;
+    -- near: the parameters pyretrieve.tools.select.NEAR_DEFAULT (BM25 ratio, distance margin, kmin).
+    c_a constant double precision := 0.7;
+    c_b constant double precision := 0.1;
+    c_kmin constant integer := 8;
+    v_best_lexical double precision;
+    v_best_distance double precision;
+BEGIN
+    CASE p_policy
+    WHEN 'fixed-10' THEN v_k := 10;
+    WHEN 'fixed-15' THEN v_k := 15;
+    WHEN 'fixed-20' THEN v_k := 20;
+    WHEN 'fixed-48' THEN v_k := 48;
+    WHEN 'tight' THEN
+        v_k := CASE p_level WHEN 'none' THEN 0 WHEN 'high' THEN 3 WHEN 'normal' THEN 5 WHEN 'low' THEN 10 ELSE 15 END;
+    WHEN 'wide' THEN
+        v_k := CASE p_level WHEN 'none' THEN 0 WHEN 'high' THEN 5 WHEN 'normal' THEN 8 WHEN 'low' THEN 12 ELSE 15 END;
+    WHEN 'gap' THEN
+        -- Cut after the largest drop among the first 20 (at least 3; the first of equal drops).
+        v_high := least(v_n, 20);
+        IF p_level = 'none' THEN
+            v_k := 0;
+        ELSIF v_high <= 3 THEN
+            v_k := v_high;
+        ELSE
+            v_best := NULL;
+            FOR i IN 4 .. v_high LOOP
+                v_drop := p_scores[i - 1] - p_scores[i];
+                IF v_best IS NULL OR v_drop > v_best THEN
+                    v_best := v_drop;
+                    v_k := i - 1;
+                END IF;
+            END LOOP;
+            IF NOT v_best > 0 THEN
+                v_k := v_high;
+            END IF;
+        END IF;
+    WHEN 'near' THEN
+        -- Up to the last tool whose BM25 is at least a times the pool's best, or whose cosine
+        -- distance is at most the best plus b; at least kmin.
+        IF p_level = 'none' THEN
+            v_k := 0;
+        ELSE
+            SELECT max(x) INTO v_best_lexical FROM unnest(p_lexical) AS x;
+            SELECT min(x) INTO v_best_distance FROM unnest(p_distances) AS x;
+            v_k := 0;
+            FOR i IN 1 .. v_n LOOP
+                IF (p_lexical[i] IS NOT NULL AND v_best_lexical > 0 AND p_lexical[i] >= c_a * v_best_lexical)
+                   OR (p_distances[i] IS NOT NULL AND p_distances[i] <= v_best_distance + c_b) THEN
+                    v_k := i;
+                END IF;
+            END LOOP;
+            v_k := greatest(c_kmin, v_k);
+        END IF;
+    ELSE
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'unknown K policy';
+    END CASE;
+    RETURN least(v_k, v_n);
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.tool_recommended_k(text, text, double precision[], double precision[], double precision[]) IS
+    'The K a tool-selection policy recommends for a confidence level and, in the selection''s order, the adjusted scores, BM25 scores and cosine distances (pyretrieve.tools.select.recommended_k), never more than the candidates.';
+
+SET LOCAL ROLE pyretrieve_api;
+
+CREATE FUNCTION pyretrieve.discover_tools(
+    p_workspace text,
+    p_project text,
+    p_purpose text,
+    p_query text,
+    p_embedding public.vector DEFAULT NULL,
+    p_model text DEFAULT NULL,
+    p_policy text DEFAULT NULL,
+    p_mode text DEFAULT 'hybrid',
+    p_lexical_weight double precision DEFAULT 1.0,
+    p_vector_weight double precision DEFAULT 1.0,
+    p_protect boolean DEFAULT true,
+    p_adaptive boolean DEFAULT NULL,
+    p_master boolean DEFAULT true)
+RETURNS jsonb
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+-- Doubles pass through jsonb as text: the shortest exact digits, whatever the caller set.
+SET extra_float_digits = 1
+AS $$
+DECLARE
+    c_pool constant integer := 48;
+    c_candidates constant integer := 100;
+    c_formula constant text := 'normalized = fused / ideal fused score (1-based RRF, k = 60); '
+                               'adjusted = normalized * product of penalty factors';
+    v_policy text := coalesce(p_policy, 'near');
+    d pyretrieve.decisions;
+    v_hits jsonb;
+    v_ideal double precision := 0.0;
+    v_asked text[];
+    v_query_entities text[];
+    v_scored jsonb;
+    v_n integer;
+    v_s1 double precision;
+    v_s2 double precision;
+    v_level text;
+    v_reason text;
+    v_recommended integer;
+    v_baseline integer;
+    v_stage text;
+    v_applied boolean;
+    v_k integer;
+    v_schemas jsonb;
+    v_tools jsonb;
+    v_omissions jsonb;
+    v_fingerprint text;
+BEGIN
+    IF v_policy NOT IN ('fixed-10', 'fixed-15', 'fixed-20', 'fixed-48', 'tight', 'gap', 'wide', 'near') THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010',
+            MESSAGE = 'policy must be one of fixed-10, fixed-15, fixed-20, fixed-48, tight, gap, wide, near';
+    END IF;
+    IF p_protect IS NULL OR p_master IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'protect and master must not be null';
+    END IF;
+
+    -- 1. The search path (it authorizes: one decision for the transaction) for a pool of 48.
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+               'fragment_id', s.fragment_id, 'fused_rank', s.rank, 'score', s.final_score,
+               'lexical_rank', s.explanation -> 'modalities' -> 'lexical' -> 'rank',
+               'vector_rank', s.explanation -> 'modalities' -> 'vector' -> 'rank',
+               'lexical_score', s.explanation -> 'modalities' -> 'lexical' -> 'score',
+               'vector_distance', s.explanation -> 'modalities' -> 'vector' -> 'distance',
+               'vector_used', s.explanation -> 'semantic' ->> 'status' = 'used') ORDER BY s.rank),
+           '[]'::jsonb)
+      INTO v_hits
+      FROM pyretrieve.search(p_workspace => p_workspace, p_project => p_project,
+                             p_purpose => p_purpose, p_query => p_query,
+                             p_embedding => p_embedding, p_model => p_model, p_limit => c_pool,
+                             p_mode => p_mode, p_lexical_weight => p_lexical_weight,
+                             p_vector_weight => p_vector_weight,
+                             p_candidate_limit => c_candidates,
+                             -- K is calibrated on RRF scores, whatever the model's default.
+                             p_fusion => 'rrf') s;
+    SELECT * INTO STRICT d FROM pyretrieve.bound_decision();
+    d := pyretrieve.require_decision(d.decision_id);
+
+    -- The fused score of a tool ranked first by every leg that ran.
+    IF p_mode <> 'vector' THEN
+        v_ideal := v_ideal + p_lexical_weight / 61.0::double precision;
+    END IF;
+    IF coalesce((v_hits -> 0 ->> 'vector_used')::boolean, false) THEN
+        v_ideal := v_ideal + p_vector_weight / 61.0::double precision;
+    END IF;
+
+    -- 2. The tools among them the decision admits; penalties; the order by adjusted score.
+    v_asked := CASE WHEN p_protect THEN pyretrieve.tool_query_operations(p_query) ELSE '{}' END;
+    v_query_entities := pyretrieve.tool_entity_words(p_query);
+    WITH hit AS (
+        SELECT (h ->> 'fragment_id')::uuid AS fragment_id, (h ->> 'fused_rank')::integer AS fused_rank,
+               (h ->> 'score')::double precision AS score, h -> 'lexical_rank' AS lexical_rank,
+               h -> 'vector_rank' AS vector_rank, h -> 'lexical_score' AS lexical_score,
+               h -> 'vector_distance' AS vector_distance
+          FROM jsonb_array_elements(v_hits) AS h
+    ), tool AS (
+        SELECT h.*, e.name, e.schema_version, e.operation,
+               CASE WHEN v_ideal > 0 THEN h.score / v_ideal ELSE 0.0::double precision END AS normalized,
+               CASE
+                 WHEN cardinality(v_asked) = 0 OR e.operation NOT IN ('delete', 'update', 'create') THEN NULL
+                 WHEN NOT e.operation = ANY (v_asked) THEN jsonb_build_object(
+                     'code', 'operation_contradiction', 'factor', pyretrieve.json_double(0.5),
+                     'asked', to_jsonb(v_asked), 'tool_family', e.operation)
+                 WHEN NOT pyretrieve.tool_entity_words(e.name) && v_query_entities THEN jsonb_build_object(
+                     'code', 'no_shared_entity', 'factor', pyretrieve.json_double(0.8),
+                     'tool_family', e.operation)
+               END AS penalty
+          FROM hit h
+          JOIN pyretrieve.tool_entries(p_decision => d.decision_id,
+                                       p_ids => ARRAY(SELECT x.fragment_id FROM hit x)) e
+            ON e.fragment_id = h.fragment_id
+    ), adjusted AS (
+        SELECT t.*, t.normalized * coalesce((t.penalty ->> 'factor')::double precision,
+                                            1.0::double precision) AS adjusted
+          FROM tool t
+    )
+    SELECT coalesce(jsonb_agg(to_jsonb(a) || jsonb_build_object('rank', a.rank)
+                              ORDER BY a.rank), '[]'::jsonb)
+      INTO v_scored
+      FROM (SELECT x.*, (row_number() OVER (ORDER BY x.adjusted DESC, x.fused_rank))::integer AS rank
+              FROM adjusted x) a;
+    v_n := jsonb_array_length(v_scored);
+
+    -- 3. Confidence from the top adjusted score, the second and the gap.
+    IF v_n = 0 THEN
+        v_level := 'none';
+        v_reason := 'no authorised tool matched';
+    ELSE
+        v_s1 := (v_scored -> 0 ->> 'adjusted')::double precision;
+        v_s2 := CASE WHEN v_n > 1 THEN (v_scored -> 1 ->> 'adjusted')::double precision
+                     ELSE 0.0::double precision END;
+        IF v_s1 >= 0.9 AND v_s1 - v_s2 >= 0.1 THEN
+            v_level := 'high';
+            v_reason := 'top tool ranked first by every leg, clear gap to the next';
+        ELSIF v_s1 >= 0.6 THEN
+            v_level := 'normal';
+            v_reason := 'top tool ranked high by the legs that ran';
+        ELSIF v_s1 >= 0.4 THEN
+            v_level := 'low';
+            v_reason := 'top tool found by one leg only or ranked low';
+        ELSE
+            v_level := 'fail';
+            v_reason := 'no tool ranked high by any leg';
+        END IF;
+    END IF;
+
+    -- 4. K: the policy's, applied by the rollout stage (or the caller's choice), never more than
+    --    the baseline K of 48 or the candidates.
+    v_recommended := pyretrieve.tool_recommended_k(v_policy, v_level,
+        ARRAY(SELECT (x ->> 'adjusted')::double precision FROM jsonb_array_elements(v_scored) AS x),
+        ARRAY(SELECT (x ->> 'lexical_score')::double precision FROM jsonb_array_elements(v_scored) AS x),
+        ARRAY(SELECT (x ->> 'vector_distance')::double precision FROM jsonb_array_elements(v_scored) AS x));
+    v_baseline := least(48, v_n);
+    v_stage := pyretrieve.tool_rollout(d.decision_id);
+    v_applied := CASE
+        WHEN v_policy IN ('fixed-10', 'fixed-15', 'fixed-20', 'fixed-48') THEN true
+        WHEN p_adaptive IS NOT NULL THEN p_adaptive AND p_master
+        ELSE p_master AND pyretrieve.tool_rollout_bucket(d.workspace_id, d.principal)
+                 < CASE v_stage WHEN 'canary' THEN 5 WHEN 'majority' THEN 50 WHEN 'full' THEN 100 ELSE 0 END
+    END;
+    v_k := CASE WHEN v_applied THEN least(v_recommended, v_baseline) ELSE v_baseline END;
+
+    -- 5. Schemas of the chosen K only, under the same decision.
+    SELECT coalesce(jsonb_object_agg(s.fragment_id::text, s.schema), '{}'::jsonb)
+      INTO v_schemas
+      FROM pyretrieve.tool_schemas(p_decision => d.decision_id, p_ids => ARRAY(
+               SELECT (x ->> 'fragment_id')::uuid FROM jsonb_array_elements(v_scored) AS x
+                WHERE (x ->> 'rank')::integer <= v_k)) s;
+
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+               'name', x ->> 'name', 'schema_version', (x ->> 'schema_version')::integer,
+               'rank', (x ->> 'rank')::integer, 'fused_rank', (x ->> 'fused_rank')::integer,
+               'lexical_rank', x -> 'lexical_rank', 'vector_rank', x -> 'vector_rank',
+               'lexical_score', x -> 'lexical_score', 'vector_distance', x -> 'vector_distance',
+               'operation', x ->> 'operation',
+               'fused_score', pyretrieve.json_double((x ->> 'score')::double precision),
+               'normalized_score', pyretrieve.json_double((x ->> 'normalized')::double precision),
+               'adjusted_score', pyretrieve.json_double((x ->> 'adjusted')::double precision),
+               'penalties', CASE WHEN x -> 'penalty' = 'null'::jsonb THEN '[]'::jsonb
+                                 ELSE jsonb_build_array(x -> 'penalty') END,
+               'chosen', (x ->> 'rank')::integer <= v_k,
+               'cut', CASE WHEN (x ->> 'rank')::integer <= v_k THEN NULL
+                           WHEN v_applied OR v_k = v_recommended THEN 'cut_by_k'
+                           ELSE 'cut_by_baseline_k' END,
+               'formula', c_formula) ORDER BY (x ->> 'rank')::integer), '[]'::jsonb),
+           coalesce(jsonb_agg(jsonb_build_object(
+               'name', x ->> 'name', 'fragment_id', x ->> 'fragment_id',
+               'position', (x ->> 'rank')::integer, 'reason', 'cut_by_k',
+               'score', pyretrieve.json_double((x ->> 'adjusted')::double precision))
+               ORDER BY (x ->> 'rank')::integer) FILTER (WHERE (x ->> 'rank')::integer > v_k), '[]'::jsonb)
+      INTO v_tools, v_omissions
+      FROM jsonb_array_elements(v_scored) AS x;
+
+    -- The context fingerprint: sha256 over the sorted "name NUL version" lines of the chosen.
+    SELECT pg_catalog.encode(pg_catalog.sha256(coalesce(pg_catalog.string_agg(l.line, '\x0a'::bytea ORDER BY l.line),
+                                                        ''::bytea)), 'hex')
+      INTO v_fingerprint
+      FROM (SELECT pg_catalog.convert_to(x ->> 'name', 'UTF8') || '\x00'::bytea
+                   || pg_catalog.convert_to(x ->> 'schema_version', 'UTF8') AS line
+              FROM jsonb_array_elements(v_scored) AS x
+             WHERE (x ->> 'rank')::integer <= v_k AND v_schemas ? (x ->> 'fragment_id')) l;
+
+    RETURN jsonb_build_object(
+        'decision_id', d.decision_id,
+        'query_digest', pg_catalog.encode(pyretrieve.content_digest(p_query), 'hex'),
+        'policy', v_policy,
+        'stage', v_stage,
+        'applied', v_applied,
+        'confidence', jsonb_build_object(
+            'level', v_level,
+            'score', pyretrieve.json_double(coalesce(v_s1, 0.0::double precision)),
+            'reason', v_reason,
+            'recommended_k', v_recommended,
+            'top_score', pyretrieve.json_double(v_s1),
+            'second_score', pyretrieve.json_double(v_s2),
+            'gap', pyretrieve.json_double(v_s1 - v_s2)),
+        'k', (SELECT count(*) FROM jsonb_array_elements(v_scored) AS x
+               WHERE (x ->> 'rank')::integer <= v_k AND v_schemas ? (x ->> 'fragment_id')),
+        'fingerprint', v_fingerprint,
+        'tools', v_tools,
+        'omissions', v_omissions,
+        'schemas', (SELECT coalesce(jsonb_agg(v_schemas -> (x ->> 'fragment_id') ORDER BY (x ->> 'rank')::integer),
+                                    '[]'::jsonb)
+                      FROM jsonb_array_elements(v_scored) AS x
+                     WHERE (x ->> 'rank')::integer <= v_k AND v_schemas ? (x ->> 'fragment_id')));
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.discover_tools(text, text, text, text, public.vector, text, text, text, double precision, double precision, boolean, boolean, boolean) IS
+    'Tool discovery for an agent request, as one jsonb document: the ranked tools the caller may use (search''s authorization, legs, fusion and freshness for a pool of 48, then only tools the decision admits), each with its explanation (fused, lexical and vector ranks, fused, normalised and adjusted scores, similar-tool penalties, chosen, why cut), the confidence (level none/high/normal/low/fail, score, reason, recommended K, top and second score, gap), K, omissions for authorised tools cut by K, the context fingerprint and the schemas of the chosen K only. p_policy: fixed-10, fixed-15, fixed-20, fixed-48, tight, gap, wide or near (default near, the evaluated default); adaptive K only truncates and is applied by the project''s rollout stage unless p_adaptive says otherwise; p_master false turns it off. Byte-identical, as canonical JSON, to the Python client''s Discovery.document() for the same request and decision. Raises what search raises (PR001 on deny, PR010 on bad input, PR030). SECURITY DEFINER (runs as pyretrieve_api): it calls helpers that principals are not granted (the bound decision, the word lists, the rollout bucket) and principals reach the tables only through the SQL API.';
+
+REVOKE ALL ON FUNCTION
+    pyretrieve.discover_tools(text, text, text, text, public.vector, text, text, text, double precision, double precision, boolean, boolean, boolean)
+    FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION
+    pyretrieve.discover_tools(text, text, text, text, public.vector, text, text, text, double precision, double precision, boolean, boolean, boolean)
+    TO pyretrieve_reader;
+
+SET LOCAL ROLE pyretrieve_owner;
+REVOKE ALL ON FUNCTION pyretrieve.tool_operation_words(), pyretrieve.tool_stop_words(),
+    pyretrieve.tool_words(text), pyretrieve.tool_entity_words(text), pyretrieve.tool_query_operations(text),
+    pyretrieve.tool_rollout_bucket(text, text), pyretrieve.tool_recommended_k(text, text, double precision[], double precision[], double precision[])
+    FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pyretrieve.tool_operation_words(), pyretrieve.tool_stop_words(),
+    pyretrieve.tool_words(text), pyretrieve.tool_entity_words(text), pyretrieve.tool_query_operations(text),
+    pyretrieve.tool_rollout_bucket(text, text), pyretrieve.tool_recommended_k(text, text, double precision[], double precision[], double precision[])
+    TO pyretrieve_api;
+-- discover_tools (as pyretrieve_api) runs search() and the renderings it calls.
+GRANT EXECUTE ON FUNCTION
+    pyretrieve.search(text, text, text, text, public.vector, text, integer, text, double precision, double precision, text, text, integer, text),
+    pyretrieve.json_double(double precision), pyretrieve.iso_utc(timestamptz)
+    TO pyretrieve_api;

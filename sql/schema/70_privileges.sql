@@ -19,11 +19,13 @@ BEGIN
 END
 $revoke$;
 REVOKE ALL ON TYPE pyretrieve.classification, pyretrieve.fragment_state, pyretrieve.semantic_policy,
-    pyretrieve.identifier FROM PUBLIC;
+    pyretrieve.identifier, pyretrieve.ingest_row FROM PUBLIC;
 
 GRANT USAGE ON SCHEMA pyretrieve TO pyretrieve_reader, pyretrieve_writer, pyretrieve_admin, pyretrieve_api;
 GRANT USAGE ON TYPE pyretrieve.classification, pyretrieve.fragment_state, pyretrieve.semantic_policy,
     pyretrieve.identifier TO pyretrieve_reader, pyretrieve_writer, pyretrieve_admin, pyretrieve_api;
+-- Writers build bulk batches of this type (a staging table of their own, one array value).
+GRANT USAGE ON TYPE pyretrieve.ingest_row TO pyretrieve_writer, pyretrieve_api;
 
 -- What the API functions (and the triggers they fire) read and write, as pyretrieve_api.
 GRANT SELECT ON pyretrieve.installation, pyretrieve.workspaces, pyretrieve.projects,
@@ -63,7 +65,9 @@ GRANT EXECUTE ON FUNCTION pyretrieve.caller(), pyretrieve.caller_in(name),
     pyretrieve.check_identifier(text, text), pyretrieve.require_decision(uuid),
     pyretrieve.check_embedding(text, public.vector), pyretrieve.require_admin(),
     pyretrieve.scope_sequence(text, text), pyretrieve.tsvector_length(tsvector),
-    pyretrieve.create_scope_sequence(text, text), pyretrieve.create_model_index(text)
+    pyretrieve.create_scope_sequence(text, text), pyretrieve.create_model_index(text),
+    pyretrieve.decision_partition_ranges(), pyretrieve.ensure_decision_partitions(integer, timestamptz),
+    pyretrieve.drop_decision_partition(text)
     TO pyretrieve_api;
 
 -- Pure helpers for everyone in a group (digests, the OR query, the caller's identity).
@@ -80,6 +84,8 @@ GRANT EXECUTE ON FUNCTION
     TO pyretrieve_reader;
 -- create_model_index is an owner function that admins may call directly too.
 GRANT EXECUTE ON FUNCTION pyretrieve.create_model_index(text) TO pyretrieve_admin;
+-- So is creating the decisions log's partitions ahead (a maintenance job run as an admin).
+GRANT EXECUTE ON FUNCTION pyretrieve.ensure_decision_partitions(integer, timestamptz) TO pyretrieve_admin;
 
 -- The SQL API, granted by its owner pyretrieve_api.
 SET LOCAL ROLE pyretrieve_api;
@@ -115,7 +121,9 @@ GRANT EXECUTE ON FUNCTION
     pyretrieve.active_sources_like(text, text, text[]),
     pyretrieve.created_now(text, text, uuid[]),
     pyretrieve.embeddings_needed(text, text, text, uuid[]),
-    pyretrieve.stale_embeddings(text, text, text, uuid, integer)
+    pyretrieve.stale_embeddings(text, text, text, uuid, integer),
+    pyretrieve.ingest_state(text, text, text[], text),
+    pyretrieve.ingest_batch(text, text, pyretrieve.ingest_row[], text)
     TO pyretrieve_writer;
 GRANT EXECUTE ON FUNCTION
     pyretrieve.create_workspace(text, text),
@@ -125,6 +133,9 @@ GRANT EXECUTE ON FUNCTION
     pyretrieve.register_model(text, integer, double precision, double precision, text),
     pyretrieve.set_bm25(text, text, double precision, double precision),
     pyretrieve.list_projects(),
-    pyretrieve.list_grants()
+    pyretrieve.list_grants(),
+    pyretrieve.decision_partitions(),
+    pyretrieve.prune_decisions(interval, boolean),
+    pyretrieve.list_decisions(timestamptz, timestamptz, text, text, text, integer)
     TO pyretrieve_admin;
 SET LOCAL ROLE pyretrieve_owner;

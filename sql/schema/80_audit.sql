@@ -120,12 +120,17 @@ SELECT pg_catalog.format('%I.%I', n.nspname, c.relname) AS table_name,
        (SELECT pg_catalog.count(*) FROM pg_catalog.pg_policy p
          WHERE p.polrelid = c.oid AND NOT p.polpermissive)::integer AS restrictive_policies,
        EXISTS (SELECT FROM pg_catalog.pg_attribute a
-                WHERE a.attrelid = c.oid AND a.attname = 'workspace_id' AND NOT a.attisdropped) AS has_workspace_id
+                WHERE a.attrelid = c.oid AND a.attname = 'workspace_id' AND NOT a.attisdropped) AS has_workspace_id,
+       (SELECT pg_catalog.format('%I.%I', pn.nspname, p.relname)
+          FROM pg_catalog.pg_inherits i
+          JOIN pg_catalog.pg_class p ON p.oid = i.inhparent
+          JOIN pg_catalog.pg_namespace pn ON pn.oid = p.relnamespace
+         WHERE c.relispartition AND i.inhrelid = c.oid) AS partition_of
   FROM pg_catalog.pg_class c
   JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
  WHERE n.nspname = 'pyretrieve' AND c.relkind IN ('r', 'p');
 COMMENT ON VIEW pyretrieve.audit_tables IS
-    'Each table of the pyretrieve schema: owner, row-level security enabled and forced (so the owner is bound too), its policies (permissive and restrictive) and whether it has a workspace_id column.';
+    'Each table of the pyretrieve schema: owner, row-level security enabled and forced (so the owner is bound too), its policies (permissive and restrictive), whether it has a workspace_id column and, for a partition, the table it is a partition of (read through that table, under its policies; its own row-level security, with no policy, refuses every direct read).';
 
 -- The top-level OR branches of a deparsed expression (one element when it has none): each
 -- branch admits rows on its own, so each must carry its own identity check.
@@ -525,7 +530,7 @@ WITH f (severity, code, object_type, object, evidence, fix) AS (
            CASE WHEN t.rls_enabled THEN 'no policy: every query by a role other than the owner returns no rows'
                 ELSE 'no policy, and row-level security is disabled' END,
            pg_catalog.format('CREATE POLICY ... ON %s TO <the group roles that use it> USING (...); or drop the table', t.table_name)
-      FROM pyretrieve.audit_tables t WHERE t.policies = 0
+      FROM pyretrieve.audit_tables t WHERE t.policies = 0 AND t.partition_of IS NULL
     UNION ALL
     -- Policies.
     SELECT 'warning', 'overlapping_permissive_policies', 'table', a.table_name,
@@ -597,7 +602,9 @@ WITH f (severity, code, object_type, object, evidence, fix) AS (
            pg_catalog.format('REVOKE %s ON %s FROM %s;', pr.privilege, pr.object,
                              CASE WHEN pr.grantee = 'PUBLIC' THEN 'PUBLIC' ELSE pg_catalog.quote_ident(pr.grantee) END)
       FROM pyretrieve.audit_privileges pr
-     WHERE pr.object IN ('pyretrieve.decisions', 'pyretrieve.write_bindings')
+     WHERE (pr.object IN ('pyretrieve.decisions', 'pyretrieve.write_bindings')
+            OR pr.object IN (SELECT t.table_name FROM pyretrieve.audit_tables t
+                              WHERE t.partition_of IN ('pyretrieve.decisions', 'pyretrieve.write_bindings')))
        AND pr.privilege IN ('UPDATE', 'DELETE', 'TRUNCATE') AND NOT pr.grantee_is_owner
     UNION ALL
     SELECT 'error', 'decisions_mutable', 'policy',
@@ -605,7 +612,9 @@ WITH f (severity, code, object_type, object, evidence, fix) AS (
            pg_catalog.format('a %s policy on an audit log that must be append-only', p.command),
            pg_catalog.format('DROP POLICY %I ON %s;', p.policy_name, p.table_name)
       FROM pyretrieve.audit_policies p
-     WHERE p.table_name IN ('pyretrieve.decisions', 'pyretrieve.write_bindings')
+     WHERE (p.table_name IN ('pyretrieve.decisions', 'pyretrieve.write_bindings')
+            OR p.table_name IN (SELECT t.table_name FROM pyretrieve.audit_tables t
+                                 WHERE t.partition_of IN ('pyretrieve.decisions', 'pyretrieve.write_bindings')))
        AND p.command IN ('UPDATE', 'DELETE', 'ALL')
     UNION ALL
     SELECT 'error', 'content_updatable', pr.object_type,

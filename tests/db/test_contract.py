@@ -19,6 +19,7 @@ import pytest
 from pyretrieve import contract
 from pyretrieve.db import errors as db_errors
 from pyretrieve.errors import InvalidFusion
+from pyretrieve.tools import select
 from pyretrieve.types import Classification
 from tests.conftest import Database, Server, acting_as, create_database, drop_database
 
@@ -330,3 +331,15 @@ def test_the_rule_messages_shown_as_they_are_are_the_schemas(
     )
     assert isinstance(forged_fusion, InvalidFusion)
     assert str(forged_fusion) == InvalidFusion.default_message
+
+
+# ------------------------------------------------------------------------- tool discovery
+
+
+def test_the_discovery_pool_and_candidates_are_the_clients(catalog: dict[str, str]) -> None:
+    discover = catalog["function:discover_tools"]
+    assert _numbers(r"c_pool constant integer := (\d+);", discover) == {select.POOL}
+    assert _numbers(r"c_candidates constant integer := (\d+);", discover) == {select.CANDIDATES}
+    # Both reach search(): the pool as its limit, the candidates as each leg's cap.
+    assert "p_limit => c_pool" in _flat(discover)
+    assert "p_candidate_limit => c_candidates" in _flat(discover)

@@ -19,7 +19,7 @@ import psycopg
 import pytest
 
 from pyretrieve import resources
-from pyretrieve.db import migrate
+from pyretrieve.db import migrate, queries
 from tests.conftest import (
     HEAD,
     INSTALL_SQL,
@@ -86,6 +86,11 @@ CATALOG_QUERIES: dict[str, str] = {
     "indexes": """
         SELECT tablename, indexname, indexdef FROM pg_catalog.pg_indexes
          WHERE schemaname = 'pyretrieve'
+    """,
+    # The drafter's view definitions, as it compares them (select-list aliases aside).
+    "views": f"""
+        SELECT v.name, v.compared, coalesce(v.options::text, '')
+          FROM ({queries.CATALOG_VIEWS}) v
     """,
     "policies": """
         SELECT tablename, policyname, permissive,
@@ -607,10 +612,10 @@ def test_upgrading_a_populated_database_backfills_what_0003_derives(
         drop_database(server, name)
 
 
-def test_upgrading_to_0009_gives_the_shipped_models_their_evaluated_defaults(
+def test_upgrading_to_0012_gives_the_shipped_models_their_evaluated_defaults(
     server: Server, template_db: str
 ) -> None:
-    """Models registered under 0008 get, on upgrade, the fusion and weights this package
+    """Models registered under 0011 get, on upgrade, the fusion and weights this package
     registers them with now (pyretrieve.embedders.registry.DEFAULTS); another model keeps what
     it was searched with, RRF and 1.0 each. The backfill runs although the owner is bound by
     FORCE RLS, and leaves the table forced."""
@@ -620,13 +625,13 @@ def test_upgrading_to_0009_gives_the_shipped_models_their_evaluated_defaults(
     dsn = server.dsn(name)
     app = server.dsn(name, user=role("authenticator"), password=PASSWORD)
     try:
-        migrate.upgrade(dsn, "pyretrieve_0008")
+        migrate.upgrade(dsn, "pyretrieve_0011")
         with psycopg.connect(app, autocommit=True) as conn, acting_as(conn, "adam"):
             conn.execute("SELECT pyretrieve.register_model('someone-elses', 3)")
             for model in DEFAULTS:
                 dimension = 256 if model == "hash-ngram-v1" else 384
                 conn.execute("SELECT pyretrieve.register_model(%s, %s)", (model, dimension))
-        migrate.upgrade(dsn, "pyretrieve_0009")
+        migrate.upgrade(dsn, "pyretrieve_0012")
         with psycopg.connect(app, autocommit=True) as conn, acting_as(conn, "alice"):
             rows = conn.execute(
                 "SELECT model_id, fusion, lexical_weight, vector_weight FROM pyretrieve.list_models()"
@@ -643,5 +648,84 @@ def test_upgrading_to_0009_gives_the_shipped_models_their_evaluated_defaults(
                 " WHERE oid = 'pyretrieve.embedding_models'::regclass"
             ).fetchone()
         assert forced == (True,)
+    finally:
+        drop_database(server, name)
+
+
+def test_upgrading_a_populated_database_moves_decisions_into_monthly_partitions_and_back(
+    server: Server, template_db: str
+) -> None:
+    """Decisions written under 0009 (and one a year old) survive 0010's move into monthly
+    partitions and its downgrade, row for row; searches and writes work on both sides."""
+    name = create_database(server, None)
+    dsn = server.dsn(name)
+    app = server.dsn(name, user=role("authenticator"), password=PASSWORD)
+    columns = (
+        "workspace_id, decision_id, principal, project_id, purpose, grant_id, evaluated_at,"
+        " ceiling, max_age, semantic_policy, requested_limit, candidate_limit, query_digest,"
+        " semantic_intent, embedding_digest, xact_id::text"
+    )
+
+    def decisions() -> list[tuple[Any, ...]]:
+        with psycopg.connect(dsn) as admin:
+            return admin.execute(
+                f"SELECT {columns} FROM pyretrieve.decisions ORDER BY decision_id"
+            ).fetchall()
+
+    def search(conn: psycopg.Connection[Any]) -> None:
+        with acting_as(conn, "alice"):
+            conn.execute(
+                "SELECT * FROM pyretrieve.authorize('acme', 'docs', 'read', %s, 'optional', NULL, 10)",
+                (b"\x01" * 32,),
+            )
+
+    try:
+        migrate.upgrade(dsn, "pyretrieve_0009")
+        with psycopg.connect(app, autocommit=True, row_factory=psycopg.rows.dict_row) as conn:
+            with acting_as(conn, "adam"):
+                conn.execute("SELECT pyretrieve.create_workspace('acme')")
+                conn.execute("SELECT pyretrieve.create_project('acme', 'docs')")
+                conn.execute(
+                    "SELECT pyretrieve.grant_access(%s::regrole, 'acme', 'docs', 'read', 'internal')",
+                    (role("alice"),),
+                )
+            for _ in range(3):
+                search(conn)
+        with psycopg.connect(dsn) as admin:
+            # A decision from a year ago: the move makes a partition for its month too.
+            admin.execute(
+                "INSERT INTO pyretrieve.decisions SELECT workspace_id, gen_random_uuid(), principal,"
+                " project_id, purpose, grant_id, evaluated_at - interval '1 year', ceiling, max_age,"
+                " semantic_policy, requested_limit, candidate_limit, query_digest, semantic_intent,"
+                " embedding_digest, xact_id FROM pyretrieve.decisions LIMIT 1"
+            )
+        before = decisions()
+        assert len(before) == 4
+
+        migrate.upgrade(dsn)
+        assert decisions() == before
+        with psycopg.connect(dsn) as admin:
+            kind = admin.execute(
+                "SELECT relkind::text FROM pg_class WHERE oid = 'pyretrieve.decisions'::regclass"
+            ).fetchone()
+            spread = admin.execute(
+                "SELECT count(DISTINCT tableoid) FROM pyretrieve.decisions"
+            ).fetchone()
+        assert kind == ("p",)
+        assert spread == (2,)
+        with psycopg.connect(app, autocommit=True, row_factory=psycopg.rows.dict_row) as conn:
+            search(conn)
+            with acting_as(conn, "adam"):
+                listed = conn.execute(
+                    "SELECT count(*) AS n FROM pyretrieve.list_decisions(now() - interval '2 years')"
+                ).fetchone()
+        assert listed == {"n": 5}
+        after = decisions()
+
+        migrate.downgrade(dsn, "pyretrieve_0009")
+        assert decisions() == after
+        with psycopg.connect(app, autocommit=True, row_factory=psycopg.rows.dict_row) as conn:
+            search(conn)
+        assert len(decisions()) == 6
     finally:
         drop_database(server, name)

@@ -25,6 +25,9 @@ WORKSPACES, PROJECTS, ROWS = 10, 2, 4000
 SCOPE_ROWS = ROWS // (WORKSPACES * PROJECTS)  # 200 rows per workspace/project
 MODEL = "plan-16d"
 SCOPE = ("ws3", "p1")
+# A scope holding most of the table (no embeddings): where a plan's shape follows the scope's
+# share of the table rather than its size.
+BIG, BIG_ROWS = ("ws0", "big"), 6000
 PYRETRIEVE_INDEXES = {
     "fragments_pkey", "fragments_scope_idx", "fragments_active_content_key", "fragments_tsv_idx",
     "embeddings_pkey", "embeddings_scope_idx",
@@ -71,11 +74,24 @@ def corpus(server: Server, template_db: str) -> Iterator[Database]:
                 " FROM pyretrieve.fragments f",
                 (MODEL,),
             )
+            admin.execute("SELECT pyretrieve.create_project(%s, %s)", BIG)
             admin.execute(
-                "SELECT pyretrieve.grant_access(%s::regrole, %s, %s, %s, 'restricted')",
-                (role("alice"), *SCOPE, PURPOSE),
+                "INSERT INTO pyretrieve.fragments"
+                " (workspace_id, project_id, body, classification, observed_at)"
+                " SELECT %s, %s, format('document %%s about topic%%s', i, i %% 37),"
+                "        (ARRAY['public','internal','confidential','restricted'])[1 + i %% 4]"
+                "            ::pyretrieve.classification,"
+                "        now() - (i %% 90) * interval '1 day'"
+                " FROM generate_series(1, %s) i",
+                (*BIG, BIG_ROWS),
             )
-            admin.execute("ANALYZE")
+            for scope in (SCOPE, BIG):
+                admin.execute(
+                    "SELECT pyretrieve.grant_access(%s::regrole, %s, %s, %s, 'restricted')",
+                    (role("alice"), *scope, PURPOSE),
+                )
+            # As autovacuum leaves a settled table: statistics and the visibility map.
+            admin.execute("VACUUM (ANALYZE)")
         yield db
     finally:
         drop_database(server, db.name)
@@ -195,6 +211,35 @@ def test_lexical_candidates_read_the_scope_through_an_index(corpus: Database) ->
     assert_index_only_access(mine)
     assert_lookups_run_once(mine)
     assert_index_only_access([p for p in plans if scans_of([p], "fragments")])
+
+
+@pytest.mark.parametrize("scope", [SCOPE, BIG], ids=["small", "big"])
+def test_the_lexical_scope_statistics_are_an_index_only_scan(
+    corpus: Database, scope: tuple[str, str]
+) -> None:
+    """The policies state the scope once, outside their read-or-write OR: the scope's
+    statistics (document count, average length) read the scope index alone, bounded by the
+    scope, and no plan ORs two bitmap scans of the two bindings' scopes (which the planner chose
+    for a scope holding much of the table while the policies ORed two scopes)."""
+
+    def call(conn: Conn) -> None:
+        d = authorize(conn, *scope)["decision_id"]
+        assert lexical(conn, d, "topic5 document", 100)
+
+    mine = candidate_plans(captured_plans(corpus, "alice", call), "fragments")
+    assert mine
+    every = [n for p in mine for n in nodes(p)]
+    assert not [n for n in every if n["Node Type"] == "BitmapOr"]
+    stats = [
+        n for n in every
+        if n.get("Relation Name") == "fragments" and n.get("Index Name") == "fragments_scope_idx"
+    ]  # fmt: skip
+    assert [n["Node Type"] for n in stats] == ["Index Only Scan"]
+    (scan,) = stats
+    assert "workspace_id" in scan["Index Cond"]
+    assert "project_id" in scan["Index Cond"]
+    assert scan["Actual Rows"] <= (SCOPE_ROWS if scope == SCOPE else BIG_ROWS)
+    assert scan["Heap Fetches"] == 0
 
 
 def test_vector_candidates_read_the_scope_through_an_index(corpus: Database) -> None:

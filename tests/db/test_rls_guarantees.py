@@ -181,6 +181,35 @@ def test_the_second_wall_shows_only_this_transactions_decision(conn: Conn, s: Se
         assert not {r["decision_id"] for r in rows} & set(made.values())
 
 
+@pytest.mark.parametrize("where", [("acme", "docs"), ("acme", "wiki"), ("globex", "docs")])
+def test_a_forged_write_binding_beside_a_decision_widens_nothing(
+    shared: tuple[Database, Seeded], where: tuple[str, str]
+) -> None:
+    """authorize() and bind_write_scope() refuse a second binding in a transaction. Were one
+    forged anyway (here the superuser inserts a write binding at the restricted ceiling, in
+    the decision's own scope, in another project, in another workspace), the second wall still
+    admits exactly the decision's rows: the write branch of the policies is void under a
+    decision, and the scope is the decision's."""
+    db, s = shared
+    with db.admin(autocommit=True) as admin, admin.transaction():
+        admin.execute(f"SET LOCAL ROLE {role('alice')}")
+        authorize(admin)
+        before = fragment_ids(admin), counts(admin)
+        admin.execute("RESET ROLE")
+        admin.execute(
+            "INSERT INTO pyretrieve.write_bindings (workspace_id, principal, project_id, ceiling,"
+            " position) VALUES (%s, %s, %s, 'restricted', 1)",
+            (where[0], role("walt"), where[1]),
+        )
+        admin.execute(f"SET LOCAL ROLE {role('alice')}")
+        with at_second_wall(admin):
+            forged = admin.execute("SELECT count(*) AS n FROM pyretrieve.bound_write()").fetchone()
+        assert forged == {"n": 1}, "the forged binding is in force"
+        after = fragment_ids(admin), counts(admin)
+    assert before[0] == s.visible
+    assert after == before
+
+
 # ---------------------------------------------------------------------------------------------
 # Foreign workspace or project
 # ---------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ Every principal is a non-owner role acting through the SQL API. Layout:
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ import psycopg
 import pytest
 
 from pyretrieve import Retriever, Scope
+from pyretrieve.client import AsyncRetriever
 from pyretrieve.embedders.hashing import HashNgramEmbedder
 from pyretrieve.errors import AccessDenied
 from pyretrieve.tools import (
@@ -33,6 +35,7 @@ from pyretrieve.tools import (
     tool_context_fingerprint,
 )
 from pyretrieve.tools import select as tool_select
+from pyretrieve.types import canonical_json
 from tests.conftest import Database, Server, acting_as, create_database, drop_database, role
 from tests.db.seed import grant
 
@@ -317,6 +320,61 @@ def test_rediscovery_outcomes(app: psycopg.Connection[Any]) -> None:
         "wire_transfer_funds", scope=SCOPE, session=ToolSession()
     )
     assert bob.status == "queued"
+
+
+def test_the_async_client_discovers_and_rediscovers_as_the_sync_one(
+    tooldb: Database, app: psycopg.Connection[Any]
+) -> None:
+    """AsyncRetriever runs the same steps: the same documents, the hidden tools absent from
+    them, and the same single rejection for hidden, absent and ungranted names."""
+    asked = ("what is the current weather in Paris", TRANSFER, "delete order 42")
+
+    async def run() -> tuple[list[Any], list[tuple[Any, list[Any]]], Any]:
+        async with await psycopg.AsyncConnection.connect(tooldb.app_dsn, autocommit=True) as c:
+            alice = AsyncRetriever(c, principal=role("alice"), embedders=[EMBEDDER])
+            found = [
+                await alice.discover_tools(
+                    q, scope=SCOPE, model=EMBEDDER.model_id, policy="tight", adaptive=True
+                )
+                for q in asked
+            ]
+            outcomes = []
+            for name in ("send_email", *HIDDEN_NAMES, "no_such_tool"):
+                session = ToolSession()
+                outcome = await alice.rediscover_tool(name, scope=SCOPE, session=session)
+                outcomes.append((outcome, session.pending))
+            carol = AsyncRetriever(c, principal=role("carol"))
+            denied = await carol.rediscover_tool("send_email", scope=SCOPE, session=ToolSession())
+            return found, outcomes, denied
+
+    found, outcomes, denied = asyncio.run(run())
+    for query, got in zip(asked, found, strict=True):
+        want = discover(app, query, policy="tight", adaptive=True)
+        assert got.decision_id != want.decision_id
+        # Scores carry freshness at each decision's own time: the choices must agree.
+        assert _choices(got) == _choices(want)
+        assert (got.schema_tokens, got.token_method) == (want.schema_tokens, want.token_method)
+        assert not set(HIDDEN_NAMES) & {t.name for t in got.ranked}
+    (queued, pending), *rest = outcomes
+    assert queued.status == "queued"
+    assert [s["name"] for s in pending] == ["send_email"]
+    assert {o for o, _ in rest} == {denied}
+    assert denied.status == "rejected"
+    assert all(p == [] for _, p in rest)
+
+
+def _choices(found: Any) -> str:
+    return canonical_json(
+        {
+            "ranked": [
+                (t.name, t.rank, t.chosen, t.explanation["penalties"]) for t in found.ranked
+            ],
+            "k": (found.k, found.confidence.level, found.confidence.recommended_k),
+            "schemas": list(found.schemas),
+            "fingerprint": found.fingerprint,
+            "omissions": [(o.name, o.position, o.reason) for o in found.omissions],
+        }
+    )
 
 
 # ---------------------------------------------------------------------------------------------

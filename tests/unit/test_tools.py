@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -73,3 +75,94 @@ def test_bad_definitions_are_refused() -> None:
         parse_definitions([{"name": "a"}, {"name": "a"}])
     with pytest.raises(InvalidInput):
         parse_definitions({"name": "a", "parameters": []})
+
+
+# ---------------------------------------------------------------------------------------------
+# Token counting: o200k_base from the tokens extra, else the documented estimate
+# ---------------------------------------------------------------------------------------------
+def _without_tokenizer(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A None entry in sys.modules makes the import fail as if the package were absent.
+    monkeypatch.setitem(__import__("sys").modules, "bpe_openai", None)
+    context._encoder.cache_clear()
+
+
+def test_counts_are_o200k_base_when_the_tokens_extra_is_installed() -> None:
+    bpe_openai = pytest.importorskip("bpe_openai")
+    context._encoder.cache_clear()
+    encoding = bpe_openai.get_encoding("o200k_base")
+    text = '{"type":"function","function":{"name":"get_current_weather"}}'
+    count, method = context.count_tokens(text)
+    assert method == "o200k_base"
+    assert count == len(encoding.encode(text))
+    # BPE merges: far fewer tokens than characters, and not the estimate.
+    assert count < len(text) / 2
+    assert count != context.estimate_tokens(text)
+    schema = {"name": "f", "description": "Get the weather.", "parameters": {"type": "dict"}}
+    tokens, method = context.schema_tokens([schema])
+    rendered = '[{"type":"function","function":{"name":"f","description":"Get the weather.","parameters":{"type":"object"}}}]'
+    assert (tokens, method) == (len(encoding.encode(rendered)), "o200k_base")
+
+
+def test_counts_fall_back_to_the_estimate_without_the_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _without_tokenizer(monkeypatch)
+    try:
+        assert context.count_tokens("abcdefghi") == (3, "estimate-chars/4")
+        assert context.schema_tokens([]) == (0, "estimate-chars/4")
+        tokens, method = context.schema_tokens([{"name": "f", "description": "d"}])
+        assert method == "estimate-chars/4"
+        assert tokens == -(
+            -len(
+                context.json.dumps(
+                    context.openai_tools([{"name": "f", "description": "d"}]), separators=(",", ":")
+                )
+            )
+            // 4
+        )
+    finally:
+        monkeypatch.undo()
+        context._encoder.cache_clear()
+
+
+BFCL = Path(__file__).resolve().parents[2].parent / "shared" / "datasets" / "bfcl_tools"
+
+
+@pytest.mark.skipif(not (BFCL / "corpus.jsonl").exists(), reason="BFCL tools is not available")
+def test_the_estimate_errs_as_documented_on_bfcl_schemas() -> None:
+    """docs/tools.md: ceil(chars / 4) is about 17% high against o200k_base on BFCL schemas."""
+    pytest.importorskip("bpe_openai")
+    context._encoder.cache_clear()
+    lines = (BFCL / "corpus.jsonl").read_text(encoding="utf-8").splitlines()[:400]
+    exact = estimate = 0
+    for line in lines:
+        schema = json.loads(line)["schema"]
+        text = json.dumps(context.openai_tools([schema]), separators=(",", ":"))
+        exact += context.count_tokens(text)[0]
+        estimate += context.estimate_tokens(text)
+    assert 1.08 <= estimate / exact <= 1.28
+
+
+def test_near_keeps_tools_close_to_each_legs_best_and_cuts_the_rest() -> None:
+    def c(name: str, rank: int, bm25: float | None, distance: float | None) -> sel.Candidate:
+        return sel.Candidate(uuid.uuid4(), name, "other", 1, rank, 1 / (60 + rank), rank, rank,
+                             100, bm25, distance)  # fmt: skip
+
+    rows = [
+        c("a", 1, 10.0, 0.20),
+        c("b", 2, 7.5, 0.50),  # BM25 within 0.7 of the best
+        c("c", 3, 1.0, 0.60),
+        c("d", 4, 1.0, 0.60),
+        c("e", 5, 1.0, 0.60),
+        c("f", 6, 1.0, 0.61),
+        c("g", 7, None, 0.29),  # cosine distance within 0.1 of the best
+        c("h", 8, 2.0, 0.90),
+        c("i", 9, 6.0, None),
+    ]
+    scored = sel.score("x", rows, 2 / 61)
+    assert sel.recommended_k("near", "normal", scored, params=(0.7, 0.1, 1)) == 7
+    assert sel.recommended_k("near", "normal", scored, params=(0.5, 0.1, 1)) == 9
+    assert sel.recommended_k("near", "normal", scored, params=(0.7, 0.01, 3)) == 3
+    assert sel.recommended_k("near", "normal", scored[:2], params=(0.9, 0.0, 5)) == 2
+    assert sel.recommended_k("near", "none", [], params=(0.7, 0.1, 5)) == 0
+    assert sel.assess(scored, "near").recommended_k == sel.recommended_k("near", "normal", scored)

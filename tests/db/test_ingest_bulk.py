@@ -1,0 +1,718 @@
+"""Bulk ingestion (COPY into the writer's own staging table, one ``ingest_batch`` call per
+batch): the same rows as the row-by-row path, atomic batches, reruns that write nothing, and
+no privilege widened.
+
+Setup runs as adam (admin) through the SQL API; writes run as wally (a writer) through the
+authenticator connection. Row-level checks read with the superuser connection.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+from uuid import UUID, uuid4
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from pyretrieve.embedders.hashing import HashNgramEmbedder
+from pyretrieve.errors import AccessDenied, InternalError, InvalidInput, NotFound
+from pyretrieve.ingest import EMBED_CHUNK, Ingestor, IngestReport
+from pyretrieve.ingest.executor import BulkWriter
+from pyretrieve.ingest.plan import Existing
+from tests.conftest import Database, acting_as, role
+
+WS = "acme"
+MODEL = "hash-ngram-v1"
+
+
+def sha(text: str) -> bytes:
+    return hashlib.sha256(text.encode("utf-8")).digest()
+
+
+def setup(
+    conn: psycopg.Connection[Any], projects: Sequence[str], ceiling: str = "confidential"
+) -> None:
+    """acme/<projects>: wally writes (ceiling), walt writes only in the first; a hash model."""
+    with acting_as(conn, "adam"):
+        conn.execute("SELECT pyretrieve.create_workspace(%s)", (WS,))
+        for project in projects:
+            conn.execute("SELECT pyretrieve.create_project(%s, %s)", (WS, project))
+            conn.execute(
+                "SELECT pyretrieve.grant_access(%s::regrole, %s, %s, 'ingest', %s)",
+                (role("wally"), WS, project, ceiling),
+            )
+        conn.execute("SELECT pyretrieve.create_workspace('other')")
+        conn.execute("SELECT pyretrieve.create_project('other', 'docs')")
+        conn.execute(
+            "SELECT pyretrieve.grant_access(%s::regrole, 'other', 'docs', 'ingest', 'restricted')",
+            (role("walt"),),
+        )
+        conn.execute(
+            "SELECT pyretrieve.grant_access(%s::regrole, %s, %s, 'ingest', 'restricted')",
+            (role("walt"), WS, projects[0]),
+        )
+        conn.execute("SELECT pyretrieve.register_model(%s, 256)", (MODEL,))
+
+
+@pytest.fixture
+def conn(db: Database) -> Iterator[psycopg.Connection[Any]]:
+    with db.connect(autocommit=True) as c:
+        yield c
+        assert c.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+
+def write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def ingestor(
+    conn: psycopg.Connection[Any],
+    path: str,
+    *,
+    nick: str = "wally",
+    embed: bool = True,
+    batch_size: int = 4,
+) -> Ingestor:
+    return Ingestor(
+        conn,
+        principal=role(nick),
+        embedder=HashNgramEmbedder() if embed else None,
+        batch_size=batch_size,
+        write_path=path,  # type: ignore[arg-type]
+    )
+
+
+def counts(report: IngestReport) -> tuple[int, ...]:
+    return (
+        report.read,
+        report.inserted,
+        report.unchanged,
+        report.superseded,
+        report.retracted,
+        report.embedded,
+        report.skipped,
+        report.batches,
+    )
+
+
+def scope_state(db: Database, project: str) -> dict[str, Any]:
+    """Everything ingestion derives in one scope, with ids replaced by what they name."""
+    with db.admin() as admin:
+        rows = admin.execute(
+            "SELECT fragment_id, body, classification::text AS cls, state::text AS state,"
+            " superseded_by, source_uri, source_revision, manifest_id, expires_at, ts_config::text"
+            " AS cfg, doc_length, content_digest FROM pyretrieve.fragments"
+            " WHERE workspace_id = %s AND project_id = %s",
+            (WS, project),
+        ).fetchall()
+        key = {r["fragment_id"]: (r["source_uri"], r["body"], r["cls"]) for r in rows}
+        fragments = sorted(
+            (
+                r["source_uri"],
+                r["body"],
+                r["cls"],
+                r["state"],
+                key.get(r["superseded_by"]),
+                r["source_revision"],
+                r["manifest_id"],
+                r["expires_at"],
+                r["cfg"],
+                r["doc_length"],
+                bytes(r["content_digest"]),
+            )
+            for r in rows
+        )
+        postings = sorted(
+            (key[r["fragment_id"]], r["lexeme"], r["tf"], r["doc_length"], r["cls"])
+            for r in admin.execute(
+                "SELECT fragment_id, lexeme, tf, doc_length, classification::text AS cls"
+                " FROM pyretrieve.postings WHERE workspace_id = %s AND project_id = %s",
+                (WS, project),
+            )
+        )
+        embeddings = sorted(
+            (key[r["fragment_id"]], r["model_id"], r["v"], bytes(r["source_digest"]), r["st"])
+            for r in admin.execute(
+                "SELECT fragment_id, model_id, embedding::text AS v, source_digest,"
+                " fragment_state::text AS st FROM pyretrieve.embeddings"
+                " WHERE workspace_id = %s AND project_id = %s",
+                (WS, project),
+            )
+        )
+    return {"fragments": fragments, "postings": postings, "embeddings": embeddings}
+
+
+def written(db: Database, project: str) -> list[tuple[Any, ...]]:
+    """Physical identity of every row ingestion writes: a rerun that writes nothing keeps it."""
+    with db.admin() as admin:
+        return admin.execute(
+            "SELECT 'f', xmin::text, ctid::text FROM pyretrieve.fragments WHERE project_id = %s"
+            " UNION ALL SELECT 'e', xmin::text, ctid::text FROM pyretrieve.embeddings WHERE project_id = %s"
+            " UNION ALL SELECT 'p', count(*)::text, max(xmin::text) FROM pyretrieve.postings WHERE project_id = %s"
+            " UNION ALL SELECT 'g', count(*)::text, max(generation)::text FROM pyretrieve.generation_log"
+            " WHERE project_id = %s ORDER BY 1, 2, 3",
+            (project, project, project, project),
+        ).fetchall()
+
+
+# ---------------------------------------------------------------------------------------------
+# The same rows as the row-by-row path
+# ---------------------------------------------------------------------------------------------
+
+
+def _records(version: int) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = [
+        {"id": f"d{i}", "title": f"Ledger {i}", "text": f"entry {i} of the quarterly ledger"}
+        for i in range(10)
+    ]
+    # The same body under three ids (one fragment, found again) and a confidential one.
+    rows += [{"id": f"dup{i}", "text": "the shared boilerplate paragraph"} for i in range(3)]
+    rows.append(
+        {
+            "id": "secret",
+            "text": "merger terms",
+            "classification": "confidential",
+            "source_revision": "r1",
+            "manifest_id": "m1",
+            "expires_at": "2999-01-01T00:00:00Z",
+        }
+    )
+    if version == 2:
+        rows[2]["text"] = "entry 2, restated"
+        rows[5]["text"] = "entry 5, restated"
+        rows[7]["classification"] = "confidential"
+        rows[11]["text"] = "a paragraph of its own now"
+        rows[-1] = {**rows[-1], "text": "merger terms, final", "manifest_id": None}
+        rows += [
+            {"id": "n1", "text": "a new record"},
+            {"id": "n2", "text": "entry 5 of the quarterly ledger"},
+        ]
+        del rows[3]
+    return rows
+
+
+def _folder(root: Path, version: int) -> Path:
+    folder = root / f"notes{version}" / "notes"
+    folder.mkdir(parents=True)
+    long = "\n\n".join(f"Paragraph {i} about the harbour and its cranes." for i in range(8))
+    (folder / "a.md").write_text(
+        "# Harbour\n\n" + (long if version == 1 else "Only one paragraph.")
+    )
+    (folder / "b.txt").write_text("plain notes on tides")
+    if version == 1:
+        (folder / "c.txt").write_text("a file that goes away")
+    return folder
+
+
+def test_bulk_writes_exactly_what_the_row_by_row_path_writes(
+    db: Database, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    setup(conn, ["rows", "bulk"])
+    reports: dict[str, list[tuple[int, ...]]] = {"rows": [], "bulk": []}
+    for version in (1, 2):
+        folder_path = tmp_path / f"v{version}"
+        folder_path.mkdir()
+        path = write_jsonl(folder_path / "ledger.jsonl", _records(version))
+        folder = _folder(tmp_path, version)
+        for project in ("rows", "bulk"):
+            for target, kw in ((path, {}), (folder, {"max_chars": 60, "sync": True})):
+                report = ingestor(conn, project).ingest_path(
+                    target,
+                    workspace=WS,
+                    project=project,
+                    **kw,  # type: ignore[arg-type]
+                )
+                reports[project].append(counts(report))
+    rows, bulk = scope_state(db, "rows"), scope_state(db, "bulk")
+    assert reports["bulk"] == reports["rows"]
+    # The runs did what the scenario says: inserts, supersessions, surplus and sync retractions.
+    # Version 2 of the file: n1, n2 and dup1 (whose body was found under dup0 before) are new;
+    # d2, d5, d7 (classification) and secret supersede; d3 is gone, the rest is unchanged.
+    assert reports["bulk"][2] == (15, 3, 8, 4, 0, 7, 0, 4)
+    # Version 2 of the folder: a.md keeps one fragment (superseded) and loses the others; c.txt
+    # is gone (sync); b.txt is unchanged.
+    assert reports["bulk"][3][2:5] == (1, 1, 8)
+    assert len(rows["fragments"]) > 20
+    assert len(rows["postings"]) > 50
+    assert len(rows["embeddings"]) == len({e[0] for e in rows["embeddings"]}) > 20
+    assert bulk["fragments"] == rows["fragments"]
+    assert bulk["postings"] == rows["postings"]
+    assert bulk["embeddings"] == rows["embeddings"]
+
+
+@pytest.mark.parametrize("path", ["bulk", "rows"])
+def test_a_rerun_writes_nothing(
+    db: Database, conn: psycopg.Connection[Any], tmp_path: Path, path: str
+) -> None:
+    setup(conn, ["docs"])
+    jsonl = write_jsonl(tmp_path / "ledger.jsonl", _records(1))
+    first = ingestor(conn, path).ingest_path(jsonl, workspace=WS, project="docs")
+    assert (first.inserted, first.embedded) == (12, 12)
+    before = written(db, "docs")
+    again = ingestor(conn, path).ingest_path(jsonl, workspace=WS, project="docs")
+    assert (again.inserted, again.unchanged, again.superseded, again.embedded) == (0, 14, 0, 0)
+    assert written(db, "docs") == before
+
+
+class SlowEmbedder(HashNgramEmbedder):
+    """Takes ``seconds`` per text, as a slow model does, and records each call's size."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.sizes: list[int] = []
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        self.sizes.append(len(texts))
+        time.sleep(self.seconds * len(texts))
+        return super().embed_documents(texts)
+
+
+def embedded_count(db: Database, project: str) -> int:
+    with db.admin() as admin:
+        row = admin.execute(
+            "SELECT count(*) AS n FROM pyretrieve.embeddings e JOIN pyretrieve.fragments f"
+            " USING (workspace_id, fragment_id) WHERE f.project_id = %s AND f.state = 'active'"
+            " AND e.model_id = %s AND e.source_digest = f.content_digest",
+            (project, MODEL),
+        ).fetchone()
+    assert row is not None
+    return int(row["n"])
+
+
+@pytest.mark.parametrize("path", ["bulk", "rows"])
+def test_a_slow_embedder_never_leaves_either_path_idle_past_the_timeout(
+    db: Database, conn: psycopg.Connection[Any], tmp_path: Path, path: str
+) -> None:
+    """The bulk path stages a batch and writes it with one call; embedding the whole batch
+    before staging it kept the transaction idle for as long as the model took. Both paths, for
+    new records, unchanged ones whose embedding is missing (kept fragments) and reembed, send
+    each chunk of EMBED_CHUNK texts to the server before embedding the next: no wait is longer
+    than one chunk, under a timeout shorter than the whole batch's embedding."""
+    setup(conn, ["docs", "later"])
+    rows = [{"id": f"r{i}", "text": f"slow record {i} about glaciers"} for i in range(104)]
+    jsonl = write_jsonl(tmp_path / "slow.jsonl", rows)
+    first = write_jsonl(tmp_path / "slow-first.jsonl", rows[:40])
+    ingestor(conn, path, embed=False).ingest_path(
+        first, workspace=WS, project="docs", source="slow.jsonl"
+    )
+    ingestor(conn, path, embed=False).ingest_path(jsonl, workspace=WS, project="later")
+    # 1.28 s per chunk of 32 texts, 4.2 s for the batch's 104: past the 2 s timeout unless
+    # the transaction hears from the client between chunks.
+    slow = SlowEmbedder(seconds=0.04)
+    conn.execute("SET idle_in_transaction_session_timeout = '2s'")
+    try:
+        # 40 unchanged records without an embedding and 64 new ones, in one batch.
+        report = Ingestor(
+            conn,
+            principal=role("wally"),
+            embedder=slow,
+            batch_size=200,
+            write_path=path,  # type: ignore[arg-type]
+        ).ingest_path(jsonl, workspace=WS, project="docs")
+        assert (report.batches, report.unchanged, report.inserted) == (1, 40, 64)
+        assert report.embedded == 104
+        assert slow.sizes == [EMBED_CHUNK, EMBED_CHUNK, EMBED_CHUNK, 104 - 3 * EMBED_CHUNK]
+        slow.sizes.clear()
+        redone = Ingestor(
+            conn,
+            principal=role("wally"),
+            batch_size=200,
+            write_path=path,  # type: ignore[arg-type]
+        ).reembed(workspace=WS, project="later", model_or_embedder=slow)
+        assert (redone.batches, redone.missing, redone.embedded) == (1, 104, 104)
+        assert slow.sizes == [EMBED_CHUNK, EMBED_CHUNK, EMBED_CHUNK, 104 - 3 * EMBED_CHUNK]
+    finally:
+        conn.execute("RESET idle_in_transaction_session_timeout")
+    assert embedded_count(db, "docs") == 104
+    assert embedded_count(db, "later") == 104
+
+
+def test_a_record_that_brings_back_content_its_batch_supersedes_gets_its_own_fragment(
+    db: Database, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    setup(conn, ["docs"])
+    jsonl = write_jsonl(tmp_path / "c.jsonl", [{"id": "x", "text": "the old wording"}])
+    ingestor(conn, "bulk").ingest_path(jsonl, workspace=WS, project="docs")
+    # One batch: y takes x's old body, x changes. Each must end with an active fragment.
+    write_jsonl(jsonl, [{"id": "y", "text": "the old wording"}, {"id": "x", "text": "new wording"}])
+    report = ingestor(conn, "bulk").ingest_path(jsonl, workspace=WS, project="docs")
+    assert (report.inserted, report.superseded, report.batches) == (1, 1, 1)
+    state = scope_state(db, "docs")["fragments"]
+    active = {f[0]: f[1] for f in state if f[3] == "active"}
+    assert active == {"c.jsonl#y": "the old wording", "c.jsonl#x": "new wording"}
+    (old,) = [f for f in state if f[3] == "superseded"]
+    assert old[4] == ("c.jsonl#x", "new wording", "internal")
+
+
+# ---------------------------------------------------------------------------------------------
+# Atomic batches
+# ---------------------------------------------------------------------------------------------
+
+
+class FailingEmbedder(HashNgramEmbedder):
+    """Embeds the first ``ok`` calls, then raises (the message quotes the text)."""
+
+    def __init__(self, ok: int) -> None:
+        super().__init__()
+        self.ok = ok
+
+    def embed_documents(self, texts: Sequence[str]) -> list[Any]:
+        if self.ok <= 0:
+            raise RuntimeError("cannot embed: " + texts[0])
+        self.ok -= 1
+        return super().embed_documents(texts)
+
+
+def test_an_interrupted_bulk_run_keeps_whole_batches_and_a_rerun_completes_it(
+    db: Database, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    setup(conn, ["docs", "reference"])
+    jsonl = write_jsonl(tmp_path / "ledger.jsonl", _records(1))
+    broken = Ingestor(conn, principal=role("wally"), embedder=FailingEmbedder(1), batch_size=4)
+    with pytest.raises(InternalError) as caught:
+        broken.ingest_path(jsonl, workspace=WS, project="docs")
+    assert "quarterly" not in str(caught.value)
+    state = scope_state(db, "docs")
+    # The first batch whole (4 fragments, their postings and embeddings), nothing of the second.
+    assert sorted(f[0] for f in state["fragments"]) == [f"ledger.jsonl#d{i}" for i in range(4)]
+    assert len(state["embeddings"]) == 4
+    assert {p[0][0] for p in state["postings"]} == {f"ledger.jsonl#d{i}" for i in range(4)}
+    resumed = ingestor(conn, "bulk").ingest_path(jsonl, workspace=WS, project="docs")
+    assert (resumed.inserted, resumed.unchanged) == (8, 6)
+    ingestor(conn, "bulk").ingest_path(jsonl, workspace=WS, project="reference")
+    assert scope_state(db, "docs") == scope_state(db, "reference")
+
+
+# ---------------------------------------------------------------------------------------------
+# Attacks: the function door stays the only door, and it opens no wider than the grant
+# ---------------------------------------------------------------------------------------------
+
+_BATCH = """
+SELECT b.ord, b.fragment_id, b.created, b.embedded
+  FROM pyretrieve.ingest_batch(%s, %s, ARRAY(
+         SELECT ROW(x.ord, x.source_uri, x.body, x.classification, NULL, NULL, NULL, NULL,
+                    coalesce(x.replaces, '{}'), x.keep, x.embedding::public.vector)::pyretrieve.ingest_row
+           FROM jsonb_to_recordset(%s::jsonb) AS x(ord integer, source_uri text, body text,
+                classification pyretrieve.classification, replaces uuid[], keep uuid, embedding text)),
+         %s) AS b
+"""
+
+
+def call_batch(
+    conn: psycopg.Connection[Any],
+    rows: Sequence[dict[str, Any]],
+    *,
+    workspace: str = WS,
+    project: str = "docs",
+    model: str | None = None,
+) -> list[dict[str, Any]]:
+    return conn.execute(_BATCH, (workspace, project, json.dumps(rows), model)).fetchall()
+
+
+def row(ord_: int, body: str | None, **kw: Any) -> dict[str, Any]:
+    return {
+        "ord": ord_,
+        "source_uri": f"u#{ord_}",
+        "body": body,
+        "classification": "internal",
+        **kw,
+    }
+
+
+def put(conn: psycopg.Connection[Any], nick: str, body: str, cls: str, ws: str = WS) -> UUID:
+    with acting_as(conn, nick):
+        got = conn.execute(
+            "SELECT pyretrieve.put_fragment(%s, 'docs', %s, %s::pyretrieve.classification) AS id",
+            (ws, body, cls),
+        ).fetchone()
+    assert got is not None
+    return UUID(str(got["id"]))
+
+
+def count_fragments(db: Database) -> int:
+    with db.admin() as admin:
+        got = admin.execute("SELECT count(*) AS n FROM pyretrieve.fragments").fetchone()
+    assert got is not None
+    return int(got["n"])
+
+
+@pytest.fixture
+def scoped(db: Database, conn: psycopg.Connection[Any]) -> Database:
+    setup(conn, ["docs"])
+    return db
+
+
+def test_bulk_outside_the_writers_grants_is_denied_alike_and_writes_nothing(
+    scoped: Database, conn: psycopg.Connection[Any]
+) -> None:
+    before = count_fragments(scoped)
+    errors = []
+    for workspace, project in (("other", "docs"), (WS, "absent"), ("nowhere", "docs")):
+        with pytest.raises(psycopg.Error) as caught, acting_as(conn, "wally"):
+            call_batch(
+                conn, [row(1, "into a scope I may not write")], workspace=workspace, project=project
+            )
+        errors.append((caught.value.sqlstate, caught.value.diag.message_primary))
+    assert errors == [("PR001", "access denied")] * 3
+    # A reader cannot even call it: the function is not granted to readers.
+    with pytest.raises(psycopg.errors.InsufficientPrivilege), acting_as(conn, "alice"):
+        call_batch(conn, [row(1, "a reader's write")])
+    assert count_fragments(scoped) == before
+
+
+def test_bulk_above_the_ceiling_fails_the_whole_batch(
+    scoped: Database, conn: psycopg.Connection[Any]
+) -> None:
+    before = count_fragments(scoped)
+    with pytest.raises(psycopg.Error) as caught, acting_as(conn, "wally"):
+        call_batch(conn, [row(1, "fine"), row(2, "too secret", classification="restricted")])
+    assert (caught.value.sqlstate, caught.value.diag.message_primary) == ("PR001", "access denied")
+    assert count_fragments(scoped) == before
+
+
+def test_superseding_or_keeping_a_fragment_the_writer_cannot_see_fails_alike(
+    scoped: Database, conn: psycopg.Connection[Any]
+) -> None:
+    # walt (restricted) writes a restricted fragment in acme/docs and one in other/docs.
+    hidden = put(conn, "walt", "walt's restricted note", "restricted")
+    foreign = put(conn, "walt", "another workspace's note", "internal", ws="other")
+    visible = put(conn, "wally", "wally's own note", "internal")
+    before = count_fragments(scoped)
+    outcomes = []
+    for target in (hidden, foreign, uuid4()):
+        for attack in (
+            [row(1, "replacement", replaces=[str(target)])],
+            [{"ord": 1, "keep": str(target)}],
+            [row(1, "replacement", replaces=[str(visible), str(target)])],
+        ):
+            with pytest.raises(psycopg.Error) as caught, acting_as(conn, "wally"):
+                call_batch(conn, attack)
+            outcomes.append((caught.value.sqlstate, caught.value.diag.message_primary))
+    assert outcomes == [("PR020", "fragment not found")] * 9
+    assert count_fragments(scoped) == before
+    with scoped.admin() as admin:
+        states = admin.execute(
+            "SELECT state::text AS s FROM pyretrieve.fragments WHERE fragment_id = ANY (%s)",
+            ([hidden, foreign, visible],),
+        ).fetchall()
+    assert [r["s"] for r in states] == ["active"] * 3
+
+
+def test_a_body_equal_to_a_hidden_fragment_gets_its_own_row_and_learns_nothing(
+    scoped: Database, conn: psycopg.Connection[Any]
+) -> None:
+    hidden = put(conn, "walt", "the acquisition closes friday", "restricted")
+    with acting_as(conn, "wally"):
+        collided = call_batch(
+            conn, [row(1, "the acquisition closes friday", classification="internal")]
+        )
+        fresh = call_batch(
+            conn, [row(2, "a sentence found nowhere else", classification="internal")]
+        )
+    # The same answer as for content that exists nowhere: a new fragment, created now.
+    assert [(r["ord"], r["created"], r["embedded"]) for r in collided] == [(1, True, False)]
+    assert [(r["ord"], r["created"], r["embedded"]) for r in fresh] == [(2, True, False)]
+    assert collided[0]["fragment_id"] != hidden
+    with scoped.admin() as admin:
+        got = admin.execute(
+            "SELECT count(*) AS n FROM pyretrieve.fragments WHERE state = 'active'"
+            " AND body = 'the acquisition closes friday'"
+        ).fetchone()
+    assert got is not None
+    assert got["n"] == 2
+
+
+def test_postings_and_digests_are_derived_by_the_database_and_cannot_be_forged(
+    scoped: Database, conn: psycopg.Connection[Any]
+) -> None:
+    with acting_as(conn, "wally"):
+        # The row type carries no digest, postings or generation: nothing to forge there.
+        fields = conn.execute(
+            "SELECT array_agg(a.attname::text ORDER BY a.attnum) AS f FROM pg_attribute a"
+            " WHERE a.attrelid = 'pyretrieve.ingest_row'::regclass AND a.attnum > 0"
+        ).fetchone()
+        assert fields is not None
+        assert not {"content_digest", "tsv", "lexical_generation", "source_digest"} & set(
+            fields["f"]
+        )
+        out = call_batch(
+            conn,
+            [row(1, "tidal charts for the harbour", embedding="[" + ",".join(["0.5"] * 256) + "]")],
+            model=MODEL,
+        )
+    assert [(r["created"], r["embedded"]) for r in out] == [(True, True)]
+    for statement in (
+        "INSERT INTO pyretrieve.postings VALUES ('acme', 'docs', 'harbour', gen_random_uuid(), 9, 9,"
+        " 'public', now(), NULL)",
+        "COPY pyretrieve.postings FROM STDIN",
+        "COPY pyretrieve.fragments (workspace_id, project_id, body) FROM STDIN",
+        "UPDATE pyretrieve.embeddings SET source_digest = sha256('x')",
+    ):
+        with pytest.raises(psycopg.errors.InsufficientPrivilege), acting_as(conn, "wally"):
+            conn.execute(statement)
+    with scoped.admin() as admin:
+        derived = admin.execute(
+            "SELECT (SELECT array_agg(p.lexeme || ':' || p.tf ORDER BY p.lexeme) FROM pyretrieve.postings p"
+            "         WHERE p.fragment_id = f.fragment_id) AS postings,"
+            "       (SELECT array_agg(u.lexeme || ':' || greatest(cardinality(u.positions), 1) ORDER BY u.lexeme)"
+            "          FROM unnest(to_tsvector('english', f.body)) u) AS expected,"
+            "       e.source_digest = f.content_digest AS digest_ok, f.content_digest"
+            "  FROM pyretrieve.fragments f JOIN pyretrieve.embeddings e USING (workspace_id, fragment_id)"
+        ).fetchone()
+    assert derived is not None
+    assert derived["postings"] == derived["expected"]
+    assert derived["digest_ok"]
+    assert bytes(derived["content_digest"]) == sha("tidal charts for the harbour")
+
+
+def test_the_definer_reads_no_table_of_the_callers_pg_temp(
+    scoped: Database, conn: psycopg.Connection[Any]
+) -> None:
+    with scoped.admin() as admin:
+        got = admin.execute(
+            "SELECT pg_get_functiondef('pyretrieve.ingest_batch(text, text, pyretrieve.ingest_row[], text)'"
+            "::regprocedure) AS d, proconfig FROM pg_proc"
+            " WHERE oid = 'pyretrieve.ingest_batch(text, text, pyretrieve.ingest_row[], text)'::regprocedure"
+        ).fetchone()
+    assert got is not None
+    assert got["proconfig"] == ["search_path=pg_catalog, pg_temp"]
+    body = got["d"].split("AS $function$", 1)[1]
+    assert "pg_temp" not in body
+    with acting_as(conn, "wally"):
+        # Temporary objects named like everything the function touches, and a staging table
+        # the caller filled with a different row: none of them is read.
+        for name in (
+            "fragments",
+            "embeddings",
+            "projects",
+            "write_bindings",
+            "postings",
+            "pyretrieve_ingest_staging",
+            "ingest_row",
+            "embedding_models",
+        ):
+            conn.execute(
+                sql.SQL("CREATE TEMPORARY TABLE {} (body text) ON COMMIT DROP").format(
+                    sql.Identifier(name)
+                )
+            )
+            conn.execute(
+                sql.SQL("INSERT INTO pg_temp.{} VALUES ('bait')").format(sql.Identifier(name))
+            )
+        out = call_batch(conn, [row(1, "the real record")])
+        bait = conn.execute("SELECT count(*) AS n FROM pg_temp.fragments").fetchone()
+    assert [r["created"] for r in out] == [True]
+    assert bait is not None
+    assert bait["n"] == 1
+    with scoped.admin() as admin:
+        bodies = [r["body"] for r in admin.execute("SELECT body FROM pyretrieve.fragments")]
+    assert bodies == ["the real record"]
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        ([row(1, "a"), row(1, "b")], "every row needs its own ord"),
+        ([row(1, "")], "body must be 1 to 1000000 characters (and absent for a kept row)"),
+        (
+            [{"ord": 1, "keep": "00000000-0000-0000-0000-000000000001", "body": "x"}],
+            "body must be 1 to 1000000 characters (and absent for a kept row)",
+        ),
+        (
+            [
+                row(1, "a", replaces=["00000000-0000-0000-0000-000000000001"]),
+                row(2, "b", replaces=["00000000-0000-0000-0000-000000000001"]),
+            ],
+            "a fragment is superseded or kept twice",
+        ),
+        ([row(1, "a", source_uri="u" * 2049)], "provenance field too long"),
+        ([row(i, f"r{i}") for i in range(10_001)], "between 0 and 10000 rows"),
+    ],
+    ids=["ord", "empty", "kept-with-body", "twice", "uri", "size"],
+)
+def test_malformed_batches_are_refused_with_a_typed_error_and_write_nothing(
+    scoped: Database, conn: psycopg.Connection[Any], rows: list[dict[str, Any]], message: str
+) -> None:
+    with pytest.raises(psycopg.Error) as caught, acting_as(conn, "wally"):
+        call_batch(conn, rows)
+    assert (caught.value.sqlstate, caught.value.diag.message_primary) == ("PR010", message)
+    assert count_fragments(scoped) == 0
+
+
+def test_bad_vectors_fail_the_batch_before_anything_is_written(
+    scoped: Database, conn: psycopg.Connection[Any]
+) -> None:
+    cases = [
+        ("[" + ",".join(["1"] * 3) + "]", MODEL, "PR011"),
+        ("[" + ",".join(["0"] * 256) + "]", MODEL, "PR011"),
+        ("[" + ",".join(["1e-40"] + ["1"] * 255) + "]", MODEL, "PR011"),
+        ("[" + ",".join(["1"] * 256) + "]", "no-such-model", "PR012"),
+    ]
+    for vector, model, code in cases:
+        with pytest.raises(psycopg.Error) as caught, acting_as(conn, "wally"):
+            call_batch(conn, [row(1, "fine"), row(2, "bad", embedding=vector)], model=model)
+        assert caught.value.sqlstate == code
+    assert count_fragments(scoped) == 0
+
+
+def test_the_ingestor_raises_typed_errors_from_the_bulk_path(
+    scoped: Database, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    jsonl = write_jsonl(tmp_path / "c.jsonl", [{"id": "a", "text": "alpha"}])
+    with pytest.raises(AccessDenied):
+        ingestor(conn, "bulk").ingest_path(jsonl, workspace="other", project="docs")
+    with pytest.raises(InvalidInput):
+        Ingestor(conn, write_path="copy")  # type: ignore[arg-type]
+    # Another writer retracts the fragment between this batch's plan and its write: the batch
+    # fails with NotFound and writes nothing, and a rerun plans afresh and succeeds.
+    ingestor(conn, "bulk").ingest_path(jsonl, workspace=WS, project="docs")
+    write_jsonl(jsonl, [{"id": "a", "text": "alpha, revised"}])
+    racing = ingestor(conn, "bulk")
+    racing._writer = RacingWriter(scoped)
+    with pytest.raises(NotFound):
+        racing.ingest_path(jsonl, workspace=WS, project="docs")
+    assert count_fragments(scoped) == 1
+    report = ingestor(conn, "bulk").ingest_path(jsonl, workspace=WS, project="docs")
+    assert (report.inserted, report.superseded) == (1, 0)
+
+
+class RacingWriter(BulkWriter):
+    """A bulk writer whose look-up is followed at once by another session retracting what it
+    found."""
+
+    def __init__(self, db: Database) -> None:
+        super().__init__()
+        self.db = db
+
+    def lookup(self, *args: Any) -> list[Existing]:
+        found = super().lookup(*args)
+        with self.db.admin(autocommit=True) as admin:
+            admin.execute(
+                "UPDATE pyretrieve.fragments SET state = 'retracted' WHERE fragment_id = ANY (%s)",
+                ([f.fragment_id for f in found],),
+            )
+        return found
+
+
+def test_bulk_needs_the_temporary_privilege_and_says_so(
+    scoped: Database, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    jsonl = write_jsonl(tmp_path / "c.jsonl", [{"id": "a", "text": "alpha"}])
+    with scoped.admin(autocommit=True) as admin:
+        admin.execute(
+            sql.SQL("REVOKE TEMPORARY ON DATABASE {} FROM PUBLIC").format(
+                sql.Identifier(scoped.name)
+            )
+        )
+    with pytest.raises(AccessDenied, match="TEMPORARY privilege"):
+        ingestor(conn, "bulk").ingest_path(jsonl, workspace=WS, project="docs")
+    assert count_fragments(scoped) == 0
+    report = ingestor(conn, "rows").ingest_path(jsonl, workspace=WS, project="docs")
+    assert report.inserted == 1
