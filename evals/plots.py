@@ -6,7 +6,9 @@
   per embedding model (``evals/quality/<dataset>.json``);
 * :func:`weights_figure`: hybrid nDCG@10 against the lexical weight, one panel per collection
   and one curve per model, with each model's better leg as a dashed line
-  (``evals/quality/weights-*.json``).
+  (``evals/quality/weights-*.json``);
+* :func:`fusion_figure`: the same for RRF and DBSF from the offline sweep down to 0.05, with
+  each model's default weight marked (``evals/quality/fusion.json``).
 
 The figures are built from the JSON alone (nothing is measured here) and never touch pyplot,
 so no display or global backend is involved. :func:`save` writes a PNG without a timestamp or
@@ -33,7 +35,7 @@ END_TO_END = (
     "naive",
 )
 CANDIDATES = ("rls.lexical", "hand.lexical", "rls.vector", "hand.vector")
-LEGS = ("lexical", "vector", "hybrid")
+LEGS = ("lexical", "vector", "hybrid", "hybrid-rrf", "hybrid-dbsf")
 DPI = 100
 
 
@@ -133,7 +135,7 @@ def quality_figure(results: Sequence[dict[str, Any]]) -> Figure:
     for ax, model in zip(axes, models, strict=True):
         values = quality_values(results, model)
         for i, leg in enumerate(LEGS):
-            xs = [j + (i - 1) * width for j in range(len(collections))]
+            xs = [j + (i - (len(LEGS) - 1) / 2) * width for j in range(len(collections))]
             heights = [0.0 if v is None else v for v in values[leg]]
             ax.bar(xs, heights, width, label=leg, gid=f"{model}:{leg}")
         ax.set_title(model, fontsize=10)
@@ -220,4 +222,54 @@ def weights_figure(sweeps: Sequence[dict[str, Any]], results: Sequence[dict[str,
                 handles.append(handle)
                 labels.append(label)
     fig.legend(handles, labels, loc="outside lower center", ncols=len(labels), fontsize=9)
+    return fig
+
+
+def fusion_series(entry: dict[str, Any], method: str) -> list[tuple[float, float]]:
+    """[(lexical weight, nDCG@10)] of one collection and model's sweep for one fusion."""
+    return sorted((float(w), float(v)) for w, v in entry["sweep"][method].items())
+
+
+def fusion_figure(doc: dict[str, Any], order: Sequence[str]) -> Figure:
+    """One panel per collection (in ``order``): RRF solid, DBSF dashed, one colour per model;
+    a dot at each model's default weight and its better leg dotted."""
+    collections = [c for c in order if c in doc["collections"]]
+    models = sorted({m for c in collections for m in doc["collections"][c]})
+    colours = {m: f"C{i}" for i, m in enumerate(models)}
+    ncols = min(3, len(collections))
+    nrows = -(-len(collections) // ncols)
+    fig = _figure(4.4 * ncols, 3.5 * nrows + 0.7)
+    grid = fig.subplots(nrows, ncols, squeeze=False)
+    cells = [ax for row in grid for ax in row]
+    for spare in cells[len(collections) :]:
+        spare.set_visible(False)
+    fig.suptitle(
+        "Hybrid nDCG@10 against the lexical weight (vector weight 1): RRF solid, DBSF dashed\n"
+        "dot: the model's default weight; dotted: the model's better leg alone"
+    )
+    for ax, collection in zip(cells, collections, strict=False):
+        for model in models:
+            entry = doc["collections"][collection].get(model)
+            if entry is None:
+                continue
+            for method, style in (("rrf", "-"), ("dbsf", "--")):
+                points = fusion_series(entry, method)
+                ax.plot(
+                    [w for w, _ in points],
+                    [v for _, v in points],
+                    style,
+                    color=colours[model],
+                    label=f"{model} {method}",
+                    gid=f"{collection}:{model}:{method}",
+                )
+                default = doc["models"][model][method]["lexical_weight"]
+                ax.plot([default], [dict(points)[default]], "o", color=colours[model])
+            better = entry[entry["better_leg"]]["nDCG@10"]
+            ax.axhline(better, linestyle=":", color=colours[model], linewidth=1)
+        ax.set_xscale("log")
+        ax.set_title(collection, fontsize=10)
+        ax.set_xlabel("lexical weight (log)", fontsize=8)
+        ax.grid(True, alpha=0.3)
+    cells[0].set_ylabel("nDCG@10")
+    cells[0].legend(fontsize=6)
     return fig

@@ -159,8 +159,12 @@ class Retriever(_Client):
         results to return (1..1000, default 10); the rest of the eligible fragments come back
         as omissions. ``candidate_limit``: candidates per leg, at most the decision's cap.
         ``embedding``: the query's vector for ``model``; without it the embedder registered
-        for ``model`` embeds the query. ``weights``: per-leg RRF weights. ``ranking``:
-        ``bm25`` (the default) or ``ts_rank`` (for comparison).
+        for ``model`` embeds the query. ``fusion``: ``rrf`` (canonical Reciprocal Rank Fusion)
+        or ``dbsf`` (distribution-based score fusion); ``weights``: per-leg fusion weights.
+        Without them, the defaults registered with ``model`` (``register_model``), or RRF and
+        1.0 each when no registered model is named; every explanation says which fusion ran,
+        with its parameters, and where it and the weights came from. ``ranking``: ``bm25``
+        (the default) or ``ts_rank`` (for comparison).
 
         Raises :class:`InvalidInput` before anything is sent when an argument breaks the
         contract, :class:`AccessDenied` when the principal holds no grant for the scope, and

@@ -19,12 +19,23 @@ __all__ = [
     "CANDIDATE_CAP_MAX",
     "CANDIDATE_CAP_MIN",
     "CLASSIFICATION_ORDER",
+    "DBSF_DEGENERATE",
+    "DBSF_FORMULA",
+    "DBSF_SPREAD",
+    "DEFAULT_FUSION",
+    "DEFAULT_WEIGHT",
+    "DEFAULT_WEIGHTS_ERROR",
+    "DEFAULT_WEIGHTS_PAIR_ERROR",
     "DEGRADED_CONFIDENCE_FACTOR",
     "FRESHNESS_FLOOR",
     "FRESHNESS_SLOPE",
+    "FUSIONS",
+    "FUSION_ERROR",
+    "FUSION_ERRORS",
     "IDENTIFIER_MAX_CHARS",
     "IDENTIFIER_PATTERN",
     "IDENTIFIER_RE",
+    "INVALID_FUSION_SQLSTATE",
     "MAX_BODY_CHARS",
     "MAX_DIMENSION",
     "MAX_LIMIT",
@@ -38,6 +49,7 @@ __all__ = [
     "RRF_FORMULA",
     "RRF_K",
     "TRUST_LABEL",
+    "WEIGHT_SOURCES",
     "candidate_cap",
     "identifier_error",
     "is_identifier",
@@ -83,7 +95,8 @@ MAX_BODY_CHARS: Final = 1_000_000  # fragments.body, put_fragment
 MAX_SOURCE_URI_CHARS: Final = 2048  # fragments.source_uri
 MAX_PROVENANCE_CHARS: Final = 256  # fragments.source_revision and manifest_id
 MAX_DIMENSION: Final = 2000  # embedding_models.dimension, register_model
-# A leg's RRF weight: finite, 0 to 1000 (Weights, search). Bounded so that no sum, ideal or
+# A leg's fusion weight: finite, 0 to 1000 (Weights, search); a model's registered default
+# weights are above 0 (register_model, embedding_models). Bounded so that no sum, ideal or
 # ratio of the arithmetic can overflow a double.
 MAX_WEIGHT: Final = 1000.0
 
@@ -105,6 +118,39 @@ RANK_BASE: Final = 1
 RRF_FORMULA: Final = (
     "sum of w/(60+rank) over modalities, 1-based ranks, missing modality contributes 0"
 )
+# The fusions a request may ask for; canonical RRF unless it asks for another.
+FUSIONS: Final = ("rrf", "dbsf")
+DEFAULT_FUSION: Final = "rrf"
+# Distribution-based score fusion: each leg's candidate scores (BM25, or 1 - cosine distance)
+# are mapped affinely from mean - SPREAD * std and mean + SPREAD * std (sample std of that leg's
+# candidates for this query) to 0 and 1, and floored at 0 (a candidate never counts less than
+# one the leg did not return). They are not capped at 1: a cap tied the best BM25 matches,
+# which often lie beyond 3 std, and left their order to the tie-break. On the same collected
+# legs at the all-MiniLM-L6-v2-int8 default (evals/quality/fusion.py) the cap cost 0.016
+# nDCG@10 on SciFact (0.722 against 0.738) and 0.022 on BFCL (0.597 against 0.619). A leg
+# whose range is empty (one candidate, or all equal) maps every candidate to DBSF_DEGENERATE,
+# the value of the mean.
+DBSF_SPREAD: Final = 3.0
+DBSF_DEGENERATE: Final = 0.5
+DBSF_FORMULA: Final = (
+    "sum of w*max(0,(x-lower)/(upper-lower)) over modalities, x = lexical score or"
+    " 1 - cosine distance, lower/upper = mean -/+ 3 sample std of that modality's candidates"
+    " for this query (0.5 when upper <= lower), missing modality contributes 0"
+)
+# Per-leg weights: a request's, else the model's registered defaults, else this for both.
+DEFAULT_WEIGHT: Final = 1.0
+# Where the weights a search used came from (the explanation says which).
+WEIGHT_SOURCES: Final = ("request", "model", "default")
+# A fusion setting refused: an unknown fusion (register_model's p_fusion, search's p_fusion,
+# a request's fusion=) or a model's default weights not both given, not finite, or outside
+# (0, MAX_WEIGHT]. Its own SQLSTATE, so a caller can tell a forged fusion setting from other
+# bad input; the typed error is pyretrieve.errors.InvalidFusion (an InvalidInput), and the
+# schema raises it with one of these fixed texts, which the client shows as they are.
+INVALID_FUSION_SQLSTATE: Final = "PR016"
+FUSION_ERROR: Final = "fusion must be rrf or dbsf"
+DEFAULT_WEIGHTS_PAIR_ERROR: Final = "give both default weights or neither"
+DEFAULT_WEIGHTS_ERROR: Final = "default weights must be above 0 and at most 1000"
+FUSION_ERRORS: Final = (FUSION_ERROR, DEFAULT_WEIGHTS_PAIR_ERROR, DEFAULT_WEIGHTS_ERROR)
 # freshness = clamp(1 - FRESHNESS_SLOPE * age / max_age, FRESHNESS_FLOOR, 1)
 FRESHNESS_FLOOR: Final = 0.5
 FRESHNESS_SLOPE: Final = 0.5

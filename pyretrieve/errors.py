@@ -20,6 +20,7 @@ __all__ = [
     "InternalError",
     "InvalidDecision",
     "InvalidEmbedding",
+    "InvalidFusion",
     "InvalidInput",
     "LexicalFailure",
     "LimitExceeded",
@@ -69,6 +70,15 @@ class InvalidDecision(PyretrieveError):
 class InvalidInput(PyretrieveError):
     code = "VES_MEMORY_INVALID_INPUT"
     default_message = "invalid input"
+
+
+class InvalidFusion(InvalidInput):
+    """A fusion setting refused: an unknown fusion, or a model's default weights not both
+    given, not finite or outside (0, 1000]. An :class:`InvalidInput`, with its own code and
+    SQLSTATE (``contract.INVALID_FUSION_SQLSTATE``)."""
+
+    code = "VES_MEMORY_INVALID_FUSION"
+    default_message = "invalid fusion setting"
 
 
 class InvalidEmbedding(PyretrieveError):

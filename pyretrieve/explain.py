@@ -9,8 +9,11 @@ instructions or metadata cannot change how a result is labelled.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 
+from pyretrieve.contract import DBSF_FORMULA, DBSF_SPREAD
 from pyretrieve.types import (
     RANK_BASE,
     RRF_FORMULA,
@@ -18,16 +21,51 @@ from pyretrieve.types import (
     TRUST_LABEL,
     Decision,
     FragmentRecord,
+    Fusion,
+    FusionSettings,
     JsonValue,
     LexicalCandidate,
     SemanticStatus,
     VectorCandidate,
-    Weights,
     hex_digest,
     iso_utc,
 )
 
-__all__ = ["explain_result"]
+__all__ = ["PartExplanation", "explain_result", "fusion_section"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PartExplanation:
+    """One modality's share of a result's fused score: the contribution, and for DBSF how
+    the modality's input was normalised (input, the leg's distribution, normalised value)."""
+
+    contribution: float
+    normalization: Mapping[str, JsonValue] | None = None
+
+
+def fusion_section(fusion: FusionSettings, fused_score: float) -> dict[str, JsonValue]:
+    """The explanation's ``fusion`` part: which fusion ran and where that choice came from, its
+    parameters, the weights and where they came from, and the result's fused score."""
+    if fusion.method is Fusion.RRF:
+        return {
+            "method": fusion.method.value,
+            "source": fusion.fusion_source.value,
+            "model": fusion.fusion_model,
+            "k": RRF_K,
+            "rank_base": RANK_BASE,
+            "formula": RRF_FORMULA,
+            "weights": fusion.weights_plain(),
+            "score": fused_score,
+        }
+    return {
+        "method": fusion.method.value,
+        "source": fusion.fusion_source.value,
+        "model": fusion.fusion_model,
+        "spread": DBSF_SPREAD,
+        "formula": DBSF_FORMULA,
+        "weights": fusion.weights_plain(),
+        "score": fused_score,
+    }
 
 
 def _opt_iso(value: datetime | None) -> str | None:
@@ -40,10 +78,10 @@ def explain_result(
     record: FragmentRecord,
     lexical: LexicalCandidate | None,
     vector: VectorCandidate | None,
-    weights: Weights,
-    lexical_contribution: float | None,
-    vector_contribution: float | None,
-    rrf_score: float,
+    fusion: FusionSettings,
+    lexical_part: PartExplanation | None,
+    vector_part: PartExplanation | None,
+    fused_score: float,
     freshness: float,
     age_us: int,
     max_age_us: int | None,
@@ -58,35 +96,44 @@ def explain_result(
 
     ``lexical``/``vector`` are the fragment's own candidate rows, or ``None`` when the
     fragment was absent from that modality (or the modality did not run); the
-    matching contribution must then be ``None`` too. ``semantic`` is the request's semantic
-    status, repeated in every result because it explains the result's confidence.
+    matching part must then be ``None`` too. ``semantic`` is the request's semantic
+    status, repeated in every result because it explains the result's confidence. Under
+    DBSF each modality also says how its input was normalised (``normalization``).
 
     ``pyretrieve.search()`` in SQL builds the same document: for the same request and
     decision, the canonical JSON of both is byte-identical.
     """
-    if (lexical is None) != (lexical_contribution is None):
+    if (lexical is None) != (lexical_part is None):
         raise ValueError("lexical candidate and contribution must be given together")
-    if (vector is None) != (vector_contribution is None):
+    if (vector is None) != (vector_part is None):
         raise ValueError("vector candidate and contribution must be given together")
+    dbsf = fusion.method is Fusion.DBSF
+    for part in (lexical_part, vector_part):
+        if part is not None and (part.normalization is not None) != dbsf:
+            raise ValueError("a normalization is given exactly under DBSF")
 
-    lexical_part: JsonValue = None
-    if lexical is not None and lexical_contribution is not None:
-        lexical_part = {
+    lexical_plain: JsonValue = None
+    if lexical is not None and lexical_part is not None:
+        lexical_plain = {
             "rank": lexical.rank,
             "score": lexical.score,
             "terms": [t.to_plain() for t in lexical.terms],
-            "contribution": lexical_contribution,
-            "weight": weights.lexical,
+            "contribution": lexical_part.contribution,
+            "weight": fusion.weights.lexical,
         }
-    vector_part: JsonValue = None
-    if vector is not None and vector_contribution is not None:
-        vector_part = {
+        if lexical_part.normalization is not None:
+            lexical_plain["normalization"] = dict(lexical_part.normalization)
+    vector_plain: JsonValue = None
+    if vector is not None and vector_part is not None:
+        vector_plain = {
             "rank": vector.rank,
             "distance": vector.distance,
             "metric": "cosine_distance",
-            "contribution": vector_contribution,
-            "weight": weights.vector,
+            "contribution": vector_part.contribution,
+            "weight": fusion.weights.vector,
         }
+        if vector_part.normalization is not None:
+            vector_plain["normalization"] = dict(vector_part.normalization)
 
     return {
         "fused_rank": fused_rank,
@@ -108,13 +155,8 @@ def explain_result(
             "ingested_at": iso_utc(record.ingested_at),
             "content_digest": hex_digest(record.content_digest),
         },
-        "modalities": {"lexical": lexical_part, "vector": vector_part},
-        "rrf": {
-            "k": RRF_K,
-            "rank_base": RANK_BASE,
-            "formula": RRF_FORMULA,
-            "score": rrf_score,
-        },
+        "modalities": {"lexical": lexical_plain, "vector": vector_plain},
+        "fusion": fusion_section(fusion, fused_score),
         "freshness": {"factor": freshness, "age_us": age_us, "max_age_us": max_age_us},
         "final_score": final_score,
         "confidence": confidence,

@@ -6,20 +6,22 @@ so a bug or a tampered function in the database cannot leak a fragment through t
 ranker. It imports no database module.
 
 The arithmetic is written so that SQL can reproduce it bit for bit: every step is a
-single IEEE-754 double operation in a fixed order (see the functions below).
+single IEEE-754 double operation in a fixed order (see the functions below). Sums over a leg's
+candidates (the DBSF mean and variance) run in rank order, one addition at a time.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from uuid import UUID
 
-from pyretrieve.contract import FRESHNESS_SLOPE, is_stale
-from pyretrieve.errors import IntegrityViolation, SemanticRequired
-from pyretrieve.explain import explain_result
+from pyretrieve.contract import DBSF_DEGENERATE, DBSF_SPREAD, FRESHNESS_SLOPE, is_stale
+from pyretrieve.errors import IntegrityViolation, PyretrieveError, SemanticRequired
+from pyretrieve.explain import PartExplanation, explain_result
 from pyretrieve.types import (
     DEGRADED_CONFIDENCE_FACTOR,
     DIGEST_SIZE,
@@ -30,6 +32,8 @@ from pyretrieve.types import (
     DegradationReason,
     FragmentRecord,
     FragmentState,
+    Fusion,
+    FusionSettings,
     JsonValue,
     LexicalCandidate,
     Omission,
@@ -41,16 +45,21 @@ from pyretrieve.types import (
     SemanticStatus,
     VectorCandidate,
     Weights,
+    WeightsSource,
     canonical_json,
     hex_digest,
     micros,
 )
 
 __all__ = [
+    "Distribution",
     "confidence",
+    "distribution",
     "freshness_factor",
     "fuse",
+    "fused_order",
     "ideal_score",
+    "leg_contributions",
     "rank",
     "retrieval_id",
     "rrf_contribution",
@@ -68,6 +77,130 @@ _TOP_RANK_DENOMINATOR = float(RRF_K + RANK_BASE)
 def rrf_contribution(weight: float, rank: int) -> float:
     """``w / (60 + rank)``: the integer sum is exact, then one float division."""
     return weight / (RRF_K + rank)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Distribution:
+    """One leg's candidate scores for one query, as DBSF normalises them: the count, the mean,
+    the sample standard deviation and the range ``mean -/+ 3 std``."""
+
+    candidates: int
+    mean: float
+    std: float
+    lower: float
+    upper: float
+
+    def normalize(self, value: float) -> float:
+        """``(value - lower) / (upper - lower)``, at least 0 (above 1 beyond ``upper``); the
+        mean's value, 0.5, when the range is empty (one candidate, or all scores equal)."""
+        if not self.upper > self.lower:
+            return DBSF_DEGENERATE
+        return max(0.0, (value - self.lower) / (self.upper - self.lower))
+
+    def to_plain(self) -> dict[str, JsonValue]:
+        return {
+            "candidates": self.candidates,
+            "mean": self.mean,
+            "std": self.std,
+            "lower": self.lower,
+            "upper": self.upper,
+        }
+
+
+def distribution(values: Sequence[float]) -> Distribution | None:
+    """The DBSF distribution of a leg's values given in rank order; None for no candidates.
+
+    Sums run in the given order, one double addition at a time, as ``search()`` in SQL
+    loops over the candidates: summing in another order could change the last bit."""
+    count = len(values)
+    if count == 0:
+        return None
+    total = 0.0
+    for value in values:
+        total += value
+    mean = total / float(count)
+    std = 0.0
+    if count > 1:
+        squares = 0.0
+        for value in values:
+            delta = value - mean
+            squares += delta * delta
+        std = math.sqrt(squares / float(count - 1))
+    spread = DBSF_SPREAD * std
+    return Distribution(
+        candidates=count, mean=mean, std=std, lower=mean - spread, upper=mean + spread
+    )
+
+
+def lexical_input(score: float) -> float:
+    """What DBSF normalises for the lexical leg: its score (higher is better)."""
+    return score
+
+
+def vector_input(distance: float) -> float:
+    """What DBSF normalises for the vector leg: cosine similarity, ``1 - distance``."""
+    return 1.0 - distance
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Part:
+    """One candidate's share of the fused score, and for DBSF how it was normalised."""
+
+    contribution: float
+    value: float | None = None  # DBSF: the normalised input
+    normalized: float | None = None
+    distribution: Distribution | None = None
+
+
+def leg_contributions(
+    method: Fusion, weight: float, candidates: Sequence[tuple[int, float]]
+) -> list[_Part]:
+    """Each candidate's contribution, for candidates given as ``(rank, input)`` in rank order
+    (``input`` from :func:`lexical_input` / :func:`vector_input`; RRF reads only the rank)."""
+    if method is Fusion.RRF:
+        return [_Part(contribution=rrf_contribution(weight, rank)) for rank, _ in candidates]
+    dist = distribution([value for _, value in candidates])
+    parts = []
+    for _, value in candidates:
+        assert dist is not None
+        normalized = dist.normalize(value)
+        parts.append(
+            _Part(
+                contribution=weight * normalized,
+                value=value,
+                normalized=normalized,
+                distribution=dist,
+            )
+        )
+    return parts
+
+
+def fused_order(
+    *,
+    method: Fusion | str,
+    weights: Weights,
+    lexical: Sequence[tuple[Hashable, int, float]] | None,
+    vector: Sequence[tuple[Hashable, int, float]] | None,
+    identity: Mapping[Hashable, str],
+) -> list[tuple[Hashable, float]]:
+    """The fused order of two candidate lists, as :func:`rank` computes it without freshness:
+    ``(key, rank, lexical score)`` and ``(key, rank, cosine distance)`` rows in rank order,
+    ``identity`` the tie-break identity of each key. Returns ``(key, fused score)`` best first.
+
+    This is :func:`rank`'s own arithmetic (the evaluations re-fuse collected candidates with
+    it to compare fusions and weights without searching again)."""
+    fusion = Fusion(method)
+    scores: dict[Hashable, list[float | None]] = {}
+    for position, (rows, convert) in enumerate(((lexical, lexical_input), (vector, vector_input))):
+        if rows is None:
+            continue
+        weight = weights.lexical if position == 0 else weights.vector
+        parts = leg_contributions(fusion, weight, [(r, convert(v)) for _, r, v in rows])
+        for (key, _, _), part in zip(rows, parts, strict=True):
+            scores.setdefault(key, [None, None])[position] = part.contribution
+    fused = [(key, fuse(lex, vec)) for key, (lex, vec) in scores.items()]
+    fused.sort(key=lambda item: (-item[1], identity[item[0]]))
+    return fused
 
 
 def fuse(lexical_contribution: float | None, vector_contribution: float | None) -> float:
@@ -94,13 +227,22 @@ def freshness_factor(age: timedelta, max_age: timedelta | None) -> float:
     return min(1.0, max(FRESHNESS_FLOOR, factor))
 
 
-def ideal_score(weights: Weights, *, lexical_ran: bool, vector_ran: bool) -> float:
-    """The RRF score of a fragment ranked first by every modality that ran."""
+def ideal_score(
+    weights: Weights, *, lexical_ran: bool, vector_ran: bool, method: Fusion = Fusion.RRF
+) -> float:
+    """The fused score of a fragment best in every modality that ran: ranked first (RRF), or
+    at 3 std above its leg's mean, normalised to 1 (DBSF; confidence is capped at 1 beyond)."""
     ideal = 0.0
+    if method is Fusion.RRF:
+        if lexical_ran:
+            ideal += weights.lexical / _TOP_RANK_DENOMINATOR
+        if vector_ran:
+            ideal += weights.vector / _TOP_RANK_DENOMINATOR
+        return ideal
     if lexical_ran:
-        ideal += weights.lexical / _TOP_RANK_DENOMINATOR
+        ideal += weights.lexical
     if vector_ran:
-        ideal += weights.vector / _TOP_RANK_DENOMINATOR
+        ideal += weights.vector
     return ideal
 
 
@@ -127,7 +269,7 @@ def retrieval_id(
     query_digest: bytes,
     embedding_digest: bytes | None,
     limit: int,
-    weights: Weights,
+    fusion: FusionSettings,
     lexical: Iterable[LexicalCandidate] | None,
     vector: Iterable[VectorCandidate] | None,
     records: Iterable[FragmentRecord],
@@ -143,7 +285,8 @@ def retrieval_id(
         "query_digest": hex_digest(query_digest),
         "embedding_digest": None if embedding_digest is None else hex_digest(embedding_digest),
         "limit": limit,
-        "weights": weights.to_plain(),
+        "fusion": fusion.fusion_plain(),
+        "weights": fusion.weights_plain(),
         "lexical": (
             None
             if lexical is None
@@ -304,15 +447,15 @@ class _Scored:
     record: FragmentRecord
     lexical: LexicalCandidate | None
     vector: VectorCandidate | None
-    lexical_contribution: float | None
-    vector_contribution: float | None
-    rrf_score: float
+    lexical_part: _Part | None
+    vector_part: _Part | None
+    fused_score: float
     age_us: int
     freshness: float
     final_score: float
 
     def order_key(self) -> tuple[float, float, str]:
-        return (-self.final_score, -self.rrf_score, self.record.identity)
+        return (-self.final_score, -self.fused_score, self.record.identity)
 
 
 def _parse_decision(decision: Decision | Row) -> Decision:
@@ -333,6 +476,11 @@ def rank(
     embedding_digest: bytes | None,
     weights: Weights | None = None,
     retrieved_at: datetime | None = None,
+    fusion: Fusion | str | None = None,
+    weights_source: WeightsSource | str | None = None,
+    weights_model: str | None = None,
+    fusion_source: WeightsSource | str | None = None,
+    fusion_model: str | None = None,
 ) -> SearchResult:
     """Recheck, fuse and order candidates; return the first ``limit`` of them.
 
@@ -340,6 +488,11 @@ def rank(
     (possibly empty) list of rows when it did. Any inconsistency raises
     :class:`IntegrityViolation` before anything is returned; a required semantic
     modality that did not take part raises :class:`SemanticRequired`.
+
+    ``fusion``: ``rrf`` (canonical RRF, also when None) or ``dbsf``. ``weights_source`` (and,
+    for ``model``, ``weights_model``) is what the explanations say about where ``weights`` came
+    from: by default ``request`` when weights are given and ``default`` (1.0 each) when not;
+    ``fusion_source`` / ``fusion_model`` likewise for ``fusion``.
 
     Three steps: :func:`_validate` (parse and recheck every input), :func:`_score` (fuse,
     freshness, total order) and :func:`_cut` (confidence, results and omissions).
@@ -355,6 +508,11 @@ def rank(
         embedding_digest=embedding_digest,
         weights=weights,
         retrieved_at=retrieved_at,
+        fusion=fusion,
+        weights_source=weights_source,
+        weights_model=weights_model,
+        fusion_source=fusion_source,
+        fusion_model=fusion_model,
     )
     results, omissions = _cut(checked, _score(checked))
     return SearchResult(
@@ -363,7 +521,7 @@ def rank(
             query_digest=query_digest,
             embedding_digest=embedding_digest,
             limit=limit,
-            weights=checked.weights,
+            fusion=checked.fusion,
             lexical=checked.lexical if checked.lexical_ran else None,
             vector=checked.vector if checked.vector_ran else None,
             records=checked.records,
@@ -375,7 +533,7 @@ def rank(
         query_digest=query_digest,
         embedding_digest=embedding_digest,
         limit=limit,
-        weights=checked.weights,
+        fusion=checked.fusion,
         lexical_ran=checked.lexical_ran,
         vector_ran=checked.vector_ran,
         retrieved_at=checked.retrieved_at,
@@ -389,6 +547,7 @@ class _Checked:
 
     decision: Decision
     weights: Weights
+    fusion: FusionSettings
     limit: int
     semantic: SemanticStatus
     embedding_digest: bytes | None
@@ -415,13 +574,33 @@ def _validate(
     embedding_digest: bytes | None,
     weights: Weights | None,
     retrieved_at: datetime | None,
+    fusion: Fusion | str | None,
+    weights_source: WeightsSource | str | None,
+    weights_model: str | None,
+    fusion_source: WeightsSource | str | None,
+    fusion_model: str | None,
 ) -> _Checked:
     """Parse every row strictly and recheck it against the decision; raise on the first
     inconsistency (the checks run in a fixed order, so the same input names the same check)."""
     parsed_decision = _parse_decision(decision)
+    if weights_source is None:
+        weights_source = WeightsSource.DEFAULT if weights is None else WeightsSource.REQUEST
+    if fusion_source is None:
+        fusion_source = WeightsSource.DEFAULT if fusion is None else WeightsSource.REQUEST
     weights = Weights() if weights is None else weights
     if not isinstance(weights, Weights):
         raise IntegrityViolation("invalid_weights")
+    try:
+        settings = FusionSettings(
+            method=Fusion.RRF if fusion is None else Fusion(fusion),
+            weights=weights,
+            source=WeightsSource(weights_source),
+            model=weights_model,
+            fusion_source=WeightsSource(fusion_source),
+            fusion_model=fusion_model,
+        )
+    except (ValueError, PyretrieveError):
+        raise IntegrityViolation("invalid_fusion") from None
     if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
         raise IntegrityViolation("invalid_limit")
     _check_digest_arg(query_digest, optional=False)
@@ -442,7 +621,9 @@ def _validate(
     _check_semantic(
         parsed_decision, semantic, vector_ran=vector_ran, embedding_digest=embedding_digest
     )
-    ideal = ideal_score(weights, lexical_ran=lexical_ran, vector_ran=vector_ran)
+    ideal = ideal_score(
+        weights, lexical_ran=lexical_ran, vector_ran=vector_ran, method=settings.method
+    )
     if ideal <= 0.0:
         raise IntegrityViolation("nothing_ran")
 
@@ -463,6 +644,7 @@ def _validate(
     return _Checked(
         decision=parsed_decision,
         weights=weights,
+        fusion=settings,
         limit=limit,
         semantic=semantic,
         embedding_digest=embedding_digest,
@@ -481,14 +663,42 @@ def _validate(
 def _score(checked: _Checked) -> list[_Scored]:
     """Fuse each record's contributions, apply freshness, and sort into the total order."""
     weights = checked.weights
+    method = checked.fusion.method
+    # Each leg's parts are computed over all of its candidates, in rank order (DBSF's
+    # distribution is the whole leg's).
+    lexical_parts = dict(
+        zip(
+            (c.fragment_id for c in sorted(checked.lexical, key=lambda c: c.rank)),
+            leg_contributions(
+                method,
+                weights.lexical,
+                [(c.rank, lexical_input(c.score)) for c in sorted(checked.lexical, key=_by_rank)],
+            ),
+            strict=True,
+        )
+    )
+    vector_parts = dict(
+        zip(
+            (c.fragment_id for c in sorted(checked.vector, key=lambda c: c.rank)),
+            leg_contributions(
+                method,
+                weights.vector,
+                [(c.rank, vector_input(c.distance)) for c in sorted(checked.vector, key=_by_rank)],
+            ),
+            strict=True,
+        )
+    )
     evaluated_at = checked.decision.evaluated_at
     scored: list[_Scored] = []
     for record in checked.records:
         lex = checked.lexical_by_id.get(record.fragment_id)
         vec = checked.vector_by_id.get(record.fragment_id)
-        lex_part = None if lex is None else rrf_contribution(weights.lexical, lex.rank)
-        vec_part = None if vec is None else rrf_contribution(weights.vector, vec.rank)
-        rrf = fuse(lex_part, vec_part)
+        lex_part = None if lex is None else lexical_parts[record.fragment_id]
+        vec_part = None if vec is None else vector_parts[record.fragment_id]
+        fused = fuse(
+            None if lex_part is None else lex_part.contribution,
+            None if vec_part is None else vec_part.contribution,
+        )
         age = evaluated_at - record.observed_at
         fresh = freshness_factor(age, checked.decision.max_age)
         scored.append(
@@ -496,16 +706,33 @@ def _score(checked: _Checked) -> list[_Scored]:
                 record=record,
                 lexical=lex,
                 vector=vec,
-                lexical_contribution=lex_part,
-                vector_contribution=vec_part,
-                rrf_score=rrf,
+                lexical_part=lex_part,
+                vector_part=vec_part,
+                fused_score=fused,
                 age_us=micros(age),
                 freshness=fresh,
-                final_score=rrf * fresh,
+                final_score=fused * fresh,
             )
         )
     scored.sort(key=_Scored.order_key)
     return scored
+
+
+def _by_rank(candidate: LexicalCandidate | VectorCandidate) -> int:
+    return candidate.rank
+
+
+def _plain_part(part: _Part | None) -> PartExplanation | None:
+    if part is None:
+        return None
+    normalization: dict[str, JsonValue] | None = None
+    if part.distribution is not None:
+        normalization = {
+            "input": part.value,
+            **part.distribution.to_plain(),
+            "normalized": part.normalized,
+        }
+    return PartExplanation(contribution=part.contribution, normalization=normalization)
 
 
 def _cut(checked: _Checked, scored: list[_Scored]) -> tuple[list[Result], list[Omission]]:
@@ -518,7 +745,7 @@ def _cut(checked: _Checked, scored: list[_Scored]) -> tuple[list[Result], list[O
     omissions: list[Omission] = []
     for position, item in enumerate(scored, start=RANK_BASE):
         conf = confidence(
-            rrf_score=item.rrf_score,
+            rrf_score=item.fused_score,
             ideal=checked.ideal,
             freshness=item.freshness,
             fused_rank=position,
@@ -532,7 +759,7 @@ def _cut(checked: _Checked, scored: list[_Scored]) -> tuple[list[Result], list[O
                     record=record,
                     lexical=item.lexical,
                     vector=item.vector,
-                    rrf_score=item.rrf_score,
+                    fused_score=item.fused_score,
                     freshness=item.freshness,
                     final_score=item.final_score,
                     confidence=conf,
@@ -542,10 +769,10 @@ def _cut(checked: _Checked, scored: list[_Scored]) -> tuple[list[Result], list[O
                         record=record,
                         lexical=item.lexical,
                         vector=item.vector,
-                        weights=checked.weights,
-                        lexical_contribution=item.lexical_contribution,
-                        vector_contribution=item.vector_contribution,
-                        rrf_score=item.rrf_score,
+                        fusion=checked.fusion,
+                        lexical_part=_plain_part(item.lexical_part),
+                        vector_part=_plain_part(item.vector_part),
+                        fused_score=item.fused_score,
                         freshness=item.freshness,
                         age_us=item.age_us,
                         max_age_us=max_age_us,

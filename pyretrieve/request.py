@@ -2,7 +2,8 @@
 
 One search is one transaction, in a fixed order:
 
-    authorize → lexical candidates → vector candidates (when mode, intent and policy allow and
+    authorize → the model's defaults (when the request gives no fusion or no weights) →
+    lexical candidates → vector candidates (when mode, intent and policy allow and
     an embedding exists) → the checks after the legs → authoritative records → the pure ranker
 
 :func:`build_request` validates everything that can be validated before anything is sent;
@@ -31,6 +32,7 @@ from pyretrieve.db.steps import Call, Failed, Reply, Row, Steps
 from pyretrieve.embedders import Embedder
 from pyretrieve.errors import (
     InvalidEmbedding,
+    InvalidFusion,
     InvalidInput,
     LexicalFailure,
     PyretrieveError,
@@ -40,6 +42,8 @@ from pyretrieve.errors import (
 from pyretrieve.types import (
     Decision,
     DegradationReason,
+    Fusion,
+    FusionSettings,
     JsonValue,
     Scope,
     SearchResult,
@@ -47,6 +51,7 @@ from pyretrieve.types import (
     SemanticPolicy,
     SemanticStatus,
     Weights,
+    WeightsSource,
 )
 from pyretrieve.vectors import QueryEmbedding
 
@@ -56,6 +61,7 @@ __all__ = [
     "build_request",
     "calls_embedder",
     "query_embedding",
+    "resolve_fusion",
     "search_steps",
 ]
 
@@ -80,6 +86,7 @@ class SearchOptions(TypedDict, total=False):
     model: str | None
     weights: Weights | None
     ranking: str
+    fusion: str | None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -94,9 +101,12 @@ class SearchRequest:
     candidate_limit: int | None
     model: str | None
     embedding: QueryEmbedding | None  # the caller's, validated; None: the embedder's, if any
-    weights: Weights
+    # None: the model's registered defaults (or 1.0 each), read in the request's transaction.
+    weights: Weights | None
     query_digest: bytes
     ranking: Ranking = "bm25"
+    # None: the model's registered default (or RRF), read in the request's transaction.
+    fusion: Fusion | None = None
 
     @property
     def wants_vector(self) -> bool:
@@ -131,6 +141,7 @@ def build_request(
     model: str | None = None,
     weights: Weights | None = None,
     ranking: str = "bm25",
+    fusion: str | None = None,
 ) -> SearchRequest:
     """Validate everything that can be validated before touching the database."""
     if not isinstance(query, str) or not 1 <= len(query) <= MAX_QUERY_CHARS:
@@ -146,6 +157,8 @@ def build_request(
         raise InvalidInput("semantic must be optional, required or disabled")
     if ranking not in ("bm25", "ts_rank"):
         raise InvalidInput("ranking must be bm25 or ts_rank")
+    if fusion is not None and (not isinstance(fusion, str) or fusion not in contract.FUSIONS):
+        raise InvalidFusion(contract.FUSION_ERROR)
     if mode == "vector" and semantic == "disabled":
         raise InvalidInput("vector mode needs semantic retrieval")
     _check_int(limit, "limit", 1, MAX_LIMIT)
@@ -155,9 +168,7 @@ def build_request(
         not isinstance(model, str) or not 1 <= len(model) <= contract.MAX_MODEL_ID_CHARS
     ):
         raise InvalidInput("invalid model id")
-    if weights is None:
-        weights = Weights()
-    elif not isinstance(weights, Weights):
+    if weights is not None and not isinstance(weights, Weights):
         raise InvalidInput("weights must be Weights")
     given = None if embedding is None else QueryEmbedding.of(embedding, model=model)
     return SearchRequest(
@@ -172,6 +183,7 @@ def build_request(
         weights=weights,
         query_digest=hashlib.sha256(query.encode("utf-8")).digest(),
         ranking=cast(Ranking, ranking),
+        fusion=None if fusion is None else Fusion(fusion),
     )
 
 
@@ -239,6 +251,19 @@ def search_steps(request: SearchRequest, embedding: QueryEmbedding) -> Steps[Sea
         span.set(**telemetry.decision_attributes(decision))
     cap = decision.candidate_limit
     per_leg = min(cap, request.candidate_limit or cap)
+    # Read after the decision, as search() in SQL does: a denied request reads nothing of the
+    # model, and a request that gives both its fusion and its weights reads nothing at all.
+    defaults: Row | None = None
+    if request.model is not None and (request.fusion is None or request.weights is None):
+        rows = _rows(
+            (
+                yield Call(
+                    step="model_defaults", query=queries.MODEL_DEFAULTS, params=(request.model,)
+                )
+            )
+        )
+        defaults = rows[0] if rows else None
+    fusion = resolve_fusion(request, defaults)
 
     lexical: list[Row] | None = None
     if request.wants_lexical:
@@ -248,7 +273,7 @@ def search_steps(request: SearchRequest, embedding: QueryEmbedding) -> Steps[Sea
     with telemetry.leg("vector") as span:
         leg = yield from _vector(request, decision, embedding, per_leg)
         span.set(**telemetry.vector_attributes(leg.rows, leg.status))
-    _check_legs(request, decision, lexical_ran=lexical is not None, leg=leg)
+    _check_legs(fusion, decision, lexical_ran=lexical is not None, leg=leg)
 
     ids = sorted(
         {r["fragment_id"] for r in lexical or []} | {r["fragment_id"] for r in leg.rows or []},
@@ -273,11 +298,44 @@ def search_steps(request: SearchRequest, embedding: QueryEmbedding) -> Steps[Sea
             semantic=leg.status,
             query_digest=request.query_digest,
             embedding_digest=embedding.digest,
-            weights=request.weights,
+            weights=fusion.weights,
+            fusion=fusion.method,
+            weights_source=fusion.source,
+            weights_model=fusion.model,
+            fusion_source=fusion.fusion_source,
+            fusion_model=fusion.fusion_model,
         )
     # The request's span (search or discovery) gets the outcome.
     telemetry.annotate(**telemetry.result_attributes(result))
     return result
+
+
+def resolve_fusion(request: SearchRequest, defaults: Row | None) -> FusionSettings:
+    """The request's fusion and weights, else the named model's registered defaults (its
+    ``model_defaults`` row, None for a model not registered or not asked for), else RRF and
+    1.0 each: ``pyretrieve.search()`` in SQL resolves them by the same rule."""
+    model = None if defaults is None else request.model
+    if request.fusion is not None:
+        method, fusion_source, fusion_model = request.fusion, WeightsSource.REQUEST, None
+    elif defaults is not None:
+        method, fusion_source, fusion_model = Fusion(defaults["fusion"]), WeightsSource.MODEL, model
+    else:
+        method, fusion_source, fusion_model = Fusion.RRF, WeightsSource.DEFAULT, None
+    if request.weights is not None:
+        weights, source, weights_model = request.weights, WeightsSource.REQUEST, None
+    elif defaults is not None:
+        weights = Weights(lexical=defaults["lexical_weight"], vector=defaults["vector_weight"])
+        source, weights_model = WeightsSource.MODEL, model
+    else:
+        weights, source, weights_model = Weights(), WeightsSource.DEFAULT, None
+    return FusionSettings(
+        method=method,
+        weights=weights,
+        source=source,
+        model=weights_model,
+        fusion_source=fusion_source,
+        fusion_model=fusion_model,
+    )
 
 
 def _rows(reply: Reply) -> list[Row]:
@@ -378,7 +436,7 @@ def _failure(error: PyretrieveError, model: str) -> tuple[DegradationReason, dic
 
 
 def _check_legs(
-    request: SearchRequest, decision: Decision, *, lexical_ran: bool, leg: _VectorLeg
+    fusion: FusionSettings, decision: Decision, *, lexical_ran: bool, leg: _VectorLeg
 ) -> None:
     """What ``pyretrieve.search()`` checks after the legs, in its order, before any record is
     read: a grant that requires the semantic leg got it, and a leg that ran carries weight."""
@@ -388,7 +446,10 @@ def _check_legs(
     ):
         raise SemanticRequired()
     ideal = ranking.ideal_score(
-        request.weights, lexical_ran=lexical_ran, vector_ran=leg.rows is not None
+        fusion.weights,
+        lexical_ran=lexical_ran,
+        vector_ran=leg.rows is not None,
+        method=fusion.method,
     )
     if not ideal > 0.0:
         raise InvalidInput("the weights of the legs that ran are all zero")

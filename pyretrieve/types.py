@@ -19,6 +19,7 @@ from uuid import UUID
 
 from pyretrieve.contract import (
     CLASSIFICATION_ORDER,
+    DEFAULT_WEIGHT,
     DEGRADED_CONFIDENCE_FACTOR,
     FRESHNESS_FLOOR,
     MAX_WEIGHT,
@@ -42,6 +43,8 @@ __all__ = [
     "DegradationReason",
     "FragmentRecord",
     "FragmentState",
+    "Fusion",
+    "FusionSettings",
     "JsonValue",
     "LexicalCandidate",
     "Omission",
@@ -54,6 +57,7 @@ __all__ = [
     "SemanticStatus",
     "VectorCandidate",
     "Weights",
+    "WeightsSource",
     "canonical_json",
     "hex_digest",
     "iso_utc",
@@ -143,6 +147,29 @@ class DegradationReason(StrEnum):
 
 class OmissionReason(StrEnum):
     RESULT_LIMIT = "result_limit"
+
+
+class Fusion(StrEnum):
+    """How the two legs' candidates are fused (``pyretrieve.contract.FUSIONS``).
+
+    ``rrf``: canonical weighted Reciprocal Rank Fusion, ``w / (60 + rank)`` per leg, 1-based
+    ranks. ``dbsf``: distribution-based score fusion, each leg's scores mapped from the mean
+    -/+ 3 sample standard deviations of that leg's candidates for the query to 0 and 1,
+    floored at 0, then weighted and summed (see ``pyretrieve.contract.DBSF_FORMULA``).
+    """
+
+    RRF = "rrf"
+    DBSF = "dbsf"
+
+
+class WeightsSource(StrEnum):
+    """Where a search's weights (or its fusion) came from: the request, the model's registered
+    defaults, or the built-in default (1.0 each, and RRF) when the request named no registered
+    model."""
+
+    REQUEST = "request"
+    MODEL = "model"
+    DEFAULT = "default"
 
 
 # ------------------------------------------------------------------ JSON rendering
@@ -565,10 +592,11 @@ _RECORD_SPEC: Final[Mapping[str, _Parser]] = {
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Weights:
-    """Per-modality RRF weights; finite, 0 to ``contract.MAX_WEIGHT`` (as ``search()`` in SQL)."""
+    """Per-modality fusion weights; finite, 0 to ``contract.MAX_WEIGHT`` (as ``search()`` in
+    SQL)."""
 
-    lexical: float = 1.0
-    vector: float = 1.0
+    lexical: float = DEFAULT_WEIGHT
+    vector: float = DEFAULT_WEIGHT
 
     def __post_init__(self) -> None:
         for name in ("lexical", "vector"):
@@ -585,6 +613,46 @@ class Weights:
 
     def to_plain(self) -> dict[str, JsonValue]:
         return {"lexical": self.lexical, "vector": self.vector}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FusionSettings:
+    """How one search fused its legs: the method and the weights, and where each came from
+    (``model`` / ``fusion_model`` name the registered model whose defaults they are, for that
+    source only)."""
+
+    method: Fusion = Fusion.RRF
+    weights: Weights = field(default_factory=Weights)
+    source: WeightsSource = WeightsSource.DEFAULT
+    model: str | None = None
+    fusion_source: WeightsSource = WeightsSource.DEFAULT
+    fusion_model: str | None = None
+
+    def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "method", Fusion(self.method))
+            object.__setattr__(self, "source", WeightsSource(self.source))
+            object.__setattr__(self, "fusion_source", WeightsSource(self.fusion_source))
+        except ValueError:
+            raise InvalidInput("unknown fusion or source") from None
+        if not isinstance(self.weights, Weights):
+            raise InvalidInput("weights must be Weights")
+        if (self.source is WeightsSource.MODEL) != (self.model is not None):
+            raise InvalidInput("a model is named exactly when the weights are the model's")
+        if (self.fusion_source is WeightsSource.MODEL) != (self.fusion_model is not None):
+            raise InvalidInput("a model is named exactly when the fusion is the model's")
+
+    def weights_plain(self) -> dict[str, JsonValue]:
+        """The weights as every explanation states them, with their source."""
+        return {**self.weights.to_plain(), "source": self.source.value, "model": self.model}
+
+    def fusion_plain(self) -> dict[str, JsonValue]:
+        """The fusion method with its source."""
+        return {
+            "method": self.method.value,
+            "source": self.fusion_source.value,
+            "model": self.fusion_model,
+        }
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -657,12 +725,17 @@ class Result:
     record: FragmentRecord
     lexical: LexicalCandidate | None
     vector: VectorCandidate | None
-    rrf_score: float
+    fused_score: float
     freshness: float
     final_score: float
     confidence: float
     tie_break: str
     explanation: Mapping[str, JsonValue] = field(hash=False)
+
+    @property
+    def rrf_score(self) -> float:
+        """The fused score under its earlier name (RRF was the only fusion)."""
+        return self.fused_score
 
     @property
     def fragment_id(self) -> UUID:
@@ -729,10 +802,15 @@ class SearchResult:
     query_digest: bytes
     embedding_digest: bytes | None
     limit: int
-    weights: Weights
+    fusion: FusionSettings
     lexical_ran: bool
     vector_ran: bool
     retrieved_at: datetime
+
+    @property
+    def weights(self) -> Weights:
+        """The weights the search used (``fusion.source`` says where they came from)."""
+        return self.fusion.weights
 
     def to_plain(self) -> dict[str, JsonValue]:
         return {
@@ -745,7 +823,8 @@ class SearchResult:
                     None if self.embedding_digest is None else hex_digest(self.embedding_digest)
                 ),
                 "limit": self.limit,
-                "weights": self.weights.to_plain(),
+                "fusion": self.fusion.fusion_plain(),
+                "weights": self.fusion.weights_plain(),
                 "modalities_ran": {"lexical": self.lexical_ran, "vector": self.vector_ran},
             },
             "retrieved_at": iso_utc(self.retrieved_at),

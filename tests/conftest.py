@@ -28,6 +28,8 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 from psycopg.rows import dict_row
 
+from pyretrieve.embedders.registry import TEST_MODEL
+
 ROOT = Path(__file__).resolve().parent.parent
 INSTALL_SQL = ROOT / "sql" / "pyretrieve.sql"
 # The newest migration: what sql/pyretrieve.sql installs and what `alembic upgrade head` reaches.
@@ -320,3 +322,16 @@ def rolled_back(conn: psycopg.Connection[Any]) -> Iterator[psycopg.Connection[An
             raise _Undo
     except _Undo:
         pass
+
+
+# ------------------------------------------------------------------ the command line
+
+
+def with_test_model(args: tuple[str, ...] | list[str]) -> list[str]:
+    """The command with ``--model hash-ngram-v1`` when it is an ingest or a search that names
+    none: the fixtures register the test model (no model file), while the commands default to
+    the MiniLM model a new user gets."""
+    args = list(args)
+    if args and args[0] in ("ingest", "search") and "--model" not in args:
+        args += ["--model", TEST_MODEL]
+    return args

@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from pyretrieve.cli import main
-from tests.conftest import Database, acting_as, role
+from tests.conftest import Database, acting_as, role, with_test_model
 
 WS, PJ = "acme", "docs"
 SECRET = "CONFIDENTIALPHRASE"
@@ -41,7 +41,9 @@ def scope(db: Database, conn: psycopg.Connection[Any]) -> Database:
 
 def run(db: Database, *args: str) -> Result:
     return CliRunner().invoke(
-        main, [*args, "--dsn", db.app_dsn, "--as", role("wally")], catch_exceptions=False
+        main,
+        [*with_test_model(args), "--dsn", db.app_dsn, "--as", role("wally")],
+        catch_exceptions=False,
     )
 
 
@@ -226,7 +228,10 @@ def test_errors_are_one_line_with_a_code(scope: Database, tmp_path: Path) -> Non
     path = corpus(tmp_path / "c.jsonl", 1)
     denied = CliRunner().invoke(
         main,
-        ["ingest", str(path), "-w", WS, "-p", PJ, "--dsn", scope.app_dsn, "--as", role("alice")],
+        [
+            *with_test_model(["ingest", str(path), "-w", WS, "-p", PJ]),
+            *("--dsn", scope.app_dsn, "--as", role("alice")),
+        ],
     )
     assert denied.exit_code != 0
     assert denied.stderr.strip() == "error [VES_MEMORY_ACCESS_DENIED]: access denied"
@@ -251,7 +256,12 @@ def test_the_console_script_prints_no_traceback(scope: Database, tmp_path: Path)
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [*command, *args], env=env, capture_output=True, text=True, timeout=120, check=False
+            [*command, *with_test_model(args)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
         )
 
     ok = cli("ingest", str(path), "-w", WS, "-p", PJ, "--as", role("wally"))

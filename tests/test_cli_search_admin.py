@@ -15,7 +15,7 @@ from click.testing import CliRunner, Result
 
 from pyretrieve.cli import main
 from pyretrieve.embedders.hashing import HashNgramEmbedder
-from tests.conftest import Database, acting_as, role
+from tests.conftest import Database, acting_as, role, with_test_model
 
 WS, PJ, PURPOSE = "acme", "docs", "support"
 BODIES = {
@@ -27,7 +27,7 @@ BODIES = {
 
 def cli(db: Database, nick: str, *args: str) -> Result:
     runner = CliRunner(env={"COLUMNS": "200"})
-    return runner.invoke(main, [*args, "--dsn", db.app_dsn, "--as", role(nick)])
+    return runner.invoke(main, [*with_test_model(args), "--dsn", db.app_dsn, "--as", role(nick)])
 
 
 @pytest.fixture

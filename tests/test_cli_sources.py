@@ -19,7 +19,7 @@ from click.testing import CliRunner, Result
 
 from pyretrieve.cli import main
 from pyretrieve.ingest import Ingestor
-from tests.conftest import Database, acting_as, role
+from tests.conftest import Database, acting_as, role, with_test_model
 
 WS, PJ, OTHER = "acme", "docs", "other"
 
@@ -47,7 +47,9 @@ def scope(db: Database, conn: psycopg.Connection[Any]) -> Database:
 
 def run(db: Database, nick: str, *args: str) -> Result:
     return CliRunner().invoke(
-        main, [*args, "--dsn", db.app_dsn, "--as", role(nick)], catch_exceptions=False
+        main,
+        [*with_test_model(args), "--dsn", db.app_dsn, "--as", role(nick)],
+        catch_exceptions=False,
     )
 
 

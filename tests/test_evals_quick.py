@@ -134,3 +134,42 @@ def test_the_quality_report_compares_cross_validated_fusion_with_the_better_leg(
     sweep["cross_validated"] = {"nDCG@10": 0.29, "chosen_lexical_weights": [1.0]}
     text = report.render([quality_run], [sweep])
     assert "| 0.300 | **missed** |" in text
+
+
+def test_the_default_fusion_is_the_one_that_never_loses_to_the_better_leg_on_more_collections() -> (
+    None
+):
+    from evals.quality import fusion
+
+    def entry(lexical: float, vector: float, rrf: float, dbsf: float) -> dict[str, object]:
+        return {
+            "lexical": {"nDCG@10": lexical},
+            "vector": {"nDCG@10": vector},
+            "better_leg": "lexical" if lexical >= vector else "vector",
+            "rrf": {"pooled_cv_nDCG@10": rrf},
+            "dbsf": {"pooled_cv_nDCG@10": dbsf},
+        }
+
+    collections = {
+        "a": {"m": entry(0.5, 0.4, 0.55, 0.56)},
+        "b": {"m": entry(0.3, 0.2, 0.28, 0.31)},  # RRF loses to lexical here, DBSF does not
+    }
+    chosen = fusion.choose("m", collections)
+    assert chosen["fusion"] == "dbsf"
+    assert chosen["collections_at_or_above_the_better_leg"] == {"rrf": ["a"], "dbsf": ["a", "b"]}
+    # A tie keeps canonical RRF.
+    collections["b"]["m"] = entry(0.3, 0.2, 0.31, 0.31)
+    assert fusion.choose("m", collections)["fusion"] == "rrf"
+
+
+def test_the_paired_randomization_test() -> None:
+    from evals.quality.stats import paired_permutation
+
+    a = [0.1 * (i % 7) for i in range(200)]
+    assert paired_permutation(a, a) == 1.0
+    better = [x + 0.05 for x in a]
+    assert paired_permutation(better, a) < 0.001
+    noise = [x + (0.05 if i % 2 else -0.05) for i, x in enumerate(a)]
+    assert paired_permutation(noise, a) > 0.5
+    # The same inputs give the same p-value (a fixed seed).
+    assert paired_permutation(better[:20], a[:20]) == paired_permutation(better[:20], a[:20])

@@ -49,6 +49,7 @@ def _load(path: Path) -> dict[str, Any]:
 
 def _quality_results() -> list[dict[str, Any]]:
     found = [_load(p) for p in sorted(RESULTS.glob("*.json")) if not p.name.startswith("weights-")]
+    found = [d for d in found if isinstance(d, dict)]
     return [d for d in found if "runs" in d and "bars" in d]
 
 
@@ -99,13 +100,16 @@ def test_the_quality_plot_has_each_leg_of_each_collection_and_model() -> None:
     artists = _by_gid(plots.quality_figure(results))
     models = sorted({m for d in results for m in d["runs"]})
     assert {"hash-ngram-v1", "all-MiniLM-L6-v2"} <= set(models)
-    assert set(artists) == {f"{m}:{leg}" for m in models for leg in ("lexical", "vector", "hybrid")}
+    assert set(artists) == {f"{m}:{leg}" for m in models for leg in plots.LEGS}
+    assert "hybrid-dbsf" in plots.LEGS
     for model in models:
-        for leg in ("lexical", "vector", "hybrid"):
+        for leg in plots.LEGS:
             heights = [bar.get_height() for bar in artists[f"{model}:{leg}"]]
-            # A model not run on a collection draws an empty (zero) bar there.
+            # A model (or mode) not run on a collection draws an empty (zero) bar there.
             expected = [
-                d["runs"][model]["modes"][leg]["nDCG@10"] if model in d["runs"] else 0.0
+                d["runs"][model]["modes"].get(leg, {}).get("nDCG@10", 0.0)
+                if model in d["runs"]
+                else 0.0
                 for d in results
             ]
             assert heights == pytest.approx(expected, abs=1e-12)
@@ -133,6 +137,21 @@ def test_the_weights_plot_has_a_curve_a_best_point_and_the_better_leg_per_sweep(
         assert list(artists[f"{key}:leg"].get_ydata()) == [leg, leg]
 
 
+def test_the_fusion_plot_has_both_fusions_of_each_sweep_at_every_weight() -> None:
+    doc = _load(RESULTS / "fusion.json")
+    artists = _by_gid(plots.fusion_figure(doc, list(report.NAMED)))
+    for collection, models in doc["collections"].items():
+        for model, entry in models.items():
+            for method in ("rrf", "dbsf"):
+                curve = artists[f"{collection}:{model}:{method}"]
+                weights = sorted(float(w) for w in entry["sweep"][method])
+                assert list(curve.get_xdata()) == weights
+                assert list(curve.get_ydata()) == [
+                    entry["sweep"][method][f"{w:g}"] for w in weights
+                ]
+    assert min(float(w) for w in doc["settings"]["grid_lexical_weights"]) == 0.05
+
+
 def test_scale_render_redraws_the_committed_page_and_plot_from_the_json(tmp_path: Path) -> None:
     result = tmp_path / "latest.json"
     shutil.copyfile(BENCH, result)
@@ -148,5 +167,5 @@ def test_quality_render_redraws_the_committed_page_and_plots_from_the_json(tmp_p
     doc = tmp_path / "quality.md"
     quality.main(["--render", "--out", str(RESULTS), "--doc", str(doc)])
     assert doc.read_text(encoding="utf-8") == (DOCS / "quality.md").read_text(encoding="utf-8")
-    for name in ("quality", "weights"):
+    for name in ("quality", "weights", "fusion"):
         assert png_size(tmp_path / "img" / f"{name}.png") == png_size(DOCS / "img" / f"{name}.png")

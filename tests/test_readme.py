@@ -122,7 +122,7 @@ def test_the_quickstart_searches_a_folder_and_the_snippets_run(home: Path) -> No
     assert "principal ops (pyretrieve_admin)" in outputs[0]
     assert "principal ingest (pyretrieve_writer)" in outputs[0]
     assert "principal me (pyretrieve_reader)" in outputs[0]
-    assert "model hash-ngram-v1 (256-d)" in outputs[1]
+    assert "model all-MiniLM-L6-v2-int8 (384-d)" in outputs[1]
     assert "granted ingest notes/docs for reading up to internal" in outputs[2]
     assert "granted me notes/docs for reading up to internal" in outputs[2]
     docs = sorted(p.name for p in (ROOT / "docs").glob("*.md"))
@@ -187,7 +187,9 @@ def test_the_plot_snippets_redraw_the_committed_pages(tmp_path: Path) -> None:
     for folder in ("evals", "docs"):
         shutil.copytree(ROOT / folder, tmp_path / folder)
     env = env_for(tmp_path / "home")
-    env["PYTHONPATH"] = str(tmp_path)
+    # The copied evals first; pyretrieve from this tree (the report names its default model),
+    # not whichever checkout the environment has installed.
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(ROOT)])
     for line in shell_lines(plots_block()):
         done = sh(line, env, cwd=tmp_path)
         assert done.returncode == 0, f"{line}\n{done.stdout}{done.stderr}"

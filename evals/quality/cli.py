@@ -62,6 +62,11 @@ def _parser() -> argparse.ArgumentParser:
         "--keep", action="store_true", help="with --dsn: leave the evaluation workspace in place"
     )
     parser.add_argument(
+        "--no-embedding-cache",
+        action="store_true",
+        help="embed everything again instead of reading evals/.cache (and do not fill it)",
+    )
+    parser.add_argument(
         "--render",
         action="store_true",
         help="run nothing: write the markdown and its plots (img/ beside it) from the JSON"
@@ -117,7 +122,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     }
     started = time.perf_counter()
     with database(args.dsn) as url:
-        runs = evaluate(url, collection, models, modes, folder=collection.folder, keep=args.keep)
+        runs = evaluate(
+            url,
+            collection,
+            models,
+            modes,
+            folder=collection.folder,
+            keep=args.keep,
+            # A quick run stays out of the cache (tests run it).
+            cache=not (args.no_embedding_cache or args.quick),
+        )
     path = out_dir / f"{collection.name}.json"
     data = merge(path, collection.name, info, runs)
     report.write(out_dir, doc)

@@ -33,7 +33,7 @@ GORILLA = {
     "gorilla-tfhub": ("tensorflowhub", "tensorflow"),
     "gorilla-huggingface": ("huggingface", "huggingface"),
 }
-NAMED = ("scifact", "cranfield", *GORILLA)
+NAMED = ("scifact", "cranfield", *GORILLA, "bfcl-tools")
 _OUTPUT = re.compile(r"###\s*Output")
 _INSTRUCTION = re.compile(r"^\s*###\s*Instruction:")
 
@@ -199,6 +199,9 @@ def load(dataset: str, *, datasets: Path = DATASETS, split: str = "test") -> Col
         return collection
     if dataset == "cranfield":
         return read_beir(datasets / "cranfield" / "beir_format", name="cranfield", split="test")
+    if dataset == "bfcl-tools":
+        # Strict qrels: the tools the ground truth calls, not same-named variants.
+        return read_beir(datasets / "bfcl_tools", name="bfcl-tools", split="test")
     if dataset in GORILLA:
         prefix, eval_name = GORILLA[dataset]
         collection = _gorilla_view(datasets, prefix) or build_gorilla(datasets, prefix, eval_name)

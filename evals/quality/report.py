@@ -16,6 +16,9 @@ ORDER = {name: i for i, name in enumerate(NAMED)}
 # The plots, relative to the markdown that shows them.
 QUALITY_PNG = "img/quality.png"
 WEIGHTS_PNG = "img/weights.png"
+FUSION_PNG = "img/fusion.png"
+FUSION_BENCHMARK = "fusion and weights on collected legs, cross-validated"
+INSTALL_BENCHMARK = "install size and time with and without the minilm extra"
 
 
 def _fmt(value: Any) -> str:
@@ -29,6 +32,171 @@ def _holds(value: Any) -> str:
 def _by_collection(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Named collections in their usual order, then any others by name."""
     return sorted(items, key=lambda r: (ORDER.get(r["dataset"], len(ORDER)), r["dataset"]))
+
+
+def _p(value: float) -> str:
+    return "< 0.001" if value < 0.001 else f"{value:.3f}"
+
+
+def _diff(entry: dict[str, Any] | None) -> str:
+    if entry is None:
+        return "—"
+    return f"{entry['difference']:+.3f} (p {_p(entry['p'])})"
+
+
+def _defaults_section(results: list[dict[str, Any]], default_model: str) -> list[str]:
+    """What a new user gets (the default model, no fusion=, no weights=), beside each fusion
+    at its own cross-validated default weight."""
+    lines = [
+        "",
+        "## With the defaults",
+        "",
+        f"*Defaults*: the default model (`{default_model}`), no `fusion=` and no `weights=`, so",
+        "the fusion and weights registered with the model (shown as fusion lexical/vector). *RRF*",
+        "and *DBSF*: that fusion named, at its own cross-validated default weight for the model",
+        "(see below). Differences are in nDCG@10 over the same queries, with the p-value of a",
+        "paired randomization test (sign flip, 10,000 permutations, two-sided).",
+        "",
+        "| collection | queries | lexical | vector | defaults | RRF | DBSF"
+        " | defaults minus better leg | RRF minus better leg | DBSF minus better leg"
+        " | DBSF minus RRF | defaults ≥ better leg |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for data in _by_collection(results):
+        run = data.get("runs", {}).get(default_model)
+        bar = data.get("bars", {}).get(default_model, {})
+        if run is None or "note" in bar:
+            continue
+        modes = run["modes"]
+        better = (
+            "lexical" if modes["lexical"]["nDCG@10"] >= modes["vector"]["nDCG@10"] else "vector"
+        )
+        fusion = modes["hybrid"].get("fusion") or {}
+        weights = fusion.get("weights") or {}
+        shown = (
+            f" ({fusion['method']} {weights['lexical']:g}/{weights['vector']:g})"
+            if "lexical" in weights
+            else ""
+        )
+        cells = [
+            data["dataset"],
+            str(modes["hybrid"].get("queries", "?")),
+            f"{modes['lexical']['nDCG@10']:.3f}",
+            f"{modes['vector']['nDCG@10']:.3f}",
+            f"{modes['hybrid']['nDCG@10']:.3f}{shown}",
+            _fmt(modes.get("hybrid-rrf", {}).get("nDCG@10")),
+            _fmt(modes.get("hybrid-dbsf", {}).get("nDCG@10")),
+            _diff(bar.get(f"hybrid_vs_{better}_nDCG@10")),
+            _diff(bar.get(f"hybrid-rrf_vs_{better}_nDCG@10")),
+            _diff(bar.get(f"hybrid-dbsf_vs_{better}_nDCG@10")),
+            _diff(bar.get("dbsf_vs_rrf_nDCG@10")),
+            _holds(bar["hybrid_ge_best_leg_nDCG@10"]["holds"]),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _fusion_section(doc: dict[str, Any] | None) -> list[str]:
+    """The offline sweep (evals/quality/fusion.json): default weights and cross-validation."""
+    if not doc:
+        return []
+    lines = [
+        "",
+        "## Fusion and default weights",
+        "",
+        "From `python -m evals.quality.fusion` (`evals/quality/fusion.json`, commit"
+        f" {str(doc.get('commit', ''))[:10]}): each query's two candidate lists, collected once",
+        "(`python -m evals.quality.legs`), re-fused with the ranker's own arithmetic",
+        "(`pyretrieve.ranking.fused_order`) for RRF and DBSF at lexical weights 0.05 to 20 (vector",
+        "weight 1). Each model's default is the weight with the best mean over collections of",
+        "each collection's nDCG@10. Cross-validated figures use 5 folds by a hash of the query id:",
+        "*per collection* picks the weight on the other folds of that collection; *pooled* picks",
+        "one weight for all collections on the other folds of every collection (what the",
+        "default gives on new queries); *LOCO* picks it on the other collections only and scores",
+        "the held-out one (what the default gives on a collection it was not chosen on).",
+        "",
+        f"![hybrid nDCG@10 against the lexical weight, RRF and DBSF]({FUSION_PNG})",
+        "",
+        "| model | fusion | default lexical / vector weight | objective | weights chosen per"
+        " pooled fold |",
+        "|---|---|---|---|---|",
+    ]
+    chosen_lines = []
+    for model, fusions in sorted(doc.get("models", {}).items()):
+        chosen = fusions.get("chosen")
+        if chosen is not None:
+            counts = ", ".join(
+                f"{m} {len(c)}" for m, c in chosen["collections_at_or_above_the_better_leg"].items()
+            )
+            chosen_lines.append(
+                f"- `{model}`: **{chosen['fusion']}** (collections where the pooled"
+                f" cross-validated hybrid is at least the better leg: {counts})"
+            )
+        for method, entry in fusions.items():
+            if method == "chosen":
+                continue
+            chosen = ", ".join(f"{w:g}" for w in entry["pooled_cv"]["chosen_lexical_weights"])
+            lines.append(
+                f"| {model} | {method} | {entry['lexical_weight']:g} / {entry['vector_weight']:g}"
+                f" | {entry['objective_value']:.3f} | {chosen} |"
+            )
+    lines += [
+        "",
+        "Each model's default fusion: the one whose default weight keeps hybrid at least as good",
+        "as the better leg alone (pooled cross-validated) on more collections, RRF on a tie.",
+        "",
+        *chosen_lines,
+    ]
+    lines += [
+        "",
+        "| collection | model | lexical | vector | fusion | equal weights | at the default"
+        " | per collection CV | pooled CV | LOCO (weight) | default minus better leg |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for collection in sorted(doc.get("collections", {}), key=lambda c: ORDER.get(c, len(ORDER))):
+        for model, entry in sorted(doc["collections"][collection].items()):
+            for method in ("rrf", "dbsf"):
+                f = entry[method]
+                at = f["at_default"]
+                loco = f["leave_one_collection_out"]
+                lines.append(
+                    f"| {collection} | {model} | {entry['lexical']['nDCG@10']:.3f}"
+                    f" | {entry['vector']['nDCG@10']:.3f} | {method}"
+                    f" | {f['equal_weights']['nDCG@10']:.3f} | {at['nDCG@10']:.3f}"
+                    f" | {f['per_collection_cv']['nDCG@10']:.3f} | {f['pooled_cv_nDCG@10']:.3f}"
+                    f" | {loco['nDCG@10']:.3f} ({loco['lexical_weight']:g})"
+                    f" | {at['minus_better_leg']:+.3f} (p {_p(at['p_vs_better_leg'])}) |"
+                )
+    return lines
+
+
+def _install_section(doc: dict[str, Any] | None) -> list[str]:
+    if not doc:
+        return []
+    base, minilm, adds = doc["base"], doc["minilm"], doc["minilm_adds"]
+    biggest = ", ".join(
+        f"{name} {info['mb']:.0f} MB" for name, info in list(adds["distributions"].items())[:4]
+    )
+    return [
+        "",
+        "## What the MiniLM runtime costs to install",
+        "",
+        "From `python -m evals.quality.install` (`evals/quality/install.json`, commit"
+        f" {str(doc.get('commit', ''))[:10]}): `pip install <tree>` and"
+        " `pip install '<tree>[minilm]'` into fresh virtual environments.",
+        "",
+        "| install | seconds (empty pip cache) | seconds (warm cache) | venv MB | wheels MB"
+        " | distributions |",
+        "|---|---|---|---|---|---|",
+        f"| base | {base['seconds_empty_pip_cache']:.0f} | {base['seconds_warm_pip_cache']:.0f}"
+        f" | {base['venv_mb']:.0f} | {base['download_mb']:.0f} | {len(base['distributions'])} |",
+        f"| with minilm | {minilm['seconds_empty_pip_cache']:.0f}"
+        f" | {minilm['seconds_warm_pip_cache']:.0f} | {minilm['venv_mb']:.0f}"
+        f" | {minilm['download_mb']:.0f} | {len(minilm['distributions'])} |",
+        "",
+        f"The extra adds {len(adds['distributions'])} distributions, {adds['installed_mb']:.0f} MB"
+        f" installed (largest: {biggest}).",
+    ]
 
 
 def _weights_section(sweeps: list[dict[str, Any]], results: list[dict[str, Any]]) -> list[str]:
@@ -45,9 +213,10 @@ def _weights_section(sweeps: list[dict[str, Any]], results: list[dict[str, Any]]
                 )
     lines = [
         "",
-        "## Weighted fusion",
+        "## Weighted RRF, earlier sweeps",
         "",
-        "From `python -m evals.quality.weights` (`evals/quality/weights-<dataset>-<model>.json`):",
+        "From `python -m evals.quality.weights` (`evals/quality/weights-<dataset>-<model>.json`),",
+        "full search passes per weight, mostly with the retired torch models:",
         "hybrid nDCG@10 for lexical weights from 0.5 to 20 (vector weight 1). The best weight is",
         "chosen on the queries it is scored on, so it flatters; the cross-validated figure scores",
         "each of 5 folds at the weight best on the other four, which is what a weight set per",
@@ -80,7 +249,12 @@ def _weights_section(sweeps: list[dict[str, Any]], results: list[dict[str, Any]]
     return lines
 
 
-def render(results: list[dict[str, Any]], sweeps: list[dict[str, Any]] | None = None) -> str:
+def render(
+    results: list[dict[str, Any]],
+    sweeps: list[dict[str, Any]] | None = None,
+    fusion: dict[str, Any] | None = None,
+    install: dict[str, Any] | None = None,
+) -> str:
     lines = [
         "# Retrieval quality",
         "",
@@ -121,6 +295,11 @@ def render(results: list[dict[str, Any]], sweeps: list[dict[str, Any]] | None = 
                         f"{_holds(entry['holds'])} ({entry['hybrid']:.3f} vs {entry['reference']:.3f})"
                     )
             lines.append(f"| {data['dataset']} | {model} | " + " | ".join(cells) + " |")
+    from pyretrieve.embedders.registry import DEFAULT_MODEL
+
+    lines += _defaults_section(results, DEFAULT_MODEL)
+    lines += _fusion_section(fusion)
+    lines += _install_section(install)
     lines += _weights_section(sweeps or [], results)
 
     for data in ordered:
@@ -181,13 +360,24 @@ def write(results_dir: Path, out: Path) -> None:
         for r in loaded
         if isinstance(r, dict) and r.get("benchmark") == "weighted RRF sweep" and "results" in r
     ]
+    fusion = next(
+        (r for r in loaded if isinstance(r, dict) and r.get("benchmark") == FUSION_BENCHMARK),
+        None,
+    )
+    install = next(
+        (r for r in loaded if isinstance(r, dict) and r.get("benchmark") == INSTALL_BENCHMARK),
+        None,
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render(results, sweeps), encoding="utf-8")
-    write_plots(results, sweeps, out.parent)
+    out.write_text(render(results, sweeps, fusion, install), encoding="utf-8")
+    write_plots(results, sweeps, out.parent, fusion)
 
 
 def write_plots(
-    results: list[dict[str, Any]], sweeps: list[dict[str, Any]], folder: Path
+    results: list[dict[str, Any]],
+    sweeps: list[dict[str, Any]],
+    folder: Path,
+    fusion: dict[str, Any] | None = None,
 ) -> list[Path]:
     """The plots the markdown in ``folder`` shows; returns the files written."""
     from evals import plots
@@ -199,4 +389,7 @@ def write_plots(
     if sweeps:
         figure = plots.weights_figure(_by_collection(sweeps), ordered)
         written.append(plots.save(figure, folder / WEIGHTS_PNG))
+    if fusion and fusion.get("collections"):
+        figure = plots.fusion_figure(fusion, list(NAMED))
+        written.append(plots.save(figure, folder / FUSION_PNG))
     return written

@@ -3,10 +3,13 @@
 Everything goes through pyretrieve's public paths: an admin principal creates the workspace,
 project, grants and model; a writer principal ingests with ``Ingestor.ingest_path`` (BEIR
 folder, batched); a reader principal searches with ``Retriever.search`` (limit 100 and
-candidate_limit 100, so Recall@100 is measurable). Runs are scored with ir-measures
-(trec_eval-compatible): nDCG@10, R@100 and RR@10 (MRR@10), averaged over every judged query (a
-query with no results scores 0). Latency is the wall time of ``Retriever.search`` per query;
-the query embedding is computed before the call and timed on its own.
+candidate_limit 100, so Recall@100 is measurable) and the defaults a new user gets: no
+``weights=`` (the model's registered defaults) and the default fusion (RRF); ``hybrid-dbsf`` is
+the same search with ``fusion="dbsf"``. Runs are scored with ir-measures (trec_eval-compatible):
+nDCG@10, R@100 and RR@10 (MRR@10), averaged over every judged query (a query with no results
+scores 0); each query's nDCG@10 is kept for paired significance tests. Latency is the wall time
+of ``Retriever.search`` per query; the query embedding is computed before the call and timed on
+its own. Embeddings come from the evaluation cache when it has them (:mod:`evals.quality.cache`).
 """
 
 from __future__ import annotations
@@ -36,15 +39,42 @@ from evals.bench.runtime import (
     summary_ms,
     throwaway_database,
 )
+from evals.quality.cache import CachedEmbedder
 from evals.quality.datasets import Collection
 from evals.quality.references import pg_fulltext_bar, references
-from pyretrieve import Retriever, Scope
+from evals.quality.stats import paired_permutation
+from pyretrieve import Retriever, Scope, Weights
 from pyretrieve.embedders import Embedder
 from pyretrieve.embedders.registry import get_embedder, register_model
 from pyretrieve.ingest import Ingestor
 
 MEASURES = {"nDCG@10": "nDCG@10", "R@100": "R@100", "MRR@10": "RR@10"}
-MODES = ("lexical", "vector", "hybrid")
+MODES = ("lexical", "vector", "hybrid", "hybrid-rrf", "hybrid-dbsf")
+# mode -> (Retriever.search mode, fusion). "hybrid" gives neither fusion nor weights: the
+# model's registered defaults, what a new user gets. "hybrid-rrf" and "hybrid-dbsf" name their
+# fusion and give that fusion's cross-validated default weight for the model
+# (evals/quality/fusion.json), so both fusions are compared at their own best defaults.
+_SEARCH: dict[str, tuple[str, str | None]] = {
+    "lexical": ("lexical", None),
+    "vector": ("vector", None),
+    "hybrid": ("hybrid", None),
+    "hybrid-rrf": ("hybrid", "rrf"),
+    "hybrid-dbsf": ("hybrid", "dbsf"),
+}
+FUSION_RESULTS = Path(__file__).resolve().parent / "fusion.json"
+
+
+def fusion_weights(model: str, fusion: str) -> Weights | None:
+    """That fusion's cross-validated default weight for the model, from fusion.json."""
+    if not FUSION_RESULTS.exists():
+        return None
+    entry = json.loads(FUSION_RESULTS.read_text()).get("models", {}).get(model, {}).get(fusion)
+    if entry is None:
+        return None
+    return Weights(lexical=entry["lexical_weight"], vector=entry["vector_weight"])
+
+
+LEGS = ("lexical", "vector", "hybrid")
 LIMIT = 100
 CANDIDATE_LIMIT = 100
 PURPOSE = "eval"
@@ -150,6 +180,12 @@ class _Run:
 
     def ingest(self, folder: Path, embedder: Embedder) -> dict[str, Any]:
         register_model(self.conn, embedder, principal=self.principals.admin)
+        # Embedded before ingestion, outside any transaction (from the cache when it has
+        # them): the ingestor embeds inside its write transaction, and a slow model on a busy
+        # machine can keep a batch there past the server's idle-in-transaction timeout.
+        bodies = sorted({self.collection.body(d) for d in self.collection.docs})
+        for start in range(0, len(bodies), 64):
+            embedder.embed_documents(bodies[start : start + 64])
         report = Ingestor(
             self.conn, principal=self.principals.writer, embedder=embedder, batch_size=BATCH_SIZE
         ).ingest_path(folder, workspace=self.workspace, project=self.project)
@@ -194,8 +230,10 @@ class _Run:
         runs: dict[str, dict[str, list[str]]] = {m: {} for m in modes}
         latencies: dict[str, list[float]] = {m: [] for m in modes}
         semantic: dict[str, dict[str, int]] = {m: {} for m in modes}
+        fusion: dict[str, dict[str, Any]] = {}
         embed_seconds: list[float] = []
         needs_vector = any(m != "lexical" for m in modes)
+        tuned = {f: fusion_weights(embedder.model_id, f) for f in ("rrf", "dbsf")}
 
         for position, (qid, text) in enumerate([*queries[:WARMUP_QUERIES], *queries]):
             warmup = position < min(WARMUP_QUERIES, len(queries))
@@ -210,19 +248,27 @@ class _Run:
             turn = position % len(modes)
             for mode in [*modes[turn:], *modes[:turn]]:
                 lexical = mode == "lexical"
+                search_mode, fused_by = _SEARCH[mode]
                 started = time.perf_counter()
+                weights = None if fused_by is None else tuned[fused_by]
                 result = retriever.search(
                     text,
                     scope=self.scope,
-                    mode=mode,
+                    mode=search_mode,
                     limit=LIMIT,
                     candidate_limit=CANDIDATE_LIMIT,
                     embedding=None if lexical else vector,
                     model=None if lexical else embedder.model_id,
+                    fusion=fused_by,
+                    weights=weights,
                 )
                 elapsed = time.perf_counter() - started
                 if warmup:
                     continue
+                fusion.setdefault(
+                    mode,
+                    {**result.fusion.fusion_plain(), "weights": result.fusion.weights_plain()},
+                )
                 latencies[mode].append(elapsed)
                 status = result.semantic.status.value
                 semantic[mode][status] = semantic[mode].get(status, 0) + 1
@@ -237,7 +283,7 @@ class _Run:
 
         out: dict[str, dict[str, Any]] = {}
         for mode in modes:
-            means, _per_query = score(self.collection.qrels, runs[mode])
+            means, per_query = score(self.collection.qrels, runs[mode])
             empty = sum(1 for q in self.collection.queries if not runs[mode].get(q))
             out[mode] = {
                 **means,
@@ -245,6 +291,10 @@ class _Run:
                 "queries_without_results": empty,
                 "latency_ms": summary_ms(latencies[mode]),
                 "semantic_status": semantic[mode],
+                "fusion": fusion.get(mode),
+                "per_query_nDCG@10": {
+                    q: round(v["nDCG@10"], 4) for q, v in sorted(per_query.items())
+                },
             }
             if mode != "lexical":
                 out[mode]["query_embedding_ms"] = summary_ms(embed_seconds)
@@ -259,10 +309,12 @@ def evaluate(
     *,
     folder: Path | None = None,
     keep: bool = False,
+    cache: bool = True,
 ) -> dict[str, dict[str, Any]]:
     """One run per model: ingest (the same scope; each model adds its embeddings), search,
     score. ``folder``: a BEIR folder holding exactly this collection's corpus, ingested as it
-    is; otherwise the corpus is written to a temporary BEIR folder first."""
+    is; otherwise the corpus is written to a temporary BEIR folder first. ``cache``: read and
+    keep embeddings in the evaluation cache."""
     results: dict[str, dict[str, Any]] = {}
     with psycopg.connect(dsn, autocommit=True) as conn, tempfile.TemporaryDirectory() as tmp:
         if folder is None:
@@ -271,7 +323,9 @@ def evaluate(
         run = _Run(conn, collection, collection.name)
         try:
             for model in models:
-                embedder = get_embedder(model)
+                embedder: Embedder = get_embedder(model)
+                if cache:
+                    embedder = CachedEmbedder(embedder)
                 ingest = run.ingest(folder, embedder)
                 started = time.perf_counter()
                 modes_out = run.search_all(folder, embedder, modes)
@@ -281,8 +335,17 @@ def evaluate(
                     "settings": {
                         "limit": LIMIT,
                         "candidate_limit": CANDIDATE_LIMIT,
-                        "weights": {"lexical": 1.0, "vector": 1.0},
+                        "weights": "hybrid: none given, the model's registered defaults;"
+                        " hybrid-rrf / hybrid-dbsf: that fusion's cross-validated default"
+                        " weight (evals/quality/fusion.json); each mode's fusion entry says"
+                        " which were used and from where",
+                        "fusion": {
+                            m: _SEARCH[m][1] or "the model's default"
+                            for m in modes
+                            if m not in ("lexical", "vector")
+                        },
                         "rrf_k": 60,
+                        "embedding_cache": cache,
                         "ts_config": "project default (pg_catalog.english)",
                         "classification": "internal",
                         "principals": "admin, writer and reader roles made for the run;"
@@ -300,15 +363,20 @@ def evaluate(
 
 
 def bars(dataset: str, runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """Our bars per model: hybrid >= the better leg, and hybrid above published PG full-text."""
+    """Our bars per model: hybrid (the defaults) >= the better leg, and hybrid above published
+    PG full-text; with the paired significance of hybrid against the better leg, and of DBSF
+    against RRF, where per-query figures were kept."""
     thresholds = pg_fulltext_bar(dataset)
     out: dict[str, Any] = {}
     for model, run in runs.items():
         modes = run.get("modes", {})
-        if not all(m in modes for m in MODES):
+        if not all(m in modes for m in LEGS):
             out[model] = {"note": "needs lexical, vector and hybrid runs"}
             continue
         entry: dict[str, Any] = {}
+        better = (
+            "lexical" if modes["lexical"]["nDCG@10"] >= modes["vector"]["nDCG@10"] else "vector"
+        )
         for measure in MEASURES:
             best_leg = max(modes["lexical"][measure], modes["vector"][measure])
             entry[f"hybrid_ge_best_leg_{measure}"] = {
@@ -317,6 +385,21 @@ def bars(dataset: str, runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
                 "best_leg": best_leg,
                 "margin": round(modes["hybrid"][measure] - best_leg, 4),
             }
+        best_leg = max(modes["lexical"]["nDCG@10"], modes["vector"]["nDCG@10"])
+        for mode in ("hybrid", "hybrid-rrf", "hybrid-dbsf"):
+            if mode not in modes:
+                continue
+            if mode != "hybrid":
+                entry[f"{mode}_ge_best_leg_nDCG@10"] = {
+                    "holds": modes[mode]["nDCG@10"] >= best_leg,
+                    "hybrid": modes[mode]["nDCG@10"],
+                    "best_leg": best_leg,
+                    "margin": round(modes[mode]["nDCG@10"] - best_leg, 4),
+                }
+            if "per_query_nDCG@10" in modes[mode]:
+                entry[f"{mode}_vs_{better}_nDCG@10"] = _paired(modes[mode], modes[better])
+        if all("per_query_nDCG@10" in modes.get(m, {}) for m in ("hybrid-rrf", "hybrid-dbsf")):
+            entry["dbsf_vs_rrf_nDCG@10"] = _paired(modes["hybrid-dbsf"], modes["hybrid-rrf"])
         hybrid = modes["hybrid"]["nDCG@10"]
         for kind in ("published", "lab"):
             ref = thresholds[kind]
@@ -336,6 +419,18 @@ def bars(dataset: str, runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
                 }
         out[model] = entry
     return out
+
+
+def _paired(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Mean difference of per-query nDCG@10 and its paired randomization p-value."""
+    queries = sorted(a["per_query_nDCG@10"])
+    x = [a["per_query_nDCG@10"][q] for q in queries]
+    y = [b["per_query_nDCG@10"][q] for q in queries]
+    return {
+        "difference": round(float(np.mean(x) - np.mean(y)), 4),
+        "p": round(paired_permutation(x, y), 4),
+        "test": "paired randomization (sign flip), 10,000 permutations, two-sided",
+    }
 
 
 def merge(

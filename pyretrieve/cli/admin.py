@@ -16,8 +16,10 @@ from pyretrieve import contract
 from pyretrieve.cli import main
 from pyretrieve.cli.common import as_option, connect, dsn_option, handle_errors, transaction
 from pyretrieve.db import queries
+from pyretrieve.embedders import registry
 from pyretrieve.embedders.registry import available_models, get_embedder, register_model
 from pyretrieve.errors import InvalidInput, UnknownPrincipal
+from pyretrieve.types import Weights
 
 CLASSIFICATIONS = click.Choice(list(contract.CLASSIFICATION_ORDER))
 
@@ -56,7 +58,8 @@ def workspaces(ctx: click.Context, principal: str | None, dsn: str | None) -> No
     "--model",
     "models_",
     multiple=True,
-    help="Also register this embedding model (repeatable): ingest and search embed with it."
+    help="Also register this embedding model (repeatable): ingest and search embed with it,"
+    f" by default {registry.DEFAULT_MODEL} ({registry.TEST_MODEL} is for tests and demos only)."
     " Models are shared by all workspaces; `pyretrieve models` lists them.",
 )
 @as_option
@@ -82,7 +85,7 @@ def workspaces_create(
         transaction(conn, principal or ctx.obj["principal"]),
     ):
         for embedder in embedders:
-            conn.execute(queries.REGISTER_MODEL, (embedder.model_id, embedder.dimension))
+            conn.execute(queries.REGISTER_MODEL, registry.register_params(embedder))
         conn.execute(queries.CREATE_WORKSPACE, (workspace,))
         for project in projects:
             conn.execute(queries.CREATE_PROJECT_WITH_CONFIG, (workspace, project, ts_config))
@@ -106,22 +109,62 @@ def models(ctx: click.Context, principal: str | None, dsn: str | None) -> None:
         return
     with connect(dsn) as conn, transaction(conn, principal):
         rows = conn.execute(queries.LIST_MODELS).fetchall()
-    _table(["model", "dimension", "registered_at"], list(rows))
+    columns = ["model", "dimension", "fusion", "lexical_weight", "vector_weight", "registered_at"]
+    _table(columns, list(rows))
     click.echo(f"embedders available here: {', '.join(available_models())}")
 
 
 @models.command("register")
 @click.argument("model")
+@click.option(
+    "--lexical-weight",
+    type=float,
+    help="Default weight of the lexical leg for searches with this model (with --vector-weight;"
+    " default: the weights shipped for a known model, else 1.0 each).",
+)
+@click.option(
+    "--vector-weight", type=float, help="Default weight of the vector leg (with --lexical-weight)."
+)
+@click.option(
+    "--fusion",
+    type=click.Choice(list(contract.FUSIONS)),
+    help="Default fusion for searches with this model (default: the one shipped for a known"
+    " model, else rrf).",
+)
 @as_option
 @dsn_option
 @click.pass_context
 @handle_errors
-def models_register(ctx: click.Context, model: str, principal: str | None, dsn: str | None) -> None:
-    """Register the model of a locally available embedder (its id and dimension)."""
+def models_register(
+    ctx: click.Context,
+    model: str,
+    lexical_weight: float | None,
+    vector_weight: float | None,
+    fusion: str | None,
+    principal: str | None,
+    dsn: str | None,
+) -> None:
+    """Register the model of a locally available embedder: its id, its dimension and the
+    default fusion and weights searches with it use when they give none."""
+    if (lexical_weight is None) != (vector_weight is None):
+        raise InvalidInput("give --lexical-weight and --vector-weight together, or neither")
+    weights = None
+    if lexical_weight is not None and vector_weight is not None:
+        weights = Weights(lexical=lexical_weight, vector=vector_weight)
     embedder = get_embedder(model)
     with connect(dsn or ctx.obj["dsn"]) as conn:
-        register_model(conn, embedder, principal=principal or ctx.obj["principal"])
-    click.echo(f"model {embedder.model_id} ({embedder.dimension}-d) registered")
+        register_model(
+            conn,
+            embedder,
+            principal=principal or ctx.obj["principal"],
+            weights=weights,
+            fusion=fusion,
+        )
+    chosen = weights or registry.default_weights(embedder.model_id)
+    method = fusion or registry.default_fusion(embedder.model_id)
+    shown = "" if chosen is None else f", default weights {chosen.lexical:g}/{chosen.vector:g}"
+    shown += "" if method is None else f", default fusion {method}"
+    click.echo(f"model {embedder.model_id} ({embedder.dimension}-d) registered{shown}")
 
 
 def check_names(**names: str) -> None:

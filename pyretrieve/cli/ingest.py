@@ -26,7 +26,7 @@ from pyretrieve.cli.common import (
     handle_errors,
     require_principal,
 )
-from pyretrieve.embedders.registry import DEFAULT_MODEL, get_embedder
+from pyretrieve.embedders.registry import DEFAULT_MODEL, MODEL_HELP, get_embedder
 from pyretrieve.ingest import CLASSIFICATIONS, DEFAULT_BATCH_SIZE, Ingestor, MalformedInput
 from pyretrieve.ingest import ingest as ingest_path
 
@@ -129,7 +129,7 @@ def _rate(count: int, seconds: float) -> str:
     "--model",
     default=DEFAULT_MODEL,
     show_default=True,
-    help="Embedding model for new and changed fragments (registered in the database).",
+    help=MODEL_HELP + " Embeds new and changed fragments; must be registered in the database.",
 )
 @click.option("--no-embed", is_flag=True, help="Write fragments only; embed later with reembed.")
 @click.option(

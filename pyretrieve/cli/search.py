@@ -19,9 +19,10 @@ from pyretrieve.cli.common import (
     require_principal,
 )
 from pyretrieve.client import Retriever
-from pyretrieve.embedders.registry import DEFAULT_MODEL, get_embedder
+from pyretrieve.embedders.registry import DEFAULT_MODEL, MODEL_HELP, get_embedder
 from pyretrieve.types import (
     DegradationReason,
+    Fusion,
     JsonValue,
     Scope,
     SearchResult,
@@ -68,14 +69,16 @@ def semantic_note(sem: SemanticStatus) -> str:
 
 def empty_vector_note(result: SearchResult) -> str:
     """The vector leg ran yet no result came from it: no fragment the caller may see has an
-    embedding for the model (ingested with --no-embed, or with another model). With equal
-    weights any vector candidate ranks among the first two, so none in the results means
-    none at all."""
-    if (
-        not result.vector_ran
-        or not result.results
-        or result.weights.vector != result.weights.lexical
-    ):
+    embedding for the model (ingested with --no-embed, or with another model). That is known
+    when nothing eligible was cut by the limit, or, under RRF with equal weights, because any
+    vector candidate then ranks among the first two; otherwise (a model's default weights
+    may make the vector leg a tie-breaker) nothing is said."""
+    if not result.vector_ran or not result.results:
+        return ""
+    equal_rrf = (
+        result.fusion.method is Fusion.RRF and result.weights.vector == result.weights.lexical
+    )
+    if result.omissions and not equal_rrf:
         return ""
     if any(r.vector is not None for r in result.results):
         return ""
@@ -143,7 +146,7 @@ def render(result: SearchResult, console: Console, *, explain: bool, title: str 
     "--model",
     default=DEFAULT_MODEL,
     show_default=True,
-    help="Embedder for the query (the one the fragments were ingested with).",
+    help=MODEL_HELP + " Embeds the query: the one the fragments were ingested with.",
 )
 @click.option(
     "--json",

@@ -15,7 +15,7 @@ from pyretrieve.cli.common import (
     require_principal,
     transaction,
 )
-from pyretrieve.embedders.registry import DEFAULT_MODEL, get_embedder
+from pyretrieve.embedders.registry import TEST_MODEL, get_embedder
 from pyretrieve.ingest import CLASSIFICATIONS
 from pyretrieve.tools import read_definitions, register_tools, set_rollout
 from pyretrieve.tools.select import STAGES
@@ -40,7 +40,8 @@ def tools() -> None:
 @click.option("--server", default=None, help="Server (e.g. MCP server name) the tools belong to.")
 @click.option(
     "--model",
-    default=DEFAULT_MODEL,
+    # Tool selection's confidence levels were calibrated with this model (docs/tools.md).
+    default=TEST_MODEL,
     show_default=True,
     help="Embedding model for new and changed tools; 'none' to skip embeddings.",
 )

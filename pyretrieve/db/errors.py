@@ -23,6 +23,7 @@ from pyretrieve.errors import (
     InternalError,
     InvalidDecision,
     InvalidEmbedding,
+    InvalidFusion,
     InvalidInput,
     LimitExceeded,
     NotFound,
@@ -48,17 +49,20 @@ _SCHEMA_ERRORS: dict[str, type[PyretrieveError]] = {
     "PR013": Conflict,
     "PR014": LimitExceeded,
     "PR015": InvalidInput,
+    contract.INVALID_FUSION_SQLSTATE: InvalidFusion,
     "PR020": NotFound,
     "PR030": SemanticRequired,
 }
 
-# The schema's fixed texts for an invalid argument (PR010) or embedding (PR011): each states
-# the rule an argument broke and names no row, id or content, so it is shown as it is. Any
-# other text under these codes gets the class's own message. A test checks this set against
-# the install script, both ways.
-_RULE_STATES = ("PR010", "PR011")
+# The schema's fixed texts for an invalid argument (PR010), embedding (PR011) or fusion
+# setting (PR016): each states the rule an argument broke and names no row, id or content, so
+# it is shown as it is. Any other text under these codes gets the class's own message. A test
+# checks this set against the install script, both ways.
+_RULE_STATES = ("PR010", "PR011", contract.INVALID_FUSION_SQLSTATE)
 _RULE_MESSAGES: frozenset[str] = frozenset(
     {
+        *contract.FUSION_ERRORS,
+        "give both weights or neither",
         "a fragment is superseded or kept twice",
         "a project is named with its workspace",
         "a time range: since, and until after it",
@@ -211,7 +215,8 @@ def _connection_failure(text: str) -> PyretrieveError | None:
 
 
 def rule_messages() -> frozenset[str]:
-    """The schema's texts for PR010 and PR011 that are shown as they are (for the test)."""
+    """The schema's texts for PR010, PR011 and PR016 that are shown as they are (for the
+    test)."""
     return _RULE_MESSAGES | frozenset(_IDENTIFIER_MESSAGES)
 
 

@@ -62,6 +62,7 @@ __all__ = [
     "LIST_MODELS",
     "LIST_PROJECTS",
     "MAY_ACT_AS",
+    "MODEL_DEFAULTS",
     "PIN_SEARCH_PATH",
     "PIN_SEARCH_PATH_LOCAL",
     "PUT_EMBEDDING",
@@ -151,6 +152,9 @@ VECTOR_CANDIDATES: Final = (
 )
 # fragments(decision, ids): the authoritative records of the candidates.
 FRAGMENTS: Final = "SELECT * FROM pyretrieve.fragments(p_decision => %s, p_ids => %s)"
+# model_defaults(model): the fusion and weights registered with the model a search names
+# (no row for a model not registered), read when the request gives no fusion or no weights.
+MODEL_DEFAULTS: Final = "SELECT * FROM pyretrieve.model_defaults(p_model => %s)"
 
 # ---------------------------------------------------------------------------------------------
 # Tools: discovery under a decision, registration as a writer, rollout as an admin
@@ -194,8 +198,13 @@ PUT_EMBEDDING: Final = (
 # Administration: workspaces, projects, models, grants
 # ---------------------------------------------------------------------------------------------
 
-# register_model(model id, dimension).
-REGISTER_MODEL: Final = "SELECT pyretrieve.register_model(p_model => %s, p_dimension => %s)"
+# register_model(model id, dimension, default lexical weight, default vector weight, default
+# fusion): NULL weights and fusion keep a registered model's defaults (RRF and 1.0 each for a
+# new one); pyretrieve.embedders.registry.register_params gives the shipped defaults.
+REGISTER_MODEL: Final = (
+    "SELECT pyretrieve.register_model(p_model => %s, p_dimension => %s,"
+    " p_lexical_weight => %s, p_vector_weight => %s, p_fusion => %s)"
+)
 # create_workspace(workspace).
 CREATE_WORKSPACE: Final = "SELECT pyretrieve.create_workspace(p_workspace => %s)"
 # create_project(workspace, project) with the schema's default text-search configuration.
@@ -224,10 +233,10 @@ LIST_PROJECTS: Final = (
     "SELECT workspace_id AS workspace, project_id AS project, ts_config::text AS ts_config"
     "  FROM pyretrieve.list_projects() ORDER BY 1, 2"
 )
-# list_models(): model, dimension, registered_at.
+# list_models(): model, dimension, default fusion and weights, registered_at.
 LIST_MODELS: Final = (
-    "SELECT model_id AS model, dimension, registered_at FROM pyretrieve.list_models()"
-    " ORDER BY model_id"
+    "SELECT model_id AS model, dimension, fusion, lexical_weight, vector_weight,"
+    " registered_at FROM pyretrieve.list_models() ORDER BY model_id"
 )
 # list_grants() with each principal's pyretrieve groups.
 LIST_GRANTS: Final = (

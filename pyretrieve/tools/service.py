@@ -353,7 +353,11 @@ def discovery_request(
         candidate_limit=select.CANDIDATES,
         model=model,
         embedding=embedding,
-        weights=weights,
+        # The selector's confidence levels and K were calibrated on RRF scores normalised by
+        # the RRF ideal, so discovery fuses by RRF, at equal weights unless asked otherwise,
+        # whatever the model's registered defaults for plain search.
+        weights=weights or Weights(),
+        fusion="rrf",
     )
 
 

@@ -163,11 +163,19 @@ CREATE TABLE pyretrieve.embedding_models (
     dimension     integer NOT NULL CHECK (dimension BETWEEN 1 AND 2000),
     model_serial  integer GENERATED ALWAYS AS IDENTITY,
     registered_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    -- The fusion weights a search naming this model uses when the request gives none; both
+    -- above 0, so either leg can still rank alone when the other does not run.
+    lexical_weight double precision NOT NULL DEFAULT 1.0
+                   CHECK (lexical_weight > 0 AND lexical_weight <= 1000),
+    vector_weight  double precision NOT NULL DEFAULT 1.0
+                   CHECK (vector_weight > 0 AND vector_weight <= 1000),
+    -- The fusion such a search uses when it names none; the weights above are chosen for it.
+    fusion         text NOT NULL DEFAULT 'rrf' CHECK (fusion IN ('rrf', 'dbsf')),
     PRIMARY KEY (model_id),
     UNIQUE (model_serial)
 );
 COMMENT ON TABLE pyretrieve.embedding_models IS
-    'Registered embedding models. Global, not per workspace: a model id and dimension are configuration, not tenant data.';
+    'Registered embedding models and their default fusion and weights. Global, not per workspace: a model id, its dimension and its defaults are configuration, not tenant data.';
 
 CREATE TABLE pyretrieve.embeddings (
     workspace_id       pyretrieve.identifier NOT NULL,

@@ -162,6 +162,9 @@ CREATE POLICY embedding_models_read ON pyretrieve.embedding_models FOR SELECT
     TO pyretrieve_api, pyretrieve_owner USING (true);
 CREATE POLICY embedding_models_admin ON pyretrieve.embedding_models FOR INSERT TO pyretrieve_api
     WITH CHECK ((SELECT pyretrieve.caller_in('pyretrieve_admin')));
+CREATE POLICY embedding_models_admin_update ON pyretrieve.embedding_models FOR UPDATE TO pyretrieve_api
+    USING ((SELECT pyretrieve.caller_in('pyretrieve_admin')))
+    WITH CHECK ((SELECT pyretrieve.caller_in('pyretrieve_admin')));
 
 -- Grants: the caller sees the grants that apply to it (its own authority, never another
 -- principal's); admins manage all of them.

@@ -14,6 +14,8 @@
 --   PR014 a value exceeds a limit of the database (a text with too many distinct words for a
 --         tsvector)
 --   PR015 unsupported text-search configuration (only pg_catalog's or pyretrieve's)
+--   PR016 invalid fusion setting (an unknown fusion, a model's default weights not both given
+--         or outside (0, 1000])
 --   PR020 not found (a fragment absent or not visible to the caller: the same error)
 --   PR030 semantic retrieval required but not available
 -- ---------------------------------------------------------------------------------------------

@@ -1,10 +1,16 @@
 -- ---------------------------------------------------------------------------------------------
 -- One fused, explained search for SQL callers. The same steps, in the same order and with the
 -- same float arithmetic, as the Python client and its pure ranker (a test compares them):
---   rrf        = (0.0 + w_lex / (60 + lexical_rank)) + w_vec / (60 + vector_rank)
+--   fusion     = the request's, else the model's registered default (model_defaults), else rrf
+--   weights    = the request's, else the model's registered defaults, else 1.0 each
+--   rrf        : (0.0 + w_lex / (60 + lexical_rank)) + w_vec / (60 + vector_rank)
+--   dbsf       : (0.0 + w_lex * n_lex) + w_vec * n_vec, n = max(0, (x - lower) / (upper - lower))
+--                with x the BM25 score or 1 - cosine distance and lower/upper = mean -/+ 3 sample
+--                std of that leg's candidates (dbsf_distribution, summed in rank order); 0.5 when
+--                upper <= lower
 --   freshness  = least(1.0, greatest(0.5, 1.0 - 0.5 * (age_us / max_age_us)))   (1.0 without max_age)
---   final      = rrf * freshness; order by final desc, rrf desc, content_digest, fragment_id
---   confidence = least(1, greatest(0, (rrf / ideal) * freshness * (61 / (60 + rank)) * semantic_factor))
+--   final      = fused * freshness; order by final desc, fused desc, content_digest, fragment_id
+--   confidence = least(1, greatest(0, (fused / ideal) * freshness * (61 / (60 + rank)) * semantic_factor))
 -- The explanation is the Python ranker's (pyretrieve/explain.py), key for key and value for value:
 -- its canonical JSON is byte-identical to the client's for the same request and decision.
 -- ---------------------------------------------------------------------------------------------
@@ -53,6 +59,47 @@ END;
 COMMENT ON FUNCTION pyretrieve.embedding_digest(public.vector) IS
     'sha256 of an embedding as float32 little-endian bytes: the embedding digest that authorize() records instead of the values.';
 
+-- The distribution DBSF normalises one leg's candidate scores by: count, mean and sample
+-- standard deviation, summed one addition at a time in the array's order (rank order), as the
+-- Python ranker does (pyretrieve.ranking.distribution); avg() and stddev() would accumulate
+-- differently. No row for no values.
+CREATE FUNCTION pyretrieve.dbsf_distribution(p_values double precision[])
+RETURNS TABLE (candidates integer, mean double precision, std double precision,
+               lower_bound double precision, upper_bound double precision)
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_value double precision;
+    v_total double precision := 0.0;
+    v_squares double precision := 0.0;
+    v_delta double precision;
+    v_spread double precision;
+BEGIN
+    candidates := coalesce(pg_catalog.array_length(p_values, 1), 0);
+    IF candidates = 0 THEN
+        RETURN;
+    END IF;
+    FOREACH v_value IN ARRAY p_values LOOP
+        v_total := v_total + v_value;
+    END LOOP;
+    mean := v_total / candidates::double precision;
+    std := 0.0::double precision;
+    IF candidates > 1 THEN
+        FOREACH v_value IN ARRAY p_values LOOP
+            v_delta := v_value - mean;
+            v_squares := v_squares + v_delta * v_delta;
+        END LOOP;
+        std := pg_catalog.sqrt(v_squares / (candidates - 1)::double precision);
+    END IF;
+    v_spread := 3.0::double precision * std;
+    lower_bound := mean - v_spread;
+    upper_bound := mean + v_spread;
+    RETURN NEXT;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.dbsf_distribution(double precision[]) IS
+    'The distribution-based score fusion range of one leg''s candidate scores, given in rank order: count, mean, sample standard deviation and mean -/+ 3 std, summed one addition at a time in the given order so the doubles are the Python ranker''s. No row for an empty array.';
 -- The stable code of the typed error the Python client raises for a database error (the
 -- SQLSTATE and the server's primary message, as pyretrieve.db.errors.translate reads them): a
 -- failed vector leg names it as its cause, on both sides. A test raises every SQLSTATE and
@@ -79,6 +126,7 @@ BEGIN ATOMIC
         WHEN s.state IN ('PR002', 'PR003') THEN 'VES_MEMORY_INVALID_DECISION'
         WHEN s.state = 'PR004' THEN 'VES_MEMORY_PRIVILEGED_CALLER'
         WHEN s.state IN ('PR010', 'PR015') THEN 'VES_MEMORY_INVALID_INPUT'
+        WHEN s.state = 'PR016' THEN 'VES_MEMORY_INVALID_FUSION'
         WHEN s.state = 'PR011' THEN 'VES_MEMORY_INVALID_EMBEDDING'
         WHEN s.state = 'PR012' THEN 'VES_MEMORY_UNKNOWN_MODEL'
         WHEN s.state = 'PR013' THEN 'VES_MEMORY_CONFLICT'
@@ -112,14 +160,15 @@ CREATE FUNCTION pyretrieve.search(
     p_model text DEFAULT NULL,
     p_limit integer DEFAULT 10,
     p_mode text DEFAULT 'hybrid',
-    p_lexical_weight double precision DEFAULT 1.0,
-    p_vector_weight double precision DEFAULT 1.0,
+    p_lexical_weight double precision DEFAULT NULL,
+    p_vector_weight double precision DEFAULT NULL,
     p_ranking text DEFAULT 'bm25',
     p_semantic text DEFAULT 'optional',
-    p_candidate_limit integer DEFAULT NULL)
+    p_candidate_limit integer DEFAULT NULL,
+    p_fusion text DEFAULT NULL)
 RETURNS TABLE (
     rank integer, fragment_id uuid, content_digest bytea, body text, final_score double precision,
-    rrf_score double precision, freshness double precision, confidence double precision,
+    fused_score double precision, freshness double precision, confidence double precision,
     explanation jsonb)
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
@@ -139,6 +188,27 @@ DECLARE
     v_ideal double precision := 0.0;
     v_factor double precision;
     v_stale integer;
+    v_wl double precision;
+    v_wv double precision;
+    v_source text;
+    v_weights_model text;
+    v_weights jsonb;
+    v_fusion text;
+    v_fusion_source text;
+    v_fusion_model text;
+    v_model_fusion text;
+    v_model_wl double precision;
+    v_model_wv double precision;
+    v_ln integer;
+    v_lmean double precision;
+    v_lstd double precision;
+    v_llo double precision;
+    v_lhi double precision;
+    v_vn integer;
+    v_vmean double precision;
+    v_vstd double precision;
+    v_vlo double precision;
+    v_vhi double precision;
     v_per_leg integer;
 BEGIN
     -- The client's checks (pyretrieve.client.build_request), each refused alike (PR010).
@@ -163,9 +233,15 @@ BEGIN
     IF p_model IS NOT NULL AND length(p_model) NOT BETWEEN 1 AND 128 THEN
         RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'invalid model id';
     END IF;
-    IF p_lexical_weight IS NULL OR p_vector_weight IS NULL
-       OR NOT (p_lexical_weight >= 0 AND p_lexical_weight <= 1000)
-       OR NOT (p_vector_weight >= 0 AND p_vector_weight <= 1000) THEN
+    IF p_fusion IS NOT NULL AND p_fusion NOT IN ('rrf', 'dbsf') THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR016', MESSAGE = 'fusion must be rrf or dbsf';
+    END IF;
+    IF (p_lexical_weight IS NULL) <> (p_vector_weight IS NULL) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'give both weights or neither';
+    END IF;
+    IF p_lexical_weight IS NOT NULL
+       AND (NOT (p_lexical_weight >= 0 AND p_lexical_weight <= 1000)
+            OR NOT (p_vector_weight >= 0 AND p_vector_weight <= 1000)) THEN
         RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'weights must be between 0 and 1000';
     END IF;
     v_wants_vector := p_mode <> 'lexical' AND p_semantic <> 'disabled';
@@ -187,11 +263,50 @@ BEGIN
     v_required := v_intent = 'required' OR d.semantic_policy = 'required';
     v_per_leg := least(d.candidate_limit, coalesce(p_candidate_limit, d.candidate_limit));
 
+    -- The fusion and the weights: the request's, else the named model's registered defaults,
+    -- else rrf and 1.0 each (the client's rule, Retriever._fusion).
+    IF p_model IS NOT NULL AND (p_fusion IS NULL OR p_lexical_weight IS NULL) THEN
+        SELECT m.fusion, m.lexical_weight, m.vector_weight INTO v_model_fusion, v_model_wl, v_model_wv
+          FROM pyretrieve.model_defaults(p_model) m;
+    END IF;
+    IF p_fusion IS NOT NULL THEN
+        v_fusion := p_fusion;
+        v_fusion_source := 'request';
+    ELSIF v_model_fusion IS NOT NULL THEN
+        v_fusion := v_model_fusion;
+        v_fusion_source := 'model';
+        v_fusion_model := p_model;
+    ELSE
+        v_fusion := 'rrf';
+        v_fusion_source := 'default';
+    END IF;
+    IF p_lexical_weight IS NOT NULL THEN
+        v_wl := p_lexical_weight;
+        v_wv := p_vector_weight;
+        v_source := 'request';
+    ELSIF v_model_wl IS NOT NULL THEN
+        v_wl := v_model_wl;
+        v_wv := v_model_wv;
+        v_source := 'model';
+        v_weights_model := p_model;
+    ELSE
+        v_wl := 1.0::double precision;
+        v_wv := 1.0::double precision;
+        v_source := 'default';
+    END IF;
+    v_weights := jsonb_build_object('lexical', pyretrieve.json_double(v_wl),
+                                    'vector', pyretrieve.json_double(v_wv),
+                                    'source', v_source, 'model', v_weights_model);
+
     -- 2. Lexical candidates (a failure here is a hard error).
     IF p_mode <> 'vector' THEN
         SELECT coalesce(jsonb_agg(to_jsonb(c) ORDER BY c.rank), '[]'::jsonb) INTO v_lexical
           FROM pyretrieve.lexical_candidates(d.decision_id, p_query, v_per_leg, p_ranking) c;
-        v_ideal := v_ideal + p_lexical_weight / 61.0::double precision;
+        IF v_fusion = 'rrf' THEN
+            v_ideal := v_ideal + v_wl / 61.0::double precision;
+        ELSE
+            v_ideal := v_ideal + v_wl;
+        END IF;
     END IF;
 
     -- 3. Vector candidates, when mode, intent and policy allow and an embedding exists.
@@ -226,7 +341,11 @@ BEGIN
             ELSE
                 v_status := 'used';
                 v_evidence := jsonb_build_object('model', p_model);
-                v_ideal := v_ideal + p_vector_weight / 61.0::double precision;
+                IF v_fusion = 'rrf' THEN
+                    v_ideal := v_ideal + v_wv / 61.0::double precision;
+                ELSE
+                    v_ideal := v_ideal + v_wv;
+                END IF;
             END IF;
         EXCEPTION
             WHEN SQLSTATE 'PR012' THEN
@@ -250,6 +369,21 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'the weights of the modalities that ran are all zero';
     END IF;
     v_factor := CASE WHEN v_status = 'degraded' THEN 0.75::double precision ELSE 1.0::double precision END;
+    -- DBSF: each leg's distribution over all of its candidates, in rank order.
+    IF v_fusion = 'dbsf' THEN
+        SELECT x.candidates, x.mean, x.std, x.lower_bound, x.upper_bound
+          INTO v_ln, v_lmean, v_lstd, v_llo, v_lhi
+          FROM pyretrieve.dbsf_distribution(ARRAY(
+                   SELECT (e->>'score')::double precision
+                     FROM jsonb_array_elements(coalesce(v_lexical, '[]'::jsonb)) WITH ORDINALITY AS u(e, o)
+                    ORDER BY o)) x;
+        SELECT x.candidates, x.mean, x.std, x.lower_bound, x.upper_bound
+          INTO v_vn, v_vmean, v_vstd, v_vlo, v_vhi
+          FROM pyretrieve.dbsf_distribution(ARRAY(
+                   SELECT 1.0::double precision - (e->>'distance')::double precision
+                     FROM jsonb_array_elements(coalesce(v_vector, '[]'::jsonb)) WITH ORDINALITY AS u(e, o)
+                    ORDER BY o)) x;
+    END IF;
 
     -- 4. Authoritative records, fusion, freshness, total order, confidence, explanation.
     RETURN QUERY
@@ -273,20 +407,35 @@ BEGIN
         SELECT r.*
           FROM pyretrieve.fragments(d.decision_id, ARRAY(
                    SELECT l.fragment_id FROM lex l UNION SELECT v.fragment_id FROM vec v)) r
-    ), fused AS (
+    ), joined AS (
         SELECT r.*, l.rank AS lexical_rank, l.score AS lexical_score, l.terms AS lexical_terms,
                v.rank AS vector_rank, v.distance, v.vector_generation,
-               p_lexical_weight / (60 + l.rank)::double precision AS lexical_contribution,
-               p_vector_weight / (60 + v.rank)::double precision AS vector_contribution,
+               1.0::double precision - v.distance AS vector_input,
+               CASE WHEN v_fusion = 'dbsf' AND l.rank IS NOT NULL THEN
+                   CASE WHEN NOT (v_lhi > v_llo) THEN 0.5::double precision
+                        ELSE greatest(0.0::double precision, (l.score - v_llo) / (v_lhi - v_llo)) END
+               END AS lexical_normalized,
+               CASE WHEN v_fusion = 'dbsf' AND v.rank IS NOT NULL THEN
+                   CASE WHEN NOT (v_vhi > v_vlo) THEN 0.5::double precision
+                        ELSE greatest(0.0::double precision,
+                                      ((1.0::double precision - v.distance) - v_vlo) / (v_vhi - v_vlo)) END
+               END AS vector_normalized,
                (extract(epoch FROM d.evaluated_at - r.observed_at) * 1000000)::bigint AS age_us,
                (extract(epoch FROM d.max_age) * 1000000)::bigint AS max_age_us
           FROM rec r
           LEFT JOIN lex l ON l.fragment_id = r.fragment_id
           LEFT JOIN vec v ON v.fragment_id = r.fragment_id
+    ), fused AS (
+        SELECT j.*,
+               CASE WHEN v_fusion = 'rrf' THEN v_wl / (60 + j.lexical_rank)::double precision
+                    ELSE v_wl * j.lexical_normalized END AS lexical_contribution,
+               CASE WHEN v_fusion = 'rrf' THEN v_wv / (60 + j.vector_rank)::double precision
+                    ELSE v_wv * j.vector_normalized END AS vector_contribution
+          FROM joined j
     ), scored AS (
         SELECT f.*,
                (0.0::double precision + coalesce(f.lexical_contribution, 0.0::double precision))
-                   + coalesce(f.vector_contribution, 0.0::double precision) AS rrf,
+                   + coalesce(f.vector_contribution, 0.0::double precision) AS fused,
                CASE WHEN f.max_age_us IS NULL THEN 1.0::double precision
                     ELSE least(1.0::double precision, greatest(0.5::double precision,
                          1.0::double precision - 0.5::double precision
@@ -294,19 +443,19 @@ BEGIN
                END AS fresh
           FROM fused f
     ), ordered AS (
-        SELECT s.*, s.rrf * s.fresh AS final,
-               (row_number() OVER (ORDER BY s.rrf * s.fresh DESC, s.rrf DESC,
+        SELECT s.*, s.fused * s.fresh AS final,
+               (row_number() OVER (ORDER BY s.fused * s.fresh DESC, s.fused DESC,
                                             s.content_digest, s.fragment_id))::integer AS fused_rank
           FROM scored s
     ), top AS (
         SELECT o.*,
                least(1.0::double precision, greatest(0.0::double precision,
-                   (o.rrf / v_ideal) * o.fresh * (61.0::double precision / (60.0::double precision + o.fused_rank))
+                   (o.fused / v_ideal) * o.fresh * (61.0::double precision / (60.0::double precision + o.fused_rank))
                    * v_factor)) AS conf
           FROM ordered o
          WHERE o.fused_rank <= p_limit
     )
-    SELECT t.fused_rank, t.fragment_id, t.content_digest, t.body, t.final, t.rrf, t.fresh, t.conf,
+    SELECT t.fused_rank, t.fragment_id, t.content_digest, t.body, t.final, t.fused, t.fresh, t.conf,
            jsonb_build_object(
                'fused_rank', t.fused_rank,
                'decision_id', d.decision_id,
@@ -326,14 +475,34 @@ BEGIN
                        'rank', t.lexical_rank, 'score', pyretrieve.json_double(t.lexical_score),
                        'terms', t.lexical_terms,
                        'contribution', pyretrieve.json_double(t.lexical_contribution),
-                       'weight', pyretrieve.json_double(p_lexical_weight)) END,
+                       'weight', pyretrieve.json_double(v_wl))
+                       || CASE WHEN v_fusion = 'dbsf' THEN jsonb_build_object('normalization', jsonb_build_object(
+                              'input', pyretrieve.json_double(t.lexical_score), 'candidates', v_ln,
+                              'mean', pyretrieve.json_double(v_lmean), 'std', pyretrieve.json_double(v_lstd),
+                              'lower', pyretrieve.json_double(v_llo), 'upper', pyretrieve.json_double(v_lhi),
+                              'normalized', pyretrieve.json_double(t.lexical_normalized)))
+                          ELSE '{}'::jsonb END END,
                    'vector', CASE WHEN t.vector_rank IS NULL THEN NULL ELSE jsonb_build_object(
                        'rank', t.vector_rank, 'distance', pyretrieve.json_double(t.distance),
                        'metric', 'cosine_distance',
                        'contribution', pyretrieve.json_double(t.vector_contribution),
-                       'weight', pyretrieve.json_double(p_vector_weight)) END),
-               'rrf', jsonb_build_object('k', 60, 'rank_base', 1, 'score', pyretrieve.json_double(t.rrf),
-                   'formula', 'sum of w/(60+rank) over modalities, 1-based ranks, missing modality contributes 0'),
+                       'weight', pyretrieve.json_double(v_wv))
+                       || CASE WHEN v_fusion = 'dbsf' THEN jsonb_build_object('normalization', jsonb_build_object(
+                              'input', pyretrieve.json_double(t.vector_input), 'candidates', v_vn,
+                              'mean', pyretrieve.json_double(v_vmean), 'std', pyretrieve.json_double(v_vstd),
+                              'lower', pyretrieve.json_double(v_vlo), 'upper', pyretrieve.json_double(v_vhi),
+                              'normalized', pyretrieve.json_double(t.vector_normalized)))
+                          ELSE '{}'::jsonb END END),
+               'fusion', CASE WHEN v_fusion = 'rrf' THEN jsonb_build_object(
+                   'method', 'rrf', 'source', v_fusion_source, 'model', v_fusion_model,
+                   'k', 60, 'rank_base', 1,
+                   'formula', 'sum of w/(60+rank) over modalities, 1-based ranks, missing modality contributes 0',
+                   'weights', v_weights, 'score', pyretrieve.json_double(t.fused))
+                   ELSE jsonb_build_object(
+                   'method', 'dbsf', 'source', v_fusion_source, 'model', v_fusion_model,
+                   'spread', pyretrieve.json_double(3.0::double precision),
+                   'formula', 'sum of w*max(0,(x-lower)/(upper-lower)) over modalities, x = lexical score or 1 - cosine distance, lower/upper = mean -/+ 3 sample std of that modality''s candidates for this query (0.5 when upper <= lower), missing modality contributes 0',
+                   'weights', v_weights, 'score', pyretrieve.json_double(t.fused)) END,
                'freshness', jsonb_build_object('factor', pyretrieve.json_double(t.fresh),
                                                'age_us', t.age_us, 'max_age_us', t.max_age_us),
                'final_score', pyretrieve.json_double(t.final),
@@ -348,6 +517,6 @@ BEGIN
      ORDER BY t.fused_rank;
 END;
 $$;
-COMMENT ON FUNCTION pyretrieve.search(text, text, text, text, public.vector, text, integer, text, double precision, double precision, text, text, integer) IS
-    'One fused, explained search, the Python client''s request path in one call: authorize (recording the semantic intent of p_mode and p_semantic, ''optional'', ''required'' or ''disabled'', as the client does), lexical candidates (BM25 by default, p_ranking ''ts_rank'' for comparison), vector candidates (when the mode, p_semantic and the grant''s semantic policy allow and an embedding and model are given; a failed leg degrades, naming the cause the client names), each leg capped at p_candidate_limit within the decision''s candidate limit, then weighted Reciprocal Rank Fusion (w / (60 + rank), 1-based ranks, k = 60, weights default 1.0, a missing modality contributes 0), a freshness factor within the grant''s max_age, a total order (final score, RRF score, content digest, fragment id), confidence and a jsonb explanation per result: the document the Python ranker builds (fused rank, decision, fragment, content, provenance, modalities, rrf, freshness, scores, tie-break, generations, semantic status, semantic query digest), whose canonical JSON is byte-identical to the client''s. Same order as the Python client. Raises PR001 on deny, PR010 for the arguments the client refuses, and PR030 when semantic retrieval is required (by p_mode, p_semantic or the grant) but unavailable.';
+COMMENT ON FUNCTION pyretrieve.search(text, text, text, text, public.vector, text, integer, text, double precision, double precision, text, text, integer, text) IS
+    'One fused, explained search, the Python client''s request path in one call: authorize (recording the semantic intent of p_mode and p_semantic, ''optional'', ''required'' or ''disabled'', as the client does), lexical candidates (BM25 by default, p_ranking ''ts_rank'' for comparison), vector candidates (when the mode, p_semantic and the grant''s semantic policy allow and an embedding and model are given; a failed leg degrades, naming the cause the client names), each leg capped at p_candidate_limit within the decision''s candidate limit, then fusion: weighted Reciprocal Rank Fusion by default (w / (60 + rank), 1-based ranks, k = 60, a missing modality contributes 0) or distribution-based score fusion, p_fusion ''dbsf'' (each leg''s scores mapped affinely from mean -/+ 3 sample std of its candidates to 0 and 1, floored at 0, weighted and summed). The fusion and the weights (both given, or neither) are the request''s, else the named model''s registered defaults, else rrf and 1.0 each; the explanation says which fusion ran, with its parameters, and where it and the weights came from. Then a freshness factor within the grant''s max_age, a total order (final score, fused score, content digest, fragment id), confidence and a jsonb explanation per result: the document the Python ranker builds (fused rank, decision, fragment, content, provenance, modalities, fusion with its method, parameters, weights and where they came from, freshness, scores, tie-break, generations, semantic status, semantic query digest), whose canonical JSON is byte-identical to the client''s. Same order as the Python client. Raises PR001 on deny, PR010 for the arguments the client refuses, PR016 for an unknown p_fusion, and PR030 when semantic retrieval is required (by p_mode, p_semantic or the grant) but unavailable.';
 

@@ -294,7 +294,10 @@ $$;
 COMMENT ON FUNCTION pyretrieve.revoke_access(regrole, text, text, text) IS
     'Remove a principal''s grant for a workspace/project and purpose; returns whether one existed. Decisions already made keep their record; new requests are denied. Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
 
-CREATE FUNCTION pyretrieve.register_model(p_model text, p_dimension integer)
+CREATE FUNCTION pyretrieve.register_model(
+    p_model text, p_dimension integer,
+    p_lexical_weight double precision DEFAULT NULL, p_vector_weight double precision DEFAULT NULL,
+    p_fusion text DEFAULT NULL)
 RETURNS text
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -309,18 +312,41 @@ BEGIN
     IF p_dimension IS NULL OR p_dimension NOT BETWEEN 1 AND 2000 THEN
         RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'dimension must be between 1 and 2000';
     END IF;
-    INSERT INTO pyretrieve.embedding_models (model_id, dimension) VALUES (p_model, p_dimension)
+    -- A fusion setting refused has its own SQLSTATE (contract.INVALID_FUSION_SQLSTATE), checked
+    -- before anything is written. NaN passes "> 0" in PostgreSQL but fails "<= 1000".
+    IF (p_lexical_weight IS NULL) <> (p_vector_weight IS NULL) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR016', MESSAGE = 'give both default weights or neither';
+    END IF;
+    IF p_lexical_weight IS NOT NULL
+       AND NOT (p_lexical_weight > 0 AND p_lexical_weight <= 1000
+                AND p_vector_weight > 0 AND p_vector_weight <= 1000) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR016', MESSAGE = 'default weights must be above 0 and at most 1000';
+    END IF;
+    IF p_fusion IS NOT NULL AND p_fusion NOT IN ('rrf', 'dbsf') THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR016', MESSAGE = 'fusion must be rrf or dbsf';
+    END IF;
+    INSERT INTO pyretrieve.embedding_models (model_id, dimension, lexical_weight, vector_weight, fusion)
+    VALUES (p_model, p_dimension, coalesce(p_lexical_weight, 1.0), coalesce(p_vector_weight, 1.0),
+            coalesce(p_fusion, 'rrf'))
     ON CONFLICT (model_id) DO NOTHING;
     SELECT m.dimension INTO v_dimension FROM pyretrieve.embedding_models m WHERE m.model_id = p_model;
     IF v_dimension <> p_dimension THEN
         RAISE EXCEPTION USING ERRCODE = 'PR013', MESSAGE = 'model already registered with another dimension';
     END IF;
+    IF p_lexical_weight IS NOT NULL THEN
+        UPDATE pyretrieve.embedding_models m
+           SET lexical_weight = p_lexical_weight, vector_weight = p_vector_weight
+         WHERE m.model_id = p_model;
+    END IF;
+    IF p_fusion IS NOT NULL THEN
+        UPDATE pyretrieve.embedding_models m SET fusion = p_fusion WHERE m.model_id = p_model;
+    END IF;
     PERFORM pyretrieve.create_model_index(p_model);
     RETURN p_model;
 END;
 $$;
-COMMENT ON FUNCTION pyretrieve.register_model(text, integer) IS
-    'Register an embedding model and its dimension (idempotent) and create its HNSW index; returns the model id. Raises PR013 if the model exists with another dimension. Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+COMMENT ON FUNCTION pyretrieve.register_model(text, integer, double precision, double precision, text) IS
+    'Register an embedding model and its dimension (idempotent) and create its HNSW index; returns the model id. With both default weights (each above 0, at most 1000) it sets the lexical and vector weights, and with p_fusion (rrf or dbsf) the fusion, that searches naming this model use when they give none; what is not given is 1.0 each and rrf for a new model and stays as it was for an existing one. Raises PR016 for an unknown fusion or default weights not both given or outside (0, 1000], before anything is written, and PR013 if the model exists with another dimension. Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
 
 -- Listings for admins and the CLI.
 CREATE FUNCTION pyretrieve.list_projects()
@@ -363,7 +389,8 @@ COMMENT ON FUNCTION pyretrieve.list_grants() IS
     'Every grant: principal, scope, purpose, ceiling, max_age, semantic policy, expiry, who granted it and when. Admins only. SECURITY DEFINER (runs as pyretrieve_api).';
 
 CREATE FUNCTION pyretrieve.list_models()
-RETURNS TABLE (model_id text, dimension integer, registered_at timestamptz)
+RETURNS TABLE (model_id text, dimension integer, registered_at timestamptz,
+               fusion text, lexical_weight double precision, vector_weight double precision)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -373,11 +400,32 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'PR001', MESSAGE = 'access denied';
     END IF;
     RETURN QUERY
-    SELECT m.model_id, m.dimension, m.registered_at FROM pyretrieve.embedding_models m ORDER BY 1;
+    SELECT m.model_id, m.dimension, m.registered_at, m.fusion, m.lexical_weight, m.vector_weight
+      FROM pyretrieve.embedding_models m ORDER BY 1;
 END;
 $$;
 COMMENT ON FUNCTION pyretrieve.list_models() IS
-    'The registered embedding models and their dimensions (configuration, not tenant data). Readers, writers and admins. SECURITY DEFINER (runs as pyretrieve_api).';
+    'The registered embedding models, their dimensions, default fusions and default weights (configuration, not tenant data). Readers, writers and admins. SECURITY DEFINER (runs as pyretrieve_api).';
+
+-- The fusion and weights search() and the client use when a request names this model and
+-- gives none.
+CREATE FUNCTION pyretrieve.model_defaults(p_model text)
+RETURNS TABLE (fusion text, lexical_weight double precision, vector_weight double precision)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    IF NOT (pyretrieve.caller_in('pyretrieve_reader') OR pyretrieve.caller_in('pyretrieve_admin')) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR001', MESSAGE = 'access denied';
+    END IF;
+    RETURN QUERY
+    SELECT m.fusion, m.lexical_weight, m.vector_weight FROM pyretrieve.embedding_models m
+     WHERE m.model_id = p_model;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.model_defaults(text) IS
+    'A registered model''s default fusion and weights (lexical, vector), or no row for a model that is not registered: what a search naming the model uses when it gives none. Configuration, not tenant data. Readers, writers and admins. SECURITY DEFINER (runs as pyretrieve_api) because principals hold no table privilege.';
 
 CREATE FUNCTION pyretrieve.schema_version()
 RETURNS text

@@ -704,7 +704,9 @@ BEGIN
                              p_embedding => p_embedding, p_model => p_model, p_limit => c_pool,
                              p_mode => p_mode, p_lexical_weight => p_lexical_weight,
                              p_vector_weight => p_vector_weight,
-                             p_candidate_limit => c_candidates) s;
+                             p_candidate_limit => c_candidates,
+                             -- K is calibrated on RRF scores, whatever the model's default.
+                             p_fusion => 'rrf') s;
     SELECT * INTO STRICT d FROM pyretrieve.bound_decision();
     d := pyretrieve.require_decision(d.decision_id);
 
@@ -878,6 +880,6 @@ GRANT EXECUTE ON FUNCTION pyretrieve.tool_operation_words(), pyretrieve.tool_sto
     TO pyretrieve_api;
 -- discover_tools (as pyretrieve_api) runs search() and the renderings it calls.
 GRANT EXECUTE ON FUNCTION
-    pyretrieve.search(text, text, text, text, public.vector, text, integer, text, double precision, double precision, text, text, integer),
+    pyretrieve.search(text, text, text, text, public.vector, text, integer, text, double precision, double precision, text, text, integer, text),
     pyretrieve.json_double(double precision), pyretrieve.iso_utc(timestamptz)
     TO pyretrieve_api;

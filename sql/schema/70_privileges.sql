@@ -53,7 +53,8 @@ GRANT INSERT (workspace_id, project_id, principal, purpose, ceiling, max_age, se
               expires_at, granted_by),
       UPDATE (ceiling, max_age, semantic_policy, expires_at, granted_by, granted_at),
       DELETE ON pyretrieve.grants TO pyretrieve_api;
-GRANT INSERT (model_id, dimension) ON pyretrieve.embedding_models TO pyretrieve_api;
+GRANT INSERT (model_id, dimension, lexical_weight, vector_weight, fusion),
+      UPDATE (lexical_weight, vector_weight, fusion) ON pyretrieve.embedding_models TO pyretrieve_api;
 
 -- Helpers the API functions, the policies and the triggers call (as pyretrieve_api).
 GRANT EXECUTE ON FUNCTION pyretrieve.caller(), pyretrieve.caller_in(name),
@@ -75,11 +76,11 @@ GRANT EXECUTE ON FUNCTION pyretrieve.content_digest(text), pyretrieve.or_tsquery
     TO pyretrieve_reader, pyretrieve_writer, pyretrieve_admin, pyretrieve_api;
 -- The explanation's renderings (a double as a float, a time in UTC), which search() calls.
 GRANT EXECUTE ON FUNCTION pyretrieve.json_double(double precision), pyretrieve.iso_utc(timestamptz),
-    pyretrieve.error_code(text, text)
+    pyretrieve.dbsf_distribution(double precision[]), pyretrieve.error_code(text, text)
     TO pyretrieve_reader;
 -- search() runs as its caller and calls the API functions in order.
 GRANT EXECUTE ON FUNCTION
-    pyretrieve.search(text, text, text, text, public.vector, text, integer, text, double precision, double precision, text, text, integer)
+    pyretrieve.search(text, text, text, text, public.vector, text, integer, text, double precision, double precision, text, text, integer, text)
     TO pyretrieve_reader;
 -- create_model_index is an owner function that admins may call directly too.
 GRANT EXECUTE ON FUNCTION pyretrieve.create_model_index(text) TO pyretrieve_admin;
@@ -101,7 +102,8 @@ BEGIN
     END LOOP;
 END
 $revoke$;
-GRANT EXECUTE ON FUNCTION pyretrieve.schema_version(), pyretrieve.list_models()
+GRANT EXECUTE ON FUNCTION pyretrieve.schema_version(), pyretrieve.list_models(),
+    pyretrieve.model_defaults(text)
     TO pyretrieve_reader, pyretrieve_writer, pyretrieve_admin;
 GRANT EXECUTE ON FUNCTION
     pyretrieve.authorize(text, text, text, bytea, text, bytea, integer),
@@ -128,7 +130,7 @@ GRANT EXECUTE ON FUNCTION
     pyretrieve.create_project(text, text, regconfig),
     pyretrieve.grant_access(regrole, text, text, text, pyretrieve.classification, interval, pyretrieve.semantic_policy, timestamptz),
     pyretrieve.revoke_access(regrole, text, text, text),
-    pyretrieve.register_model(text, integer),
+    pyretrieve.register_model(text, integer, double precision, double precision, text),
     pyretrieve.set_bm25(text, text, double precision, double precision),
     pyretrieve.list_projects(),
     pyretrieve.list_grants(),

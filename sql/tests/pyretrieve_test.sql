@@ -28,12 +28,12 @@
 \pset pager off
 
 BEGIN;
-SELECT plan(528);
+SELECT plan(535);
 
 -- The installation.
 SELECT has_schema('pyretrieve');
 SELECT schema_owner_is('pyretrieve', 'pyretrieve_owner');
-SELECT is((SELECT schema_version FROM pyretrieve.installation), '0011', 'pyretrieve schema version is 0011');
+SELECT is((SELECT schema_version FROM pyretrieve.installation), '0012', 'pyretrieve schema version is 0012');
 
 -- Roles: the owner and three groups, none of which can log in or bypass row-level security;
 -- the owner does not inherit; a writer is a reader.
@@ -121,7 +121,7 @@ SELECT is((SELECT relforcerowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyre
 
 -- Policies: exactly these per table, all permissive, each with its command and roles.
 SELECT policies_are('pyretrieve', 'decisions', ARRAY['decisions_insert', 'decisions_read']);
-SELECT policies_are('pyretrieve', 'embedding_models', ARRAY['embedding_models_admin', 'embedding_models_read']);
+SELECT policies_are('pyretrieve', 'embedding_models', ARRAY['embedding_models_admin', 'embedding_models_admin_update', 'embedding_models_read']);
 SELECT policies_are('pyretrieve', 'embeddings', ARRAY['embeddings_insert', 'embeddings_read', 'embeddings_update']);
 SELECT policies_are('pyretrieve', 'fragments', ARRAY['fragments_insert', 'fragments_read', 'fragments_update']);
 SELECT policies_are('pyretrieve', 'generation_log', ARRAY['generation_log_insert', 'generation_log_read']);
@@ -144,6 +144,8 @@ SELECT policy_cmd_is('pyretrieve', 'decisions', 'decisions_read', 'SELECT', 'pol
 SELECT policy_roles_are('pyretrieve', 'decisions', 'decisions_read', ARRAY['pyretrieve_api']);
 SELECT policy_cmd_is('pyretrieve', 'embedding_models', 'embedding_models_admin', 'INSERT', 'policy embedding_models_admin on pyretrieve.embedding_models is for INSERT');
 SELECT policy_roles_are('pyretrieve', 'embedding_models', 'embedding_models_admin', ARRAY['pyretrieve_api']);
+SELECT policy_cmd_is('pyretrieve', 'embedding_models', 'embedding_models_admin_update', 'UPDATE', 'policy embedding_models_admin_update on pyretrieve.embedding_models is for UPDATE');
+SELECT policy_roles_are('pyretrieve', 'embedding_models', 'embedding_models_admin_update', ARRAY['pyretrieve_api']);
 SELECT policy_cmd_is('pyretrieve', 'embedding_models', 'embedding_models_read', 'SELECT', 'policy embedding_models_read on pyretrieve.embedding_models is for SELECT');
 SELECT policy_roles_are('pyretrieve', 'embedding_models', 'embedding_models_read', ARRAY['pyretrieve_api', 'pyretrieve_owner']);
 SELECT policy_cmd_is('pyretrieve', 'embeddings', 'embeddings_insert', 'INSERT', 'policy embeddings_insert on pyretrieve.embeddings is for INSERT');
@@ -211,9 +213,9 @@ SELECT policy_roles_are('pyretrieve', 'write_bindings', 'write_bindings_insert',
 SELECT policy_cmd_is('pyretrieve', 'write_bindings', 'write_bindings_read', 'SELECT', 'policy write_bindings_read on pyretrieve.write_bindings is for SELECT');
 SELECT policy_roles_are('pyretrieve', 'write_bindings', 'write_bindings_read', ARRAY['pyretrieve_api']);
 
--- Functions: exactly these; only active_sources, active_sources_like, audit_access, audit_findings, audit_functions, audit_keys, audit_objects, audit_policies, audit_privileges, audit_roles, audit_server, audit_tables, audit_views, authorize, bind_write_scope, create_model_index, create_project, create_scope_sequence, create_workspace, created_now, decision_partitions, discover_tools, drop_decision_partition, embeddings_needed, ensure_decision_partitions, fragments, grant_access, ingest_batch, ingest_state, lexical_candidates, list_decisions, list_grants, list_models, list_projects, prune_decisions, put_embedding, put_fragment, put_tool, register_model, retract_fragment, revoke_access, schema_version, set_bm25, set_tool_rollout, stale_embeddings, supersede_fragment, tool_by_name, tool_entries, tool_rollout, tool_schemas and vector_candidates are SECURITY DEFINER, every function pins
+-- Functions: exactly these; only active_sources, active_sources_like, audit_access, audit_findings, audit_functions, audit_keys, audit_objects, audit_policies, audit_privileges, audit_roles, audit_server, audit_tables, audit_views, authorize, bind_write_scope, create_model_index, create_project, create_scope_sequence, create_workspace, created_now, decision_partitions, discover_tools, drop_decision_partition, embeddings_needed, ensure_decision_partitions, fragments, grant_access, ingest_batch, ingest_state, lexical_candidates, list_decisions, list_grants, list_models, list_projects, model_defaults, prune_decisions, put_embedding, put_fragment, put_tool, register_model, retract_fragment, revoke_access, schema_version, set_bm25, set_tool_rollout, stale_embeddings, supersede_fragment, tool_by_name, tool_entries, tool_rollout, tool_schemas and vector_candidates are SECURITY DEFINER, every function pins
 -- search_path = pg_catalog, pg_temp, and none is LEAKPROOF.
-SELECT functions_are('pyretrieve', ARRAY['active_sources', 'active_sources_like', 'apply_request_timeouts', 'audit_access', 'audit_disjuncts', 'audit_expression_calls', 'audit_findings', 'audit_functions', 'audit_keys', 'audit_objects', 'audit_policies', 'audit_privileges', 'audit_roles', 'audit_server', 'audit_tables', 'audit_views', 'authorize', 'bind_write_scope', 'bound_decision', 'bound_write', 'bump_scope_lexical', 'bump_scope_vector', 'caller', 'caller_in', 'check_caller', 'check_embedding', 'check_identifier', 'check_ts_config', 'content_digest', 'create_model_index', 'create_project', 'create_scope_sequence', 'create_workspace', 'created_now', 'decision_partition_ranges', 'decision_partitions', 'discover_tools', 'drop_decision_partition', 'effective_grant', 'embedding_digest', 'embeddings_needed', 'ensure_decision_partitions', 'error_code', 'fragments', 'grant_access', 'ingest_batch', 'ingest_state', 'iso_utc', 'json_double', 'lexical_candidates', 'list_decisions', 'list_grants', 'list_models', 'list_projects', 'mirror_fragment', 'or_tsquery', 'postings_insert', 'postings_update', 'prune_decisions', 'put_embedding', 'put_fragment', 'put_tool', 'register_model', 'require_admin', 'require_decision', 'retract_fragment', 'revoke_access', 'schema_version', 'scope_sequence', 'search', 'set_bm25', 'set_tool_rollout', 'stale_embeddings', 'stamp_lexical_generation', 'stamp_vector_generation', 'supersede_fragment', 'tool_argument_lines', 'tool_by_name', 'tool_entity_words', 'tool_entries', 'tool_operation_words', 'tool_query_operations', 'tool_recommended_k', 'tool_rollout', 'tool_rollout_bucket', 'tool_schemas', 'tool_stop_words', 'tool_text', 'tool_words', 'tsvector_length', 'vector_candidates', 'visible_successor', 'writer_ceiling']);
+SELECT functions_are('pyretrieve', ARRAY['active_sources', 'active_sources_like', 'apply_request_timeouts', 'audit_access', 'audit_disjuncts', 'audit_expression_calls', 'audit_findings', 'audit_functions', 'audit_keys', 'audit_objects', 'audit_policies', 'audit_privileges', 'audit_roles', 'audit_server', 'audit_tables', 'audit_views', 'authorize', 'bind_write_scope', 'bound_decision', 'bound_write', 'bump_scope_lexical', 'bump_scope_vector', 'caller', 'caller_in', 'check_caller', 'check_embedding', 'check_identifier', 'check_ts_config', 'content_digest', 'create_model_index', 'create_project', 'create_scope_sequence', 'create_workspace', 'created_now', 'dbsf_distribution', 'decision_partition_ranges', 'decision_partitions', 'discover_tools', 'drop_decision_partition', 'effective_grant', 'embedding_digest', 'embeddings_needed', 'ensure_decision_partitions', 'error_code', 'fragments', 'grant_access', 'ingest_batch', 'ingest_state', 'iso_utc', 'json_double', 'lexical_candidates', 'list_decisions', 'list_grants', 'list_models', 'list_projects', 'mirror_fragment', 'model_defaults', 'or_tsquery', 'postings_insert', 'postings_update', 'prune_decisions', 'put_embedding', 'put_fragment', 'put_tool', 'register_model', 'require_admin', 'require_decision', 'retract_fragment', 'revoke_access', 'schema_version', 'scope_sequence', 'search', 'set_bm25', 'set_tool_rollout', 'stale_embeddings', 'stamp_lexical_generation', 'stamp_vector_generation', 'supersede_fragment', 'tool_argument_lines', 'tool_by_name', 'tool_entity_words', 'tool_entries', 'tool_operation_words', 'tool_query_operations', 'tool_recommended_k', 'tool_rollout', 'tool_rollout_bucket', 'tool_schemas', 'tool_stop_words', 'tool_text', 'tool_words', 'tsvector_length', 'vector_candidates', 'visible_successor', 'writer_ceiling']);
 SELECT is_definer('pyretrieve', 'active_sources', ARRAY['text', 'text', 'text[]'], 'pyretrieve.active_sources(text, text, text[]) is SECURITY DEFINER');
 SELECT is_definer('pyretrieve', 'active_sources_like', ARRAY['text', 'text', 'text[]'], 'pyretrieve.active_sources_like(text, text, text[]) is SECURITY DEFINER');
 SELECT is_definer('pyretrieve', 'audit_access', ARRAY[]::text[], 'pyretrieve.audit_access() is SECURITY DEFINER');
@@ -248,11 +250,12 @@ SELECT is_definer('pyretrieve', 'list_decisions', ARRAY['timestamp with time zon
 SELECT is_definer('pyretrieve', 'list_grants', ARRAY[]::text[], 'pyretrieve.list_grants() is SECURITY DEFINER');
 SELECT is_definer('pyretrieve', 'list_models', ARRAY[]::text[], 'pyretrieve.list_models() is SECURITY DEFINER');
 SELECT is_definer('pyretrieve', 'list_projects', ARRAY[]::text[], 'pyretrieve.list_projects() is SECURITY DEFINER');
+SELECT is_definer('pyretrieve', 'model_defaults', ARRAY['text'], 'pyretrieve.model_defaults(text) is SECURITY DEFINER');
 SELECT is_definer('pyretrieve', 'prune_decisions', ARRAY['interval', 'boolean'], 'pyretrieve.prune_decisions(interval, boolean) is SECURITY DEFINER');
 SELECT ok((SELECT prosecdef FROM pg_catalog.pg_proc WHERE oid = 'pyretrieve.put_embedding(text, text, uuid, text, public.vector, bytea)'::regprocedure), 'pyretrieve.put_embedding(text, text, uuid, text, public.vector, bytea) is SECURITY DEFINER');
 SELECT ok((SELECT prosecdef FROM pg_catalog.pg_proc WHERE oid = 'pyretrieve.put_fragment(text, text, text, pyretrieve.classification, timestamp with time zone, timestamp with time zone, text, text, text, regconfig)'::regprocedure), 'pyretrieve.put_fragment(text, text, text, pyretrieve.classification, timestamp with time zone, timestamp with time zone, text, text, text, regconfig) is SECURITY DEFINER');
 SELECT ok((SELECT prosecdef FROM pg_catalog.pg_proc WHERE oid = 'pyretrieve.put_tool(text, text, jsonb, text, text[], text, pyretrieve.classification, timestamp with time zone, timestamp with time zone)'::regprocedure), 'pyretrieve.put_tool(text, text, jsonb, text, text[], text, pyretrieve.classification, timestamp with time zone, timestamp with time zone) is SECURITY DEFINER');
-SELECT is_definer('pyretrieve', 'register_model', ARRAY['text', 'integer'], 'pyretrieve.register_model(text, integer) is SECURITY DEFINER');
+SELECT is_definer('pyretrieve', 'register_model', ARRAY['text', 'integer', 'double precision', 'double precision', 'text'], 'pyretrieve.register_model(text, integer, double precision, double precision, text) is SECURITY DEFINER');
 SELECT is_definer('pyretrieve', 'retract_fragment', ARRAY['text', 'text', 'uuid'], 'pyretrieve.retract_fragment(text, text, uuid) is SECURITY DEFINER');
 SELECT is_definer('pyretrieve', 'revoke_access', ARRAY['regrole', 'text', 'text', 'text'], 'pyretrieve.revoke_access(regrole, text, text, text) is SECURITY DEFINER');
 SELECT is_definer('pyretrieve', 'schema_version', ARRAY[]::text[], 'pyretrieve.schema_version() is SECURITY DEFINER');
@@ -268,7 +271,7 @@ SELECT ok((SELECT prosecdef FROM pg_catalog.pg_proc WHERE oid = 'pyretrieve.vect
 SELECT is_empty(
     $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc p
        WHERE p.pronamespace = 'pyretrieve'::regnamespace AND p.prosecdef
-         AND p.oid NOT IN ('pyretrieve.active_sources(text, text, text[])'::regprocedure, 'pyretrieve.active_sources_like(text, text, text[])'::regprocedure, 'pyretrieve.audit_access()'::regprocedure, 'pyretrieve.audit_findings()'::regprocedure, 'pyretrieve.audit_functions()'::regprocedure, 'pyretrieve.audit_keys()'::regprocedure, 'pyretrieve.audit_objects()'::regprocedure, 'pyretrieve.audit_policies()'::regprocedure, 'pyretrieve.audit_privileges()'::regprocedure, 'pyretrieve.audit_roles()'::regprocedure, 'pyretrieve.audit_server()'::regprocedure, 'pyretrieve.audit_tables()'::regprocedure, 'pyretrieve.audit_views()'::regprocedure, 'pyretrieve.authorize(text, text, text, bytea, text, bytea, integer)'::regprocedure, 'pyretrieve.bind_write_scope(text, text)'::regprocedure, 'pyretrieve.create_model_index(text)'::regprocedure, 'pyretrieve.create_project(text, text, regconfig)'::regprocedure, 'pyretrieve.create_scope_sequence(text, text)'::regprocedure, 'pyretrieve.create_workspace(text, text)'::regprocedure, 'pyretrieve.created_now(text, text, uuid[])'::regprocedure, 'pyretrieve.decision_partitions()'::regprocedure, 'pyretrieve.discover_tools(text, text, text, text, public.vector, text, text, text, double precision, double precision, boolean, boolean, boolean)'::regprocedure, 'pyretrieve.drop_decision_partition(text)'::regprocedure, 'pyretrieve.embeddings_needed(text, text, text, uuid[])'::regprocedure, 'pyretrieve.ensure_decision_partitions(integer, timestamp with time zone)'::regprocedure, 'pyretrieve.fragments(uuid, uuid[])'::regprocedure, 'pyretrieve.grant_access(regrole, text, text, text, pyretrieve.classification, interval, pyretrieve.semantic_policy, timestamp with time zone)'::regprocedure, 'pyretrieve.ingest_batch(text, text, pyretrieve.ingest_row[], text)'::regprocedure, 'pyretrieve.ingest_state(text, text, text[], text)'::regprocedure, 'pyretrieve.lexical_candidates(uuid, text, integer, text)'::regprocedure, 'pyretrieve.list_decisions(timestamp with time zone, timestamp with time zone, text, text, text, integer)'::regprocedure, 'pyretrieve.list_grants()'::regprocedure, 'pyretrieve.list_models()'::regprocedure, 'pyretrieve.list_projects()'::regprocedure, 'pyretrieve.prune_decisions(interval, boolean)'::regprocedure, 'pyretrieve.put_embedding(text, text, uuid, text, public.vector, bytea)'::regprocedure, 'pyretrieve.put_fragment(text, text, text, pyretrieve.classification, timestamp with time zone, timestamp with time zone, text, text, text, regconfig)'::regprocedure, 'pyretrieve.put_tool(text, text, jsonb, text, text[], text, pyretrieve.classification, timestamp with time zone, timestamp with time zone)'::regprocedure, 'pyretrieve.register_model(text, integer)'::regprocedure, 'pyretrieve.retract_fragment(text, text, uuid)'::regprocedure, 'pyretrieve.revoke_access(regrole, text, text, text)'::regprocedure, 'pyretrieve.schema_version()'::regprocedure, 'pyretrieve.set_bm25(text, text, double precision, double precision)'::regprocedure, 'pyretrieve.set_tool_rollout(text, text, text)'::regprocedure, 'pyretrieve.stale_embeddings(text, text, text, uuid, integer)'::regprocedure, 'pyretrieve.supersede_fragment(text, text, uuid, text, pyretrieve.classification, timestamp with time zone, timestamp with time zone, text, text, text)'::regprocedure, 'pyretrieve.tool_by_name(uuid, text)'::regprocedure, 'pyretrieve.tool_entries(uuid, uuid[])'::regprocedure, 'pyretrieve.tool_rollout(uuid)'::regprocedure, 'pyretrieve.tool_schemas(uuid, uuid[])'::regprocedure, 'pyretrieve.vector_candidates(uuid, text, public.vector, integer)'::regprocedure)$$,
+         AND p.oid NOT IN ('pyretrieve.active_sources(text, text, text[])'::regprocedure, 'pyretrieve.active_sources_like(text, text, text[])'::regprocedure, 'pyretrieve.audit_access()'::regprocedure, 'pyretrieve.audit_findings()'::regprocedure, 'pyretrieve.audit_functions()'::regprocedure, 'pyretrieve.audit_keys()'::regprocedure, 'pyretrieve.audit_objects()'::regprocedure, 'pyretrieve.audit_policies()'::regprocedure, 'pyretrieve.audit_privileges()'::regprocedure, 'pyretrieve.audit_roles()'::regprocedure, 'pyretrieve.audit_server()'::regprocedure, 'pyretrieve.audit_tables()'::regprocedure, 'pyretrieve.audit_views()'::regprocedure, 'pyretrieve.authorize(text, text, text, bytea, text, bytea, integer)'::regprocedure, 'pyretrieve.bind_write_scope(text, text)'::regprocedure, 'pyretrieve.create_model_index(text)'::regprocedure, 'pyretrieve.create_project(text, text, regconfig)'::regprocedure, 'pyretrieve.create_scope_sequence(text, text)'::regprocedure, 'pyretrieve.create_workspace(text, text)'::regprocedure, 'pyretrieve.created_now(text, text, uuid[])'::regprocedure, 'pyretrieve.decision_partitions()'::regprocedure, 'pyretrieve.discover_tools(text, text, text, text, public.vector, text, text, text, double precision, double precision, boolean, boolean, boolean)'::regprocedure, 'pyretrieve.drop_decision_partition(text)'::regprocedure, 'pyretrieve.embeddings_needed(text, text, text, uuid[])'::regprocedure, 'pyretrieve.ensure_decision_partitions(integer, timestamp with time zone)'::regprocedure, 'pyretrieve.fragments(uuid, uuid[])'::regprocedure, 'pyretrieve.grant_access(regrole, text, text, text, pyretrieve.classification, interval, pyretrieve.semantic_policy, timestamp with time zone)'::regprocedure, 'pyretrieve.ingest_batch(text, text, pyretrieve.ingest_row[], text)'::regprocedure, 'pyretrieve.ingest_state(text, text, text[], text)'::regprocedure, 'pyretrieve.lexical_candidates(uuid, text, integer, text)'::regprocedure, 'pyretrieve.list_decisions(timestamp with time zone, timestamp with time zone, text, text, text, integer)'::regprocedure, 'pyretrieve.list_grants()'::regprocedure, 'pyretrieve.list_models()'::regprocedure, 'pyretrieve.list_projects()'::regprocedure, 'pyretrieve.model_defaults(text)'::regprocedure, 'pyretrieve.prune_decisions(interval, boolean)'::regprocedure, 'pyretrieve.put_embedding(text, text, uuid, text, public.vector, bytea)'::regprocedure, 'pyretrieve.put_fragment(text, text, text, pyretrieve.classification, timestamp with time zone, timestamp with time zone, text, text, text, regconfig)'::regprocedure, 'pyretrieve.put_tool(text, text, jsonb, text, text[], text, pyretrieve.classification, timestamp with time zone, timestamp with time zone)'::regprocedure, 'pyretrieve.register_model(text, integer, double precision, double precision, text)'::regprocedure, 'pyretrieve.retract_fragment(text, text, uuid)'::regprocedure, 'pyretrieve.revoke_access(regrole, text, text, text)'::regprocedure, 'pyretrieve.schema_version()'::regprocedure, 'pyretrieve.set_bm25(text, text, double precision, double precision)'::regprocedure, 'pyretrieve.set_tool_rollout(text, text, text)'::regprocedure, 'pyretrieve.stale_embeddings(text, text, text, uuid, integer)'::regprocedure, 'pyretrieve.supersede_fragment(text, text, uuid, text, pyretrieve.classification, timestamp with time zone, timestamp with time zone, text, text, text)'::regprocedure, 'pyretrieve.tool_by_name(uuid, text)'::regprocedure, 'pyretrieve.tool_entries(uuid, uuid[])'::regprocedure, 'pyretrieve.tool_rollout(uuid)'::regprocedure, 'pyretrieve.tool_schemas(uuid, uuid[])'::regprocedure, 'pyretrieve.vector_candidates(uuid, text, public.vector, integer)'::regprocedure)$$,
     'no other pyretrieve function is SECURITY DEFINER');
 SELECT is_empty(
     $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc p
@@ -417,6 +420,10 @@ SELECT function_privs_are('pyretrieve', 'list_projects', ARRAY[]::text[], 'pyret
 SELECT function_privs_are('pyretrieve', 'list_projects', ARRAY[]::text[], 'pyretrieve_reader', ARRAY[]::text[]);
 SELECT function_privs_are('pyretrieve', 'list_projects', ARRAY[]::text[], 'pyretrieve_writer', ARRAY[]::text[]);
 SELECT function_privs_are('pyretrieve', 'list_projects', ARRAY[]::text[], 'public', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'model_defaults', ARRAY['text'], 'pyretrieve_admin', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'model_defaults', ARRAY['text'], 'pyretrieve_reader', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'model_defaults', ARRAY['text'], 'pyretrieve_writer', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'model_defaults', ARRAY['text'], 'public', ARRAY[]::text[]);
 SELECT function_privs_are('pyretrieve', 'prune_decisions', ARRAY['interval', 'boolean'], 'pyretrieve_admin', ARRAY['EXECUTE']);
 SELECT function_privs_are('pyretrieve', 'prune_decisions', ARRAY['interval', 'boolean'], 'pyretrieve_reader', ARRAY[]::text[]);
 SELECT function_privs_are('pyretrieve', 'prune_decisions', ARRAY['interval', 'boolean'], 'pyretrieve_writer', ARRAY[]::text[]);
@@ -433,10 +440,10 @@ SELECT function_privs_are('pyretrieve', 'put_tool', ARRAY['text', 'text', 'jsonb
 SELECT function_privs_are('pyretrieve', 'put_tool', ARRAY['text', 'text', 'jsonb', 'text', 'text[]', 'text', 'pyretrieve.classification', 'timestamp with time zone', 'timestamp with time zone'], 'pyretrieve_reader', ARRAY[]::text[]);
 SELECT function_privs_are('pyretrieve', 'put_tool', ARRAY['text', 'text', 'jsonb', 'text', 'text[]', 'text', 'pyretrieve.classification', 'timestamp with time zone', 'timestamp with time zone'], 'pyretrieve_writer', ARRAY['EXECUTE']);
 SELECT function_privs_are('pyretrieve', 'put_tool', ARRAY['text', 'text', 'jsonb', 'text', 'text[]', 'text', 'pyretrieve.classification', 'timestamp with time zone', 'timestamp with time zone'], 'public', ARRAY[]::text[]);
-SELECT function_privs_are('pyretrieve', 'register_model', ARRAY['text', 'integer'], 'pyretrieve_admin', ARRAY['EXECUTE']);
-SELECT function_privs_are('pyretrieve', 'register_model', ARRAY['text', 'integer'], 'pyretrieve_reader', ARRAY[]::text[]);
-SELECT function_privs_are('pyretrieve', 'register_model', ARRAY['text', 'integer'], 'pyretrieve_writer', ARRAY[]::text[]);
-SELECT function_privs_are('pyretrieve', 'register_model', ARRAY['text', 'integer'], 'public', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'register_model', ARRAY['text', 'integer', 'double precision', 'double precision', 'text'], 'pyretrieve_admin', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'register_model', ARRAY['text', 'integer', 'double precision', 'double precision', 'text'], 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'register_model', ARRAY['text', 'integer', 'double precision', 'double precision', 'text'], 'pyretrieve_writer', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'register_model', ARRAY['text', 'integer', 'double precision', 'double precision', 'text'], 'public', ARRAY[]::text[]);
 SELECT function_privs_are('pyretrieve', 'retract_fragment', ARRAY['text', 'text', 'uuid'], 'pyretrieve_admin', ARRAY[]::text[]);
 SELECT function_privs_are('pyretrieve', 'retract_fragment', ARRAY['text', 'text', 'uuid'], 'pyretrieve_reader', ARRAY[]::text[]);
 SELECT function_privs_are('pyretrieve', 'retract_fragment', ARRAY['text', 'text', 'uuid'], 'pyretrieve_writer', ARRAY['EXECUTE']);
@@ -538,6 +545,7 @@ SELECT results_eq(
     ('pyretrieve.create_scope_sequence(text, text)', 'pyretrieve_api'),
     ('pyretrieve.create_workspace(text, text)', 'pyretrieve_admin'),
     ('pyretrieve.created_now(text, text, uuid[])', 'pyretrieve_writer'),
+    ('pyretrieve.dbsf_distribution(double precision[])', 'pyretrieve_reader'),
     ('pyretrieve.decision_partition_ranges()', 'pyretrieve_api'),
     ('pyretrieve.decision_partitions()', 'pyretrieve_admin'),
     ('pyretrieve.discover_tools(text, text, text, text, public.vector, text, text, text, double precision, double precision, boolean, boolean, boolean)', 'pyretrieve_reader'),
@@ -566,6 +574,9 @@ SELECT results_eq(
     ('pyretrieve.list_models()', 'pyretrieve_reader'),
     ('pyretrieve.list_models()', 'pyretrieve_writer'),
     ('pyretrieve.list_projects()', 'pyretrieve_admin'),
+    ('pyretrieve.model_defaults(text)', 'pyretrieve_admin'),
+    ('pyretrieve.model_defaults(text)', 'pyretrieve_reader'),
+    ('pyretrieve.model_defaults(text)', 'pyretrieve_writer'),
     ('pyretrieve.or_tsquery(regconfig, text)', 'pyretrieve_admin'),
     ('pyretrieve.or_tsquery(regconfig, text)', 'pyretrieve_api'),
     ('pyretrieve.or_tsquery(regconfig, text)', 'pyretrieve_reader'),
@@ -574,7 +585,7 @@ SELECT results_eq(
     ('pyretrieve.put_embedding(text, text, uuid, text, public.vector, bytea)', 'pyretrieve_writer'),
     ('pyretrieve.put_fragment(text, text, text, pyretrieve.classification, timestamp with time zone, timestamp with time zone, text, text, text, regconfig)', 'pyretrieve_writer'),
     ('pyretrieve.put_tool(text, text, jsonb, text, text[], text, pyretrieve.classification, timestamp with time zone, timestamp with time zone)', 'pyretrieve_writer'),
-    ('pyretrieve.register_model(text, integer)', 'pyretrieve_admin'),
+    ('pyretrieve.register_model(text, integer, double precision, double precision, text)', 'pyretrieve_admin'),
     ('pyretrieve.require_admin()', 'pyretrieve_api'),
     ('pyretrieve.require_decision(uuid)', 'pyretrieve_api'),
     ('pyretrieve.retract_fragment(text, text, uuid)', 'pyretrieve_writer'),
@@ -583,8 +594,8 @@ SELECT results_eq(
     ('pyretrieve.schema_version()', 'pyretrieve_reader'),
     ('pyretrieve.schema_version()', 'pyretrieve_writer'),
     ('pyretrieve.scope_sequence(text, text)', 'pyretrieve_api'),
-    ('pyretrieve.search(text, text, text, text, public.vector, text, integer, text, double precision, double precision, text, text, integer)', 'pyretrieve_api'),
-    ('pyretrieve.search(text, text, text, text, public.vector, text, integer, text, double precision, double precision, text, text, integer)', 'pyretrieve_reader'),
+    ('pyretrieve.search(text, text, text, text, public.vector, text, integer, text, double precision, double precision, text, text, integer, text)', 'pyretrieve_api'),
+    ('pyretrieve.search(text, text, text, text, public.vector, text, integer, text, double precision, double precision, text, text, integer, text)', 'pyretrieve_reader'),
     ('pyretrieve.set_bm25(text, text, double precision, double precision)', 'pyretrieve_admin'),
     ('pyretrieve.set_tool_rollout(text, text, text)', 'pyretrieve_admin'),
     ('pyretrieve.stale_embeddings(text, text, text, uuid, integer)', 'pyretrieve_writer'),
@@ -697,7 +708,13 @@ SELECT results_eq(
     ('decisions', 'semantic_policy', 'pyretrieve_api', 'INSERT'),
     ('decisions', 'workspace_id', 'pyretrieve_api', 'INSERT'),
     ('embedding_models', 'dimension', 'pyretrieve_api', 'INSERT'),
+    ('embedding_models', 'fusion', 'pyretrieve_api', 'INSERT'),
+    ('embedding_models', 'fusion', 'pyretrieve_api', 'UPDATE'),
+    ('embedding_models', 'lexical_weight', 'pyretrieve_api', 'INSERT'),
+    ('embedding_models', 'lexical_weight', 'pyretrieve_api', 'UPDATE'),
     ('embedding_models', 'model_id', 'pyretrieve_api', 'INSERT'),
+    ('embedding_models', 'vector_weight', 'pyretrieve_api', 'INSERT'),
+    ('embedding_models', 'vector_weight', 'pyretrieve_api', 'UPDATE'),
     ('embeddings', 'embedding', 'pyretrieve_api', 'INSERT'),
     ('embeddings', 'embedding', 'pyretrieve_api', 'UPDATE'),
     ('embeddings', 'fragment_id', 'pyretrieve_api', 'INSERT'),

@@ -395,7 +395,7 @@ def test_weighted_fusion_is_the_same_in_sql_and_python(db: Database, conn: Conn)
     )
     assert [r.fragment_id for r in result.results] == [r["fragment_id"] for r in sql_rows]
     for py, sq in zip(result.results, sql_rows, strict=True):
-        assert py.rrf_score == sq["rrf_score"]
+        assert py.fused_score == sq["fused_score"]
         assert py.final_score == sq["final_score"]
         assert py.confidence == sq["confidence"]
         lexical_part = sq["explanation"]["modalities"]["lexical"]
@@ -406,7 +406,7 @@ def test_weighted_fusion_is_the_same_in_sql_and_python(db: Database, conn: Conn)
     with acting_as(conn, "alice"):
         lexical_only = conn.execute(
             "SELECT fragment_id FROM pyretrieve.search('acme', 'docs', %s, %s, %s::vector, 'm3', 5,"
-            " p_vector_weight => 0)",
+            " p_lexical_weight => 1.0, p_vector_weight => 0)",
             (PURPOSE, QUERY, embedding),
         ).fetchall()
     assert [r["fragment_id"] for r in lexical_only] == [r["fragment_id"] for r in lex[:5]]

@@ -37,7 +37,7 @@ from pyretrieve.errors import (
     PyretrieveError,
     SemanticRequired,
 )
-from pyretrieve.types import Scope, SearchResult, SemanticStatus, canonical_json
+from pyretrieve.types import Scope, SearchResult, SemanticStatus, Weights, canonical_json
 from pyretrieve.vectors import canonical_embedding, embedding_digest, to_pgvector_text
 from tests.conftest import Database, Server, acting_as, create_database, drop_database, role
 from tests.db.seed import embed, grant, sha
@@ -81,7 +81,13 @@ class Statement:
             return "SAVEPOINT"
         if upper.startswith("SET LOCAL ROLE"):
             return "set_role"
-        for name in ("authorize", "lexical_candidates", "vector_candidates", "fragments"):
+        for name in (
+            "authorize",
+            "lexical_candidates",
+            "vector_candidates",
+            "model_defaults",
+            "fragments",
+        ):
             if f"pyretrieve.{name}(" in text:
                 return name
         return text
@@ -415,6 +421,9 @@ HYBRID_ORDER = [
     "BEGIN",
     "set_role",
     "authorize",
+    # No fusion or weights given: the named model's registered defaults, read right after the
+    # decision, as search() in SQL does.
+    "model_defaults",
     "lexical_candidates",
     "SAVEPOINT",
     "vector_candidates",
@@ -422,6 +431,29 @@ HYBRID_ORDER = [
     "fragments",
     "COMMIT",
 ]
+
+
+def test_a_requests_fusion_and_weights_win_without_reading_the_models(rec: Harness) -> None:
+    rec.reset()
+    result = alice(rec).search(
+        QUERY,
+        scope=scope(),
+        embedding=QUERY_VECTOR,
+        model=MODEL,
+        limit=3,
+        weights=Weights(lexical=2.0, vector=0.5),
+        fusion="rrf",
+    )
+    rec.recording = False
+    assert "model_defaults" not in rec.kinds()
+    assert result.fusion.source.value == "request"
+    assert result.fusion.fusion_source.value == "request"
+    assert result.weights == Weights(lexical=2.0, vector=0.5)
+    assert all(
+        r.explanation["fusion"]["weights"]  # type: ignore[index]
+        == {"lexical": 2.0, "vector": 0.5, "source": "request", "model": None}
+        for r in result.results
+    )
 
 
 def test_hybrid_calls_authorize_lexical_vector_fragments_in_one_transaction(
@@ -546,6 +578,7 @@ def test_lexical_mode_never_calls_the_vector_function(rec: Harness) -> None:
         "BEGIN",
         "set_role",
         "authorize",
+        "model_defaults",
         "lexical_candidates",
         "fragments",
         "COMMIT",
@@ -587,6 +620,7 @@ def test_vector_mode_never_calls_the_lexical_function(rec: Harness) -> None:
         "BEGIN",
         "set_role",
         "authorize",
+        "model_defaults",
         "SAVEPOINT",
         "vector_candidates",
         "RELEASE",
@@ -613,6 +647,7 @@ def test_policy_disabled_semantic_is_a_degradation_without_a_vector_call(
         "BEGIN",
         "set_role",
         "authorize",
+        "model_defaults",
         "lexical_candidates",
         "fragments",
         "COMMIT",
@@ -909,6 +944,7 @@ def test_a_lexical_failure_is_a_hard_sanitized_error(db: Database, flavor: str) 
                 "BEGIN",
                 "set_role",
                 "authorize",
+                "model_defaults",
                 "lexical_candidates",
                 "ROLLBACK",
             ]

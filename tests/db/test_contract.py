@@ -18,6 +18,7 @@ import pytest
 
 from pyretrieve import contract
 from pyretrieve.db import errors as db_errors
+from pyretrieve.errors import InvalidFusion
 from pyretrieve.tools import select
 from pyretrieve.types import Classification
 from tests.conftest import Database, Server, acting_as, create_database, drop_database
@@ -153,7 +154,7 @@ def test_the_classification_order_is_the_contracts(catalog: dict[str, str]) -> N
 def test_the_fusion_and_score_constants_are_the_contracts(catalog: dict[str, str]) -> None:
     search = _flat(catalog["function:search"])
     # RRF: w / (k + rank) per modality, and the explanation's k, rank base and formula.
-    assert _numbers(r"p_(?:lexical|vector)_weight / \((\d+) \+ [lv]\.rank\)", search) == {
+    assert _numbers(r"v_w[lv] / \((\d+) \+ j\.(?:lexical|vector)_rank\)", search) == {
         contract.RRF_K
     }
     assert _numbers(r"'k', (\d+)", search) == {contract.RRF_K}
@@ -161,7 +162,7 @@ def test_the_fusion_and_score_constants_are_the_contracts(catalog: dict[str, str
     assert f"'formula', '{contract.RRF_FORMULA}'" in search
     # The ideal score and the rank decay of confidence: 1 / (k + rank base) and (k + 1)/(k + r).
     top = float(contract.RRF_K + contract.RANK_BASE)
-    assert _numbers(r"_weight / ([\d.]+)::double precision", search) == {top}
+    assert _numbers(r"v_w[lv] / ([\d.]+)::double precision", search) == {top}
     decay = re.search(
         r"\(([\d.]+)::double precision / \(([\d.]+)::double precision \+ o\.fused_rank\)\)",
         search,
@@ -177,6 +178,48 @@ def test_the_fusion_and_score_constants_are_the_contracts(catalog: dict[str, str
     factor = _numbers(r"WHEN v_status = 'degraded' THEN ([\d.]+)::double precision", search)
     assert factor == {contract.DEGRADED_CONFIDENCE_FACTOR}
     assert f"'trust', '{contract.TRUST_LABEL}'" in search
+
+
+def test_the_fusions_and_weights_are_the_contracts(catalog: dict[str, str]) -> None:
+    search = _flat(catalog["function:search"])
+    fusions = ", ".join(f"'{f}'" for f in contract.FUSIONS)
+    assert f"p_fusion NOT IN ({fusions})" in search
+    # No fusion given and no registered model: the default, canonical RRF.
+    assert "p_fusion text DEFAULT NULL::text" in search
+    assert f"v_fusion := '{contract.DEFAULT_FUSION}';" in search
+    # DBSF: the explanation's formula and spread, the spread in the distribution, the value of
+    # an empty range.
+    formula = contract.DBSF_FORMULA.replace("'", "''")
+    assert f"'formula', '{formula}'" in search
+    assert _numbers(r"'spread', pyretrieve\.json_double\(([\d.]+)::double precision\)", search) == {
+        contract.DBSF_SPREAD
+    }
+    distribution = _flat(catalog["function:dbsf_distribution"])
+    assert _numbers(r"v_spread := ([\d.]+)::double precision \* std", distribution) == {
+        contract.DBSF_SPREAD
+    }
+    assert _numbers(
+        r"WHEN NOT \(v_[lv]hi > v_[lv]lo\) THEN ([\d.]+)::double precision", search
+    ) == {contract.DBSF_DEGENERATE}
+    # Weights: a request's between 0 and the maximum, a model's default above 0 up to it, and
+    # 1.0 each without either; the sources the explanation names.
+    assert _numbers(r"p_(?:lexical|vector)_weight <= (\d+)", search) == {contract.MAX_WEIGHT}
+    register = _flat(catalog["function:register_model"])
+    assert _numbers(r"p_(?:lexical|vector)_weight <= (\d+)", register) == {contract.MAX_WEIGHT}
+    checks = catalog["check:embedding_models"]
+    assert _numbers(r"(?:lexical|vector)_weight <= \(?(\d+)", checks) == {contract.MAX_WEIGHT}
+    assert _numbers(r"v_w[lv] := ([\d.]+)::double precision", search) == {contract.DEFAULT_WEIGHT}
+    assert _numbers(r"coalesce\(p_(?:lexical|vector)_weight, ([\d.]+)\)", register) == {
+        contract.DEFAULT_WEIGHT
+    }
+    for variable in ("v_source", "v_fusion_source"):
+        sources = set(re.findall(variable + r" := '(\w+)'", search))
+        assert sources == set(contract.WEIGHT_SOURCES)
+    assert f"p_fusion NOT IN ({fusions})" in _flat(catalog["function:register_model"])
+    checks = catalog["check:embedding_models"]
+    stored = re.search(r"fusion = ANY \(ARRAY\[([^\]]*)\]\)", checks)
+    assert stored is not None
+    assert re.findall(r"'(\w+)'::text", stored[1]) == list(contract.FUSIONS)
 
 
 def test_the_staleness_and_intent_rules_are_the_contracts(catalog: dict[str, str]) -> None:
@@ -240,17 +283,25 @@ def test_every_schema_sqlstate_has_a_typed_error_and_every_mapped_one_is_raised(
 def test_the_rule_messages_shown_as_they_are_are_the_schemas(
     catalog: dict[str, str], conn: psycopg.Connection[Any]
 ) -> None:
-    """PR010 and PR011 carry fixed texts that state the broken rule; exactly those are shown
-    (an error says what to fix, not only "invalid input"), every one of them is raised, and
-    a text under these codes that is not one of them is replaced by the class's message."""
+    """PR010, PR011 and PR016 carry fixed texts that state the broken rule; exactly those are
+    shown (an error says what to fix, not only "invalid input"), every one of them is raised,
+    and a text under these codes that is not one of them is replaced by the class's message.
+    PR016's texts are the contract's, and the only texts raised under it."""
+    fusion_state = contract.INVALID_FUSION_SQLSTATE
     raised: set[str] = set()
+    fusion_texts: set[str] = set()
     whats: set[str] = set()
     for key, text in catalog.items():
         if not key.startswith("function:"):
             continue
         flat = _flat(text)
         raised.update(re.findall(r"ERRCODE = 'PR01[01]', MESSAGE = '([^']*)'(?! \|\|)", flat))
+        fusion_texts.update(
+            re.findall(rf"ERRCODE = '{fusion_state}', MESSAGE = '([^']*)'(?! \|\|)", flat)
+        )
         whats.update(re.findall(r"check_identifier\(\w+, '(\w+)'\)", flat))
+    assert fusion_texts == set(contract.FUSION_ERRORS)
+    raised |= fusion_texts
     assert "'invalid ' || p_what" in _flat(catalog["function:check_identifier"])
     assert whats == {"workspace", "project", "purpose"}
     shown = db_errors.rule_messages()
@@ -271,6 +322,15 @@ def test_the_rule_messages_shown_as_they_are_are_the_schemas(
         "DO $$ BEGIN RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'row 42 says hello'; END $$"
     )
     assert str(forged) == "invalid input"
+    fusion = caught("SELECT pyretrieve.register_model('m1', 3, p_fusion => 'rrf2')")
+    assert isinstance(fusion, InvalidFusion)
+    assert str(fusion) == contract.FUSION_ERROR
+    forged_fusion = caught(
+        f"DO $$ BEGIN RAISE EXCEPTION USING ERRCODE = '{fusion_state}',"
+        " MESSAGE = 'model m1 is secret'; END $$"
+    )
+    assert isinstance(forged_fusion, InvalidFusion)
+    assert str(forged_fusion) == InvalidFusion.default_message
 
 
 # ------------------------------------------------------------------------- tool discovery

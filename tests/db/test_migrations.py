@@ -612,6 +612,46 @@ def test_upgrading_a_populated_database_backfills_what_0003_derives(
         drop_database(server, name)
 
 
+def test_upgrading_to_0012_gives_the_shipped_models_their_evaluated_defaults(
+    server: Server, template_db: str
+) -> None:
+    """Models registered under 0011 get, on upgrade, the fusion and weights this package
+    registers them with now (pyretrieve.embedders.registry.DEFAULTS); another model keeps what
+    it was searched with, RRF and 1.0 each. The backfill runs although the owner is bound by
+    FORCE RLS, and leaves the table forced."""
+    from pyretrieve.embedders.registry import DEFAULTS
+
+    name = create_database(server, None)
+    dsn = server.dsn(name)
+    app = server.dsn(name, user=role("authenticator"), password=PASSWORD)
+    try:
+        migrate.upgrade(dsn, "pyretrieve_0011")
+        with psycopg.connect(app, autocommit=True) as conn, acting_as(conn, "adam"):
+            conn.execute("SELECT pyretrieve.register_model('someone-elses', 3)")
+            for model in DEFAULTS:
+                dimension = 256 if model == "hash-ngram-v1" else 384
+                conn.execute("SELECT pyretrieve.register_model(%s, %s)", (model, dimension))
+        migrate.upgrade(dsn, "pyretrieve_0012")
+        with psycopg.connect(app, autocommit=True) as conn, acting_as(conn, "alice"):
+            rows = conn.execute(
+                "SELECT model_id, fusion, lexical_weight, vector_weight FROM pyretrieve.list_models()"
+            ).fetchall()
+        got = {r[0]: (r[1], r[2], r[3]) for r in rows}
+        expected = {
+            model: (d.fusion.value, d.weights.lexical, d.weights.vector)
+            for model, d in DEFAULTS.items()
+        }
+        assert got == {**expected, "someone-elses": ("rrf", 1.0, 1.0)}
+        with psycopg.connect(dsn) as admin:
+            forced = admin.execute(
+                "SELECT relforcerowsecurity FROM pg_class"
+                " WHERE oid = 'pyretrieve.embedding_models'::regclass"
+            ).fetchone()
+        assert forced == (True,)
+    finally:
+        drop_database(server, name)
+
+
 def test_upgrading_a_populated_database_moves_decisions_into_monthly_partitions_and_back(
     server: Server, template_db: str
 ) -> None:

@@ -33,7 +33,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from psycopg.rows import dict_row
 
-from pyretrieve import ranking
+from pyretrieve import contract, ranking
 from pyretrieve.client import Retriever, build_request
 from pyretrieve.db.errors import translate
 from pyretrieve.errors import PyretrieveError, SemanticRequired
@@ -61,6 +61,8 @@ from tests.db.seed import grant, sha
 WS = "prop"
 MODEL = "h8"
 DIM = 8
+MODEL_WEIGHTS = (0.7, 1.3)
+MODEL_FUSION = "dbsf"
 VOCAB = ["ledger", "audit", "quarterly", "balance", "journal", "closing", "review"]
 QUERY_WORDS = [*VOCAB, "the", "zebra"]  # a stop word and a word no body holds
 CLASSIFICATIONS = ["public", "internal", "confidential"]  # alice's ceiling: internal
@@ -90,9 +92,13 @@ class Case:
     vector_input: str = "ok"
     # "ranked" (max_age), "nomax", "nosem" (semantic disabled) or "strict" (required).
     purpose: str = "ranked"
-    weights: tuple[float, float] = (1.0, 1.0)
+    # None: neither side gives weights, so both use the model's registered defaults (or 1.0
+    # each for an unknown model).
+    weights: tuple[float, float] | None = (1.0, 1.0)
     semantic: str = "optional"
     candidate_limit: int | None = None
+    # None: the model's registered fusion (or RRF for an unknown model).
+    fusion: str | None = "rrf"
 
     @property
     def model(self) -> str:
@@ -147,6 +153,7 @@ def cases(draw: st.DrawFn) -> Case:
         query_embedding=tuple(float(v) for v in draw(_vector)),
         mode=draw(st.sampled_from(["hybrid", "hybrid", "lexical", "vector"])),
         limit=draw(st.integers(1, 10)),
+        fusion=draw(st.sampled_from(["rrf", "dbsf"])),
     )
 
 
@@ -167,12 +174,18 @@ def contract_cases(draw: st.DrawFn) -> Case:
             )
         ),
         purpose=draw(st.sampled_from(["ranked", "ranked", "nomax", "nosem", "strict"])),
-        weights=(
-            draw(st.sampled_from([0.0, 0.5, 1.0, 1.0, 2.0])),
-            draw(st.sampled_from([0.0, 0.5, 1.0, 1.0, 3.0])),
+        weights=draw(
+            st.one_of(
+                st.none(),
+                st.tuples(
+                    st.sampled_from([0.0, 0.5, 1.0, 1.0, 2.0]),
+                    st.sampled_from([0.0, 0.5, 1.0, 1.0, 3.0]),
+                ),
+            )
         ),
         semantic=draw(st.sampled_from(["optional", "optional", "required", "disabled"])),
         candidate_limit=draw(st.sampled_from([None, None, None, 1, 2, 5])),
+        fusion=draw(st.sampled_from([None, case.fusion])),
     )
 
 
@@ -223,7 +236,11 @@ def pdb(server: Server, template_db: str) -> Iterator[Database]:
         database = Database(server=server, name=name)
         with database.connect(autocommit=True) as c, acting_as(c, "adam"):
             c.execute("SELECT pyretrieve.create_workspace(%s)", (WS,))
-            c.execute("SELECT pyretrieve.register_model(%s, %s)", (MODEL, DIM))
+            # Default weights other than 1.0, so a request without weights shows whose they are.
+            c.execute(
+                "SELECT pyretrieve.register_model(%s, %s, %s, %s, %s)",
+                (MODEL, DIM, *MODEL_WEIGHTS, MODEL_FUSION),
+            )
         yield database
     finally:
         drop_database(server, name)
@@ -336,6 +353,12 @@ def python_ranking(
     records = conn.execute(
         "SELECT * FROM pyretrieve.fragments(%s, %s::uuid[])", (decision["decision_id"], ids)
     ).fetchall()
+    weights = (
+        None if case.weights is None else Weights(lexical=case.weights[0], vector=case.weights[1])
+    )
+    source = "request"
+    if weights is None:
+        weights, source = Weights(lexical=MODEL_WEIGHTS[0], vector=MODEL_WEIGHTS[1]), "model"
     return ranking.rank(
         decision=decision,
         lexical=lexical,
@@ -345,6 +368,12 @@ def python_ranking(
         semantic=semantic,
         query_digest=sha(case.query),
         embedding_digest=digest,
+        weights=weights,
+        fusion=case.fusion or MODEL_FUSION,
+        weights_source=source,
+        weights_model=MODEL if source == "model" else None,
+        fusion_source="request" if case.fusion else "model",
+        fusion_model=None if case.fusion else MODEL,
     )
 
 
@@ -376,7 +405,8 @@ def sql_search(
                 "SELECT * FROM pyretrieve.search(p_workspace => %s, p_project => %s,"
                 " p_purpose => %s, p_query => %s, p_embedding => %s::public.vector,"
                 " p_model => %s, p_limit => %s, p_mode => %s, p_lexical_weight => %s,"
-                " p_vector_weight => %s, p_semantic => %s, p_candidate_limit => %s)",
+                " p_vector_weight => %s, p_semantic => %s, p_candidate_limit => %s,"
+                " p_fusion => %s)",
                 (
                     WS,
                     project,
@@ -386,9 +416,10 @@ def sql_search(
                     case.model,
                     case.limit if limit is None else limit,
                     case.mode,
-                    *case.weights,
+                    *(case.weights or (None, None)),
                     case.semantic,
                     case.candidate_limit,
+                    case.fusion,
                 ),
             ).fetchall()
             if decision is not None:
@@ -425,7 +456,10 @@ def client_search(conn: psycopg.Connection[Any], case: Case, project: str) -> Cl
             candidate_limit=case.candidate_limit,
             embedding=None if case.embedding is None else list(case.embedding),
             model=case.model,
-            weights=Weights(lexical=case.weights[0], vector=case.weights[1]),
+            weights=None
+            if case.weights is None
+            else Weights(lexical=case.weights[0], vector=case.weights[1]),
+            fusion=case.fusion,
         )
         # A savepoint: a refused request leaves the example's transaction usable.
         with conn.transaction():
@@ -503,8 +537,8 @@ def assert_same_documents(
             res.record.content_digest,
             res.record.body,
         )
-        assert (row["rrf_score"], row["freshness"], row["final_score"], row["confidence"]) == (
-            res.rrf_score,
+        assert (row["fused_score"], row["freshness"], row["final_score"], row["confidence"]) == (
+            res.fused_score,
             res.freshness,
             res.final_score,
             res.confidence,
@@ -538,8 +572,8 @@ def assert_same(result: ClientOutcome, rows: SqlOutcome) -> None:
     ]
     for row, res in zip(rows, result.results, strict=True):
         assert row["fragment_id"] == res.fragment_id
-        assert (row["rrf_score"], row["freshness"], row["final_score"], row["confidence"]) == (
-            res.rrf_score,
+        assert (row["fused_score"], row["freshness"], row["final_score"], row["confidence"]) == (
+            res.fused_score,
             res.freshness,
             res.final_score,
             res.confidence,
@@ -599,6 +633,10 @@ def test_sql_search_equals_the_client_without_max_age(
         "embedding": list(case.query_embedding),
         "model": MODEL,
         "limit": case.limit,
+        "weights": None
+        if case.weights is None
+        else Weights(lexical=case.weights[0], vector=case.weights[1]),
+        "fusion": case.fusion,
     }
     client: ClientOutcome
     try:
@@ -649,6 +687,8 @@ def assert_contract(pconn: psycopg.Connection[Any], case: Case) -> ClientOutcome
     assert not isinstance(wider, str)
     semantic = result.semantic
     event(f"mode={case.mode} semantic={case.semantic} -> {semantic.status.value}")
+    event(f"fusion={result.fusion.method.value} from {result.fusion.fusion_source.value}")
+    event(f"weights from {result.fusion.source.value}")
     event(f"reason={semantic.reason and semantic.reason.value} results={bool(rows)}")
     event(f"omitted={bool(result.omissions)}")
     if case.vector_input == "failed" and semantic.status.value == "degraded":
@@ -714,6 +754,12 @@ def _search(
         "p_model": MODEL,
         "p_limit": 5,
         "p_mode": "hybrid",
+        # RRF at equal weights, whatever the model's defaults: a degraded search must keep the
+        # lexical order (DBSF orders equal BM25 scores by identity, not by lexical rank) and
+        # the same confidence bits (other weights round differently).
+        "p_fusion": "rrf",
+        "p_lexical_weight": 1.0,
+        "p_vector_weight": 1.0,
         **kw,
     }
     names = ", ".join(f"{k} => %({k})s" for k in args)
@@ -946,3 +992,97 @@ def test_a_candidate_limit_cannot_raise_the_decisions_cap(
             }
         )
     }
+
+
+# ------------------------------------------------- the model's defaults, and the request's
+
+
+# Five documents that both legs rank differently, so a fusion or weight that is not the one
+# asked for shows up as another order or other bytes.
+_DEFAULTS_DOCS = (
+    Doc(("ledger", "audit", "ledger"), "internal", 0.1, (1.0, 0, 0, 0, 0, 0, 0, 0), False),
+    Doc(("ledger",), "public", 0.3, (0, 1.0, 0, 0, 0, 0, 0, 0), False),
+    Doc(("audit", "review"), "internal", 0.2, (1.0, 1.0, 0, 0, 0, 0, 0, 0), False),
+    Doc(("ledger", "journal", "closing"), "public", 0.0, (2.0, 0, 1.0, 0, 0, 0, 0, 0), False),
+    Doc(("balance",), "internal", 0.4, (1.0, 0, 0, 1.0, 0, 0, 0, 0), False),
+)
+
+
+@pytest.mark.parametrize(
+    ("fusion", "weights", "method", "fusion_source", "used", "weights_source"),
+    [
+        (None, None, MODEL_FUSION, "model", MODEL_WEIGHTS, "model"),
+        ("rrf", None, "rrf", "request", MODEL_WEIGHTS, "model"),
+        (None, (2.0, 0.5), MODEL_FUSION, "model", (2.0, 0.5), "request"),
+        ("rrf", (2.0, 0.5), "rrf", "request", (2.0, 0.5), "request"),
+    ],
+    ids=["defaults", "request_fusion", "request_weights", "request_both"],
+)
+# One fixed example each (assert_contract records hypothesis events, so it runs inside one).
+@settings(
+    max_examples=1,
+    deadline=None,
+    database=None,
+)
+@given(example=st.just(None))
+def test_sql_and_the_client_take_the_models_defaults_unless_the_request_gives_its_own(
+    example: None,
+    pconn: psycopg.Connection[Any],
+    fusion: str | None,
+    weights: tuple[float, float] | None,
+    method: str,
+    fusion_source: str,
+    used: tuple[float, float],
+    weights_source: str,
+) -> None:
+    """A request without a fusion or weights gets the ones registered with its model (h8:
+    DBSF at 0.7/1.3), from pyretrieve.search() and from the client alike; what the request
+    gives wins. In one transaction, both sides' results and explanations are the same bytes
+    (assert_contract), and each explanation says which fusion ran, with its parameters, its
+    weights, and where each came from."""
+    case = Case(
+        max_age_hours=24,
+        docs=_DEFAULTS_DOCS,
+        query="ledger audit",
+        query_embedding=(1.0, 0.5, 0, 0, 0, 0, 0, 0),
+        mode="hybrid",
+        limit=5,
+        weights=weights,
+        fusion=fusion,
+    )
+    result = assert_contract(pconn, case)
+    assert isinstance(result, SearchResult)
+    assert len(result.results) == 5
+    assert result.lexical_ran
+    assert result.vector_ran
+    model = {"model": MODEL, "request": None}
+    assert result.fusion.method.value == method
+    assert (result.fusion.fusion_source.value, result.fusion.fusion_model) == (
+        fusion_source,
+        model[fusion_source],
+    )
+    assert result.weights == Weights(lexical=used[0], vector=used[1])
+    parameters: dict[str, Any] = (
+        {"spread": contract.DBSF_SPREAD, "formula": contract.DBSF_FORMULA}
+        if method == "dbsf"
+        else {"k": contract.RRF_K, "rank_base": contract.RANK_BASE, "formula": contract.RRF_FORMULA}
+    )
+    for r in result.results:
+        stated = r.to_plain()["fusion"]
+        assert isinstance(stated, dict)
+        assert stated["method"] == method
+        assert (stated["source"], stated["model"]) == (fusion_source, model[fusion_source])
+        assert {k: stated[k] for k in parameters} == parameters
+        assert stated["weights"] == {
+            "lexical": used[0],
+            "vector": used[1],
+            "source": weights_source,
+            "model": model[weights_source],
+        }
+        # DBSF states each leg's normalization; RRF has none to state.
+        modalities = r.to_plain()["modalities"]
+        assert isinstance(modalities, dict)
+        for leg in modalities.values():
+            if leg is not None:
+                assert isinstance(leg, dict)
+                assert ("normalization" in leg) is (method == "dbsf")

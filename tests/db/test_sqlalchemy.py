@@ -45,7 +45,7 @@ from pyretrieve.errors import (
     UnknownPrincipal,
 )
 from pyretrieve.integrations import sqlalchemy as pyretrieve_sa
-from pyretrieve.types import Scope, SemanticStatus, canonical_json
+from pyretrieve.types import Scope, SemanticStatus, Weights, canonical_json
 from pyretrieve.vectors import canonical_embedding, embedding_digest
 from tests.conftest import Database, Server, role
 from tests.db.seed import CASES, MODEL, PROBE, PURPOSE, SHARED_WORD, Seeded, seeded_database, sha
@@ -260,7 +260,17 @@ def test_the_legs_through_a_connection_rank_like_the_client(
     the application's, fed to the pure ranker: the client's result."""
     db, _ = seeded
     scope = Scope(workspace="acme", project="docs", purpose=PURPOSE)
-    request = build_request(SHARED_WORD, scope=scope, embedding=PROBE, model=MODEL, limit=4)
+    # The request's own fusion and weights, so the client reads no model defaults and the
+    # hand-fed ranker below gets the same ones.
+    request = build_request(
+        SHARED_WORD,
+        scope=scope,
+        embedding=PROBE,
+        model=MODEL,
+        limit=4,
+        weights=Weights(),
+        fusion="rrf",
+    )
     vector = canonical_embedding(PROBE)
     with psycopg.connect(db.app_dsn, autocommit=True) as conn:
         client = Retriever(conn, principal=role("bob")).execute(request)
@@ -295,6 +305,9 @@ def test_the_legs_through_a_connection_rank_like_the_client(
         query_digest=request.query_digest,
         embedding_digest=embedding_digest(vector),
         weights=request.weights,
+        fusion=request.fusion,
+        weights_source="request",
+        fusion_source="request",
     )
     assert lexical
     assert vectors

@@ -118,8 +118,10 @@ def run(
     embedding_digest: bytes | str | None = "auto",
     weights: Weights | None = None,
     retrieved_at: datetime | None = None,
+    **fusion: Any,
 ) -> SearchResult:
-    """Call the ranker with consistent defaults for the semantic arguments."""
+    """Call the ranker with consistent defaults for the semantic arguments; ``fusion``:
+    ``fusion``, ``weights_source`` and ``weights_model`` as :func:`rank` takes them."""
     if semantic is None:
         semantic = SemanticStatus.used() if vector is not None else SemanticStatus.not_requested()
     if embedding_digest == "auto":
@@ -136,6 +138,7 @@ def run(
         embedding_digest=embedding_digest,
         weights=weights,
         retrieved_at=retrieved_at,
+        **fusion,
     )
 
 

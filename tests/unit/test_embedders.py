@@ -103,9 +103,16 @@ def test_hash_embedder_puts_related_text_closer_than_unrelated() -> None:
 
 
 def test_registry_serves_the_default_and_refuses_unknown_ids() -> None:
-    assert registry.DEFAULT_MODEL == "hash-ngram-v1"
-    assert isinstance(registry.get_embedder(registry.DEFAULT_MODEL), HashNgramEmbedder)
+    # The default is a semantic model, in the base install; the hash embedder is the test one.
+    assert registry.DEFAULT_MODEL == "all-MiniLM-L6-v2-int8"
+    assert registry.get_embedder(registry.DEFAULT_MODEL).dimension == 384
     assert registry.DEFAULT_MODEL in registry.available_models()
+    assert isinstance(registry.get_embedder(registry.TEST_MODEL), HashNgramEmbedder)
+    assert "tests and demos" in registry.MODEL_HELP
+    # Every shipped model has shipped defaults, and the default model's hybrid is DBSF.
+    assert set(registry.DEFAULTS) <= set(registry.available_models())
+    assert registry.default_fusion(registry.DEFAULT_MODEL) is not None
+    assert registry.default_weights("no-such-model") is None
     with pytest.raises(UnknownModel, match="no embedder for model"):
         registry.get_embedder("no-such-model")
 
@@ -116,12 +123,12 @@ def test_register_factory_adds_an_embedder(monkeypatch: pytest.MonkeyPatch) -> N
     assert isinstance(registry.get_embedder("custom-hash"), HashNgramEmbedder)
 
 
-def test_an_extra_that_is_not_installed_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_missing_runtime_package_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(
         registry._LAZY, "some-model", ("pyretrieve.embedders.some", "not_installed_pkg", "some")
     )
     assert "some-model" not in registry.available_models()
-    with pytest.raises(UnknownModel, match=r"pip install 'pyretrieve\[some\]'"):
+    with pytest.raises(UnknownModel, match=r"needs the package not_installed_pkg.*reinstall"):
         registry.get_embedder("some-model")
 
 

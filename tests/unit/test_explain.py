@@ -24,6 +24,7 @@ from pyretrieve.types import (
     TRUST_LABEL,
     Decision,
     FragmentRecord,
+    FusionSettings,
     JsonValue,
     LexicalCandidate,
     SemanticStatus,
@@ -37,7 +38,7 @@ TOP_LEVEL_KEYS = {
     "content",
     "provenance",
     "modalities",
-    "rrf",
+    "fusion",
     "freshness",
     "final_score",
     "confidence",
@@ -161,11 +162,15 @@ def test_explanation_scores_match_result_fields() -> None:
     out = _two_fragment_run(("alpha", "beta"))
     for result in out.results:
         explanation = result.explanation
-        assert explanation["rrf"] == {
+        assert explanation["fusion"] == {
+            "method": "rrf",
+            "source": "default",
+            "model": None,
             "k": 60,
             "rank_base": 1,
             "formula": RRF_FORMULA,
-            "score": result.rrf_score,
+            "weights": {"lexical": 1.0, "vector": 1.0, "source": "default", "model": None},
+            "score": result.fused_score,
         }
         assert explanation["final_score"] == result.final_score
         assert explanation["confidence"] == result.confidence
@@ -196,10 +201,10 @@ def test_explain_result_requires_candidate_and_contribution_together() -> None:
             record=record,
             lexical=LexicalCandidate.from_row(lexical_row(record_row(1), 1)),
             vector=None,
-            weights=Weights(),
-            lexical_contribution=None,
-            vector_contribution=None,
-            rrf_score=0.0,
+            fusion=FusionSettings(weights=Weights()),
+            lexical_part=None,
+            vector_part=None,
+            fused_score=0.0,
             freshness=1.0,
             age_us=0,
             max_age_us=None,

@@ -112,8 +112,14 @@ def test_search_result_json_renders_types_canonically() -> None:
     assert plain["decision"]["max_age_us"] == 30 * 86_400 * 1_000_000
     assert plain["query"]["query_digest"] == QUERY_DIGEST.hex()
     assert plain["query"]["embedding_digest"] == EMBEDDING_DIGEST.hex()
-    assert plain["query"]["weights"] == {"lexical": 1.0, "vector": 1.0}
-    assert '"weights":{"lexical":1.0,"vector":1.0}' in text
+    assert plain["query"]["fusion"] == {"method": "rrf", "source": "default", "model": None}
+    assert plain["query"]["weights"] == {
+        "lexical": 1.0,
+        "vector": 1.0,
+        "source": "default",
+        "model": None,
+    }
+    assert '"weights":{"lexical":1.0,"model":null,"source":"default","vector":1.0}' in text
     digests = {str(r["fragment_id"]): r["content_digest"] for r in records}
     result = plain["results"][0]
     provenance = result["provenance"]
