@@ -3397,7 +3397,8 @@ BEGIN
            length(t.schema::text)
       FROM pyretrieve.tools t
       JOIN pyretrieve.fragments f ON f.workspace_id = t.workspace_id AND f.fragment_id = t.fragment_id
-     WHERE t.workspace_id = d.workspace_id AND t.fragment_id = ANY (p_ids)
+     WHERE t.workspace_id = d.workspace_id AND f.workspace_id = d.workspace_id
+       AND t.fragment_id = ANY (p_ids)
        AND t.project_id = d.project_id AND f.project_id = d.project_id
        AND f.state = 'active'
        AND f.classification <= d.ceiling AND t.classification <= d.ceiling
@@ -3426,7 +3427,8 @@ BEGIN
     SELECT t.fragment_id, t.name, t.schema_version, t.schema
       FROM pyretrieve.tools t
       JOIN pyretrieve.fragments f ON f.workspace_id = t.workspace_id AND f.fragment_id = t.fragment_id
-     WHERE t.workspace_id = d.workspace_id AND t.fragment_id = ANY (p_ids)
+     WHERE t.workspace_id = d.workspace_id AND f.workspace_id = d.workspace_id
+       AND t.fragment_id = ANY (p_ids)
        AND t.project_id = d.project_id AND f.project_id = d.project_id
        AND f.state = 'active'
        AND f.classification <= d.ceiling AND t.classification <= d.ceiling
@@ -5135,7 +5137,7 @@ SET LOCAL ROLE pyretrieve_owner;
 SELECT pg_catalog.count(*) AS decision_partitions FROM pyretrieve.ensure_decision_partitions();
 
 INSERT INTO pyretrieve.installation (schema_version, created_vector)
-VALUES ('0012', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
+VALUES ('0013', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
 
 RESET ROLE;
 -- pyretrieve_api created the API functions; it may not create anything else.

@@ -295,7 +295,8 @@ BEGIN
            length(t.schema::text)
       FROM pyretrieve.tools t
       JOIN pyretrieve.fragments f ON f.workspace_id = t.workspace_id AND f.fragment_id = t.fragment_id
-     WHERE t.workspace_id = d.workspace_id AND t.fragment_id = ANY (p_ids)
+     WHERE t.workspace_id = d.workspace_id AND f.workspace_id = d.workspace_id
+       AND t.fragment_id = ANY (p_ids)
        AND t.project_id = d.project_id AND f.project_id = d.project_id
        AND f.state = 'active'
        AND f.classification <= d.ceiling AND t.classification <= d.ceiling
@@ -324,7 +325,8 @@ BEGIN
     SELECT t.fragment_id, t.name, t.schema_version, t.schema
       FROM pyretrieve.tools t
       JOIN pyretrieve.fragments f ON f.workspace_id = t.workspace_id AND f.fragment_id = t.fragment_id
-     WHERE t.workspace_id = d.workspace_id AND t.fragment_id = ANY (p_ids)
+     WHERE t.workspace_id = d.workspace_id AND f.workspace_id = d.workspace_id
+       AND t.fragment_id = ANY (p_ids)
        AND t.project_id = d.project_id AND f.project_id = d.project_id
        AND f.state = 'active'
        AND f.classification <= d.ceiling AND t.classification <= d.ceiling

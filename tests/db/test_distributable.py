@@ -179,13 +179,6 @@ def _request_path_bodies(db: Database) -> dict[str, str]:
     return {r["signature"]: r["body"] for r in rows}
 
 
-# Statements that pin a tenant table only through a join on workspace_id (docs/scale-out.md).
-PINNED_VIA_JOIN = (
-    ("pyretrieve.tool_entries(uuid,uuid[])", "fragments", "f"),
-    ("pyretrieve.tool_schemas(uuid,uuid[])", "fragments", "f"),
-)
-
-
 # -- keys ------------------------------------------------------------------------------------
 
 
@@ -258,13 +251,9 @@ def test_every_request_path_read_of_a_tenant_table_states_the_workspace(db: Data
         problems.extend(unscoped_references(signature, body))
     # The legs read the tenant tables: a checker that finds no reference checks nothing.
     assert seen >= 14
-    assert [p for p in problems if not p.via_join] == []
-    # Pinned only through a join equality with a pinned reference: PostgreSQL derives the
-    # predicate, and a distributed planner has to as well. Listed exactly, so a new one is
-    # seen and stating the predicate directly (docs/scale-out.md) shortens the list.
-    assert sorted({(p.function, p.table, p.alias) for p in problems if p.via_join}) == sorted(
-        PINNED_VIA_JOIN
-    )
+    # Pinned only through a join equality is not enough either: a distributed planner need not
+    # derive the predicate (docs/scale-out.md), so every reference states it.
+    assert problems == []
 
 
 @pytest.mark.parametrize(
@@ -279,8 +268,11 @@ def test_every_request_path_read_of_a_tenant_table_states_the_workspace(db: Data
             "pyretrieve.lexical_candidates(uuid,text,integer,text)",
             r"p\.workspace_id = d\.workspace_id AND ",
         ),
-        # The tools row carries the only explicit predicate; without it neither table is pinned.
+        # Both tables of the tool look-ups state it: a cut on either side is reported, although
+        # the join would still let PostgreSQL derive it.
         ("pyretrieve.tool_entries(uuid,uuid[])", r"t\.workspace_id = d\.workspace_id AND "),
+        ("pyretrieve.tool_entries(uuid,uuid[])", r"f\.workspace_id = d\.workspace_id\s+AND "),
+        ("pyretrieve.tool_schemas(uuid,uuid[])", r"f\.workspace_id = d\.workspace_id\s+AND "),
     ],
 )
 def test_removing_a_workspace_predicate_is_reported(
@@ -289,10 +281,10 @@ def test_removing_a_workspace_predicate_is_reported(
     """Mutation check: the installed body with one workspace predicate cut out is reported."""
     bodies = {re.sub(r"\s", "", k): v for k, v in _request_path_bodies(db).items()}
     body = bodies[re.sub(r"\s", "", function)]
-    assert [p for p in unscoped_references(function, body) if not p.via_join] == []
+    assert unscoped_references(function, body) == []
     mutated, n = re.subn(predicate, "", body, count=1)
     assert n == 1, f"the predicate {predicate!r} is not in {function}"
-    assert [p for p in unscoped_references(function, mutated) if not p.via_join] != []
+    assert unscoped_references(function, mutated) != []
 
 
 @pytest.mark.parametrize(
