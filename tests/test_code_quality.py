@@ -28,3 +28,11 @@ def test_ruff_check_is_clean() -> None:
 def test_ruff_format_is_clean() -> None:
     result = _run("ruff", "format", "--check", "pyretrieve", "tests", "alembic", "evals", "docs")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_python_blocks_of_the_pages_are_formatted() -> None:
+    # The README's snippets are executed by tests and copied by readers: formatted like the code.
+    pages = ["README.md", *sorted(p.relative_to(ROOT).as_posix() for p in ROOT.glob("docs/*.md"))]
+    result = _run("ruff", "format", "--check", *pages)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"{len(pages)} files already formatted" in result.stdout
