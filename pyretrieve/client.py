@@ -175,18 +175,13 @@ class Retriever(_Client):
     def execute(self, request: SearchRequest) -> SearchResult:
         """Run a validated request: one transaction, as the principal (a superuser session is
         refused), in the fixed order authorize, lexical, vector, fragments, then the ranker."""
-        result: SearchResult = self._execute(request, None)
-        return result
+        with telemetry.span("search", **telemetry.request_attributes(request)):
+            result: SearchResult = self._execute(request, None)
+            return result
 
     def _execute(self, request: SearchRequest, then: Then[T] | None) -> Any:
         """Run one request, then ``then``'s statements in the same transaction (tool
-        discovery, inside its own span)."""
-        if then is None:
-            with telemetry.span("search", **telemetry.request_attributes(request)):
-                return self._execute_traced(request, None)
-        return self._execute_traced(request, then)
-
-    def _execute_traced(self, request: SearchRequest, then: Then[T] | None) -> Any:
+        discovery, which traces itself)."""
         # The query is embedded before any connection is taken: a slow model holds no
         # transaction open.
         with telemetry.leg("embed", model=request.model):
@@ -355,6 +350,7 @@ class AsyncRetriever(_Client):
         return await service.arediscover(self, name, scope=scope, session=session)
 
     async def _aexecute(self, request: SearchRequest, then: Then[T] | None) -> Any:
+        """:meth:`Retriever._execute`, awaited."""
         with telemetry.leg("embed", model=request.model):
             embedding = await self._aquery_embedding(request)
         return await self._arun(self._steps(request, embedding, then))
