@@ -155,6 +155,10 @@ CREATE TABLE pyretrieve.projects (
     -- The scope's own generation sequence (see pyretrieve.scope_sequence): generations are
     -- counted per scope, so no number a caller sees moves with another scope's writes.
     generation_seq regclass NOT NULL,
+    -- An opaque number for the scope, for the names and predicates of its own approximate
+    -- vector indexes (embeddings.scope_serial): the catalog, which every role may read, then
+    -- names no workspace or project.
+    scope_serial  integer GENERATED ALWAYS AS IDENTITY,
     PRIMARY KEY (workspace_id, project_id)
 );
 
@@ -280,6 +284,9 @@ CREATE TABLE pyretrieve.embeddings (
     fragment_state     pyretrieve.fragment_state NOT NULL,
     observed_at        timestamptz NOT NULL,
     expires_at         timestamptz,
+    -- The project's scope_serial, set by the same trigger: the predicate of a scope's own
+    -- approximate index (pyretrieve.create_vector_index).
+    scope_serial       integer NOT NULL,
     PRIMARY KEY (workspace_id, fragment_id, model_id),
     FOREIGN KEY (workspace_id, fragment_id) REFERENCES pyretrieve.fragments
 );
@@ -694,6 +701,8 @@ BEGIN
     NEW.fragment_state := f.state;
     NEW.observed_at := f.observed_at;
     NEW.expires_at := f.expires_at;
+    NEW.scope_serial := (SELECT p.scope_serial FROM pyretrieve.projects p
+                          WHERE p.workspace_id = NEW.workspace_id AND p.project_id = NEW.project_id);
     RETURN NEW;
 END;
 $$;
@@ -1276,6 +1285,79 @@ $$;
 COMMENT ON FUNCTION pyretrieve.lexical_candidates(uuid, text, integer, text) IS
     'Lexical candidates for the bound decision. p_ranking ''bm25'' (default): BM25 over the OR of the query''s lexemes (repeated query terms count), with k1 and b from the project and corpus statistics (document count, average length, document frequency) computed only from the fragments the decision admits; ''ts_rank'': the earlier ts_rank scoring, for comparison. 1-based ranks in a total order (score desc, then content digest, then fragment id). Returns rank, fragment_id, content_digest, score, lexical_generation and terms (each matched term with idf, tf, query_tf, length_norm and contribution). Raises PR002 for a decision that is not the caller''s bound decision of this transaction. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
 
+-- The approximate vector leg of a scope that has its own HNSW index (create_vector_index):
+-- the nearest rows by the index, with the decision's filters applied during the scan, so
+-- pgvector's iterative scan goes on until enough admitted rows are found. The index holds only
+-- this scope's rows of this model, so neither the rows found nor the time taken depend on any
+-- other scope. The settings are the function's own, fixed here, whatever the caller set:
+-- ef_search and a strict distance order for recall, and no plan other than the index (a
+-- caller's enable_* settings do not reach inside). p_limit + 32 nearest rows compete for the
+-- p_limit places on the content-bound tie-break, as in the exact leg. The statement is built
+-- with format() only from integers (the scope's serial, the model's dimension); every value
+-- is a parameter.
+CREATE FUNCTION pyretrieve.approximate_vector_candidates(
+    p_decision pyretrieve.decisions, p_model text, p_embedding public.vector, p_limit integer,
+    p_scope_serial integer, p_dimension integer)
+RETURNS TABLE (rank integer, fragment_id uuid, content_digest bytea, distance double precision,
+               source_digest bytea, vector_generation bigint, lexical_generation bigint)
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET enable_bitmapscan = off
+SET enable_sort = off
+AS $$
+BEGIN
+    -- Set here rather than as SET clauses: pgvector defines them only once its library is
+    -- loaded, which the vector argument has done by now. The SET clauses above make these
+    -- local to the call as well.
+    PERFORM pg_catalog.set_config('hnsw.ef_search', '400', true);
+    PERFORM pg_catalog.set_config('hnsw.iterative_scan', 'strict_order', true);
+    PERFORM pg_catalog.set_config('hnsw.max_scan_tuples', '100000', true);
+    RETURN QUERY EXECUTE pg_catalog.format($q$
+    WITH near AS MATERIALIZED (
+        SELECT e.fragment_id,
+               (e.embedding::public.vector(%1$s) OPERATOR(public.<=>) $2::public.vector(%1$s))::double precision AS distance,
+               e.source_digest, e.vector_generation
+          FROM pyretrieve.embeddings e
+         WHERE e.scope_serial = %2$s AND e.model_id = $1
+           AND e.workspace_id = $3 AND e.project_id = $4
+           AND e.fragment_state = 'active'
+           AND e.classification <= $5
+           AND e.observed_at <= $6
+           AND ($7::interval IS NULL OR e.observed_at >= $6 - $7::interval)
+           AND (e.expires_at IS NULL OR e.expires_at > $6)
+         ORDER BY e.embedding::public.vector(%1$s) OPERATOR(public.<=>) $2::public.vector(%1$s)
+         LIMIT $8 + 32
+    ), top AS (
+        SELECT n.fragment_id, f.content_digest, n.distance, n.source_digest, n.vector_generation,
+               f.lexical_generation
+          FROM near n
+          CROSS JOIN LATERAL (
+                SELECT f.content_digest, f.lexical_generation
+                  FROM pyretrieve.fragments f
+                 WHERE f.workspace_id = $3 AND f.fragment_id = n.fragment_id
+                   AND f.project_id = $4
+                   AND f.state = 'active'
+                   AND f.classification <= $5
+                   AND f.observed_at <= $6
+                   AND ($7::interval IS NULL OR f.observed_at >= $6 - $7::interval)
+                   AND (f.expires_at IS NULL OR f.expires_at > $6)
+                OFFSET 0) f
+         ORDER BY n.distance, f.content_digest, n.fragment_id
+         LIMIT $8
+    )
+    SELECT (row_number() OVER (ORDER BY t.distance, t.content_digest, t.fragment_id))::integer,
+           t.fragment_id, t.content_digest, t.distance, t.source_digest, t.vector_generation,
+           t.lexical_generation
+      FROM top t
+     ORDER BY 1$q$, p_dimension, p_scope_serial)
+    USING p_model, p_embedding, p_decision.workspace_id::text, p_decision.project_id::text,
+          p_decision.ceiling, p_decision.evaluated_at, p_decision.max_age, p_limit;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.approximate_vector_candidates(pyretrieve.decisions, text, public.vector, integer, integer, integer) IS
+    'The vector leg over a scope''s own HNSW index (internal to vector_candidates, which calls it when the index exists): the decision''s filters applied during an iterative, strictly ordered index scan (ef_search 400), then the content-bound tie-break.';
+
 -- plan_cache_mode: PL/pgSQL caches the plan of RETURN QUERY and, from the sixth call in a
 -- session, may switch to a generic plan that knows neither the scope nor the model. Scopes of
 -- one table differ in size by orders of magnitude: at a 10,000-row scope the generic plan
@@ -1291,10 +1373,32 @@ AS $$
 #variable_conflict use_column
 DECLARE
     d pyretrieve.decisions := pyretrieve.require_decision(p_decision);
+    v_scope integer;
+    v_model integer;
+    v_dimension integer;
+    v_index regclass;
 BEGIN
     PERFORM pyretrieve.check_embedding(p_model, p_embedding);
     IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND d.candidate_limit THEN
         RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'candidate limit out of range for this decision';
+    END IF;
+
+    -- A scope with its own HNSW index of this model (create_vector_index) is searched through
+    -- it; every other scope exactly. The index's existence is the switch, not a row count or a
+    -- statistic, so the same data and indexes always take the same path.
+    SELECT p.scope_serial INTO v_scope
+      FROM pyretrieve.projects p
+     WHERE p.workspace_id = d.workspace_id AND p.project_id = d.project_id;
+    SELECT m.model_serial, m.dimension INTO v_model, v_dimension
+      FROM pyretrieve.embedding_models m
+     WHERE m.model_id = p_model;
+    v_index := pg_catalog.to_regclass(pg_catalog.format('pyretrieve.embeddings_hnsw_s%s_m%s', v_scope, v_model));
+    IF v_index IS NOT NULL
+       AND EXISTS (SELECT 1 FROM pg_catalog.pg_index i
+                    WHERE i.indexrelid = v_index AND i.indisvalid AND i.indisready) THEN
+        RETURN QUERY SELECT * FROM pyretrieve.approximate_vector_candidates(
+            d, p_model, p_embedding, p_limit, v_scope, v_dimension);
+        RETURN;
     END IF;
 
     -- Exact cosine distance over the scope's embeddings of the model, filtered on the
@@ -1350,7 +1454,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION pyretrieve.vector_candidates(uuid, text, public.vector, integer) IS
-    'Vector candidates for the bound decision: exact cosine distance to p_embedding over the scope''s embeddings of model p_model, 1-based ranks in a total order (distance, then content digest, then fragment id). Returns rank, fragment_id, content_digest, distance, source_digest (digest of the text the embedding was computed from), vector_generation, lexical_generation. Raises PR011 for a wrong dimension, NaN/Inf or zero public.vector, PR012 for an unknown model. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+    'Vector candidates for the bound decision: cosine distance to p_embedding over the scope''s embeddings of model p_model, exact, or through the scope''s own HNSW index of that model when an admin created one (create_vector_index; recall measured in evals/bench), 1-based ranks in a total order (distance, then content digest, then fragment id). Returns rank, fragment_id, content_digest, distance, source_digest (digest of the text the embedding was computed from), vector_generation, lexical_generation. Raises PR011 for a wrong dimension, NaN/Inf or zero public.vector, PR012 for an unknown model. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
 
 CREATE FUNCTION pyretrieve.fragments(p_decision uuid, p_ids uuid[])
 RETURNS TABLE (
@@ -2615,6 +2719,63 @@ $$;
 COMMENT ON FUNCTION pyretrieve.create_model_index(text) IS
     'Create the per-model HNSW index (cosine, on the embedding cast to the model''s dimension, partial on the model). SECURITY DEFINER because index creation needs the table owner; executable by admins and by register_model (pyretrieve_api) only.';
 
+-- SECURITY DEFINER, written reason: as create_model_index, an index on pyretrieve.embeddings
+-- needs the table's owner. The name and the predicate are built from two integers (the scope's
+-- serial, the model's serial and dimension read from the registry) and the model id quoted as a
+-- literal, so the catalog, which every role may read, names no workspace or project; only
+-- create_vector_index (pyretrieve_api), which checks the caller and the scope, may execute it.
+CREATE FUNCTION pyretrieve.create_scope_vector_index(p_scope_serial integer, p_model text)
+RETURNS text
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    m pyretrieve.embedding_models;
+    v_name text;
+BEGIN
+    SELECT * INTO m FROM pyretrieve.embedding_models em WHERE em.model_id = p_model;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR012', MESSAGE = 'unknown embedding model';
+    END IF;
+    IF p_scope_serial IS NULL OR p_scope_serial < 1 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'invalid scope';
+    END IF;
+    v_name := format('embeddings_hnsw_s%s_m%s', p_scope_serial, m.model_serial);
+    EXECUTE format(
+        'CREATE INDEX IF NOT EXISTS %I ON pyretrieve.embeddings USING hnsw ((embedding::public.vector(%s)) public.vector_cosine_ops) WITH (m = 16, ef_construction = 128) WHERE scope_serial = %s AND model_id = %L',
+        v_name, m.dimension, p_scope_serial, m.model_id);
+    RETURN v_name;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.create_scope_vector_index(integer, text) IS
+    'Create (idempotently) one scope''s own HNSW index of one model: cosine, m 16, ef_construction 128, partial on the scope''s serial and the model. SECURITY DEFINER because index creation needs the table owner; executable by create_vector_index (pyretrieve_api) only.';
+
+-- SECURITY DEFINER, written reason: dropping an index needs its owner. The name is built from
+-- integers alone, as above; only drop_vector_index (pyretrieve_api) may execute it.
+CREATE FUNCTION pyretrieve.drop_scope_vector_index(p_scope_serial integer, p_model text)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    m pyretrieve.embedding_models;
+    v_name text;
+BEGIN
+    SELECT * INTO m FROM pyretrieve.embedding_models em WHERE em.model_id = p_model;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR012', MESSAGE = 'unknown embedding model';
+    END IF;
+    v_name := format('embeddings_hnsw_s%s_m%s', p_scope_serial, m.model_serial);
+    IF to_regclass(format('pyretrieve.%I', v_name)) IS NULL THEN
+        RETURN false;
+    END IF;
+    EXECUTE format('DROP INDEX pyretrieve.%I', v_name);
+    RETURN true;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.drop_scope_vector_index(integer, text) IS
+    'Drop one scope''s own HNSW index of one model, if it exists; true when one was dropped. SECURITY DEFINER because dropping an index needs its owner; executable by drop_vector_index (pyretrieve_api) only.';
+
 -- ---------------------------------------------------------------------------------------------
 -- Decision retention. pyretrieve.decisions is partitioned by month of evaluated_at (UTC). The
 -- partitions are owned by pyretrieve_owner, have row-level security enabled and forced with no
@@ -2779,6 +2940,56 @@ END;
 $$;
 COMMENT ON FUNCTION pyretrieve.set_bm25(text, text, double precision, double precision) IS
     'Set a project''s BM25 parameters k1 (term-frequency saturation, default 0.9) and b (length normalisation, default 0.4). Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+
+-- The scope's serial, for an admin: PR020 for a scope that does not exist.
+CREATE FUNCTION pyretrieve.admin_scope_serial(p_workspace text, p_project text)
+RETURNS integer
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_scope integer;
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    PERFORM pyretrieve.check_identifier(p_workspace, 'workspace');
+    PERFORM pyretrieve.check_identifier(p_project, 'project');
+    SELECT p.scope_serial INTO v_scope
+      FROM pyretrieve.projects p
+     WHERE p.workspace_id = p_workspace AND p.project_id = p_project;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR020', MESSAGE = 'project not found';
+    END IF;
+    RETURN v_scope;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.admin_scope_serial(text, text) IS
+    'A scope''s opaque serial (projects.scope_serial), for the admin functions that name its own indexes: admins only, PR020 for an unknown scope.';
+
+CREATE FUNCTION pyretrieve.create_vector_index(p_workspace text, p_project text, p_model text)
+RETURNS text
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN pyretrieve.create_scope_vector_index(
+        pyretrieve.admin_scope_serial(p_workspace, p_project), p_model);
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.create_vector_index(text, text, text) IS
+    'Give one workspace/project its own HNSW index of one model (idempotent); from then on vector_candidates searches that scope through it instead of exactly. Worth it above about 10,000 rows of the scope (docs/performance.md, measured); below that the exact scan is as fast and has recall 1. The index holds only that scope''s rows, so no other scope changes what it finds or how long it takes. Building it blocks writes to the embeddings for its duration. Admins only; PR020 for an unknown scope, PR012 for an unknown model. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+
+CREATE FUNCTION pyretrieve.drop_vector_index(p_workspace text, p_project text, p_model text)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN pyretrieve.drop_scope_vector_index(
+        pyretrieve.admin_scope_serial(p_workspace, p_project), p_model);
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.drop_vector_index(text, text, text) IS
+    'Drop a scope''s own HNSW index of one model (create_vector_index); the scope''s vector leg is exact again. True when an index was dropped. Admins only; PR020 for an unknown scope, PR012 for an unknown model. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
 
 CREATE FUNCTION pyretrieve.grant_access(
     p_principal regrole,
@@ -4057,6 +4268,7 @@ GRANT EXECUTE ON FUNCTION pyretrieve.caller(), pyretrieve.caller_in(name),
     pyretrieve.check_embedding(text, public.vector), pyretrieve.require_admin(),
     pyretrieve.scope_sequence(text, text), pyretrieve.tsvector_length(tsvector),
     pyretrieve.create_scope_sequence(text, text), pyretrieve.create_model_index(text),
+    pyretrieve.create_scope_vector_index(integer, text), pyretrieve.drop_scope_vector_index(integer, text),
     pyretrieve.decision_partition_ranges(), pyretrieve.ensure_decision_partitions(integer, timestamptz),
     pyretrieve.drop_decision_partition(text)
     TO pyretrieve_api;
@@ -4123,6 +4335,8 @@ GRANT EXECUTE ON FUNCTION
     pyretrieve.revoke_access(regrole, text, text, text),
     pyretrieve.register_model(text, integer, double precision, double precision, text),
     pyretrieve.set_bm25(text, text, double precision, double precision),
+    pyretrieve.create_vector_index(text, text, text),
+    pyretrieve.drop_vector_index(text, text, text),
     pyretrieve.list_projects(),
     pyretrieve.list_grants(),
     pyretrieve.decision_partitions(),
@@ -5137,7 +5351,7 @@ SET LOCAL ROLE pyretrieve_owner;
 SELECT pg_catalog.count(*) AS decision_partitions FROM pyretrieve.ensure_decision_partitions();
 
 INSERT INTO pyretrieve.installation (schema_version, created_vector)
-VALUES ('0013', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
+VALUES ('0014', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
 
 RESET ROLE;
 -- pyretrieve_api created the API functions; it may not create anything else.

@@ -84,6 +84,7 @@ _RULE_MESSAGES: frozenset[str] = frozenset(
         "expires_at must be after observed_at",
         "invalid model id",
         "invalid operation family",
+        "invalid scope",
         "invalid tool schema",
         "invalid tool tags, server or classification",
         "k1 must be in (0, 10] and b in [0, 1]",

@@ -67,6 +67,10 @@ CREATE TABLE pyretrieve.projects (
     -- The scope's own generation sequence (see pyretrieve.scope_sequence): generations are
     -- counted per scope, so no number a caller sees moves with another scope's writes.
     generation_seq regclass NOT NULL,
+    -- An opaque number for the scope, for the names and predicates of its own approximate
+    -- vector indexes (embeddings.scope_serial): the catalog, which every role may read, then
+    -- names no workspace or project.
+    scope_serial  integer GENERATED ALWAYS AS IDENTITY,
     PRIMARY KEY (workspace_id, project_id)
 );
 
@@ -192,6 +196,9 @@ CREATE TABLE pyretrieve.embeddings (
     fragment_state     pyretrieve.fragment_state NOT NULL,
     observed_at        timestamptz NOT NULL,
     expires_at         timestamptz,
+    -- The project's scope_serial, set by the same trigger: the predicate of a scope's own
+    -- approximate index (pyretrieve.create_vector_index).
+    scope_serial       integer NOT NULL,
     PRIMARY KEY (workspace_id, fragment_id, model_id),
     FOREIGN KEY (workspace_id, fragment_id) REFERENCES pyretrieve.fragments
 );

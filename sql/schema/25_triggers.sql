@@ -154,6 +154,8 @@ BEGIN
     NEW.fragment_state := f.state;
     NEW.observed_at := f.observed_at;
     NEW.expires_at := f.expires_at;
+    NEW.scope_serial := (SELECT p.scope_serial FROM pyretrieve.projects p
+                          WHERE p.workspace_id = NEW.workspace_id AND p.project_id = NEW.project_id);
     RETURN NEW;
 END;
 $$;

@@ -332,6 +332,79 @@ $$;
 COMMENT ON FUNCTION pyretrieve.lexical_candidates(uuid, text, integer, text) IS
     'Lexical candidates for the bound decision. p_ranking ''bm25'' (default): BM25 over the OR of the query''s lexemes (repeated query terms count), with k1 and b from the project and corpus statistics (document count, average length, document frequency) computed only from the fragments the decision admits; ''ts_rank'': the earlier ts_rank scoring, for comparison. 1-based ranks in a total order (score desc, then content digest, then fragment id). Returns rank, fragment_id, content_digest, score, lexical_generation and terms (each matched term with idf, tf, query_tf, length_norm and contribution). Raises PR002 for a decision that is not the caller''s bound decision of this transaction. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
 
+-- The approximate vector leg of a scope that has its own HNSW index (create_vector_index):
+-- the nearest rows by the index, with the decision's filters applied during the scan, so
+-- pgvector's iterative scan goes on until enough admitted rows are found. The index holds only
+-- this scope's rows of this model, so neither the rows found nor the time taken depend on any
+-- other scope. The settings are the function's own, fixed here, whatever the caller set:
+-- ef_search and a strict distance order for recall, and no plan other than the index (a
+-- caller's enable_* settings do not reach inside). p_limit + 32 nearest rows compete for the
+-- p_limit places on the content-bound tie-break, as in the exact leg. The statement is built
+-- with format() only from integers (the scope's serial, the model's dimension); every value
+-- is a parameter.
+CREATE FUNCTION pyretrieve.approximate_vector_candidates(
+    p_decision pyretrieve.decisions, p_model text, p_embedding public.vector, p_limit integer,
+    p_scope_serial integer, p_dimension integer)
+RETURNS TABLE (rank integer, fragment_id uuid, content_digest bytea, distance double precision,
+               source_digest bytea, vector_generation bigint, lexical_generation bigint)
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET enable_bitmapscan = off
+SET enable_sort = off
+AS $$
+BEGIN
+    -- Set here rather than as SET clauses: pgvector defines them only once its library is
+    -- loaded, which the vector argument has done by now. The SET clauses above make these
+    -- local to the call as well.
+    PERFORM pg_catalog.set_config('hnsw.ef_search', '400', true);
+    PERFORM pg_catalog.set_config('hnsw.iterative_scan', 'strict_order', true);
+    PERFORM pg_catalog.set_config('hnsw.max_scan_tuples', '100000', true);
+    RETURN QUERY EXECUTE pg_catalog.format($q$
+    WITH near AS MATERIALIZED (
+        SELECT e.fragment_id,
+               (e.embedding::public.vector(%1$s) OPERATOR(public.<=>) $2::public.vector(%1$s))::double precision AS distance,
+               e.source_digest, e.vector_generation
+          FROM pyretrieve.embeddings e
+         WHERE e.scope_serial = %2$s AND e.model_id = $1
+           AND e.workspace_id = $3 AND e.project_id = $4
+           AND e.fragment_state = 'active'
+           AND e.classification <= $5
+           AND e.observed_at <= $6
+           AND ($7::interval IS NULL OR e.observed_at >= $6 - $7::interval)
+           AND (e.expires_at IS NULL OR e.expires_at > $6)
+         ORDER BY e.embedding::public.vector(%1$s) OPERATOR(public.<=>) $2::public.vector(%1$s)
+         LIMIT $8 + 32
+    ), top AS (
+        SELECT n.fragment_id, f.content_digest, n.distance, n.source_digest, n.vector_generation,
+               f.lexical_generation
+          FROM near n
+          CROSS JOIN LATERAL (
+                SELECT f.content_digest, f.lexical_generation
+                  FROM pyretrieve.fragments f
+                 WHERE f.workspace_id = $3 AND f.fragment_id = n.fragment_id
+                   AND f.project_id = $4
+                   AND f.state = 'active'
+                   AND f.classification <= $5
+                   AND f.observed_at <= $6
+                   AND ($7::interval IS NULL OR f.observed_at >= $6 - $7::interval)
+                   AND (f.expires_at IS NULL OR f.expires_at > $6)
+                OFFSET 0) f
+         ORDER BY n.distance, f.content_digest, n.fragment_id
+         LIMIT $8
+    )
+    SELECT (row_number() OVER (ORDER BY t.distance, t.content_digest, t.fragment_id))::integer,
+           t.fragment_id, t.content_digest, t.distance, t.source_digest, t.vector_generation,
+           t.lexical_generation
+      FROM top t
+     ORDER BY 1$q$, p_dimension, p_scope_serial)
+    USING p_model, p_embedding, p_decision.workspace_id::text, p_decision.project_id::text,
+          p_decision.ceiling, p_decision.evaluated_at, p_decision.max_age, p_limit;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.approximate_vector_candidates(pyretrieve.decisions, text, public.vector, integer, integer, integer) IS
+    'The vector leg over a scope''s own HNSW index (internal to vector_candidates, which calls it when the index exists): the decision''s filters applied during an iterative, strictly ordered index scan (ef_search 400), then the content-bound tie-break.';
+
 -- plan_cache_mode: PL/pgSQL caches the plan of RETURN QUERY and, from the sixth call in a
 -- session, may switch to a generic plan that knows neither the scope nor the model. Scopes of
 -- one table differ in size by orders of magnitude: at a 10,000-row scope the generic plan
@@ -347,10 +420,32 @@ AS $$
 #variable_conflict use_column
 DECLARE
     d pyretrieve.decisions := pyretrieve.require_decision(p_decision);
+    v_scope integer;
+    v_model integer;
+    v_dimension integer;
+    v_index regclass;
 BEGIN
     PERFORM pyretrieve.check_embedding(p_model, p_embedding);
     IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND d.candidate_limit THEN
         RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'candidate limit out of range for this decision';
+    END IF;
+
+    -- A scope with its own HNSW index of this model (create_vector_index) is searched through
+    -- it; every other scope exactly. The index's existence is the switch, not a row count or a
+    -- statistic, so the same data and indexes always take the same path.
+    SELECT p.scope_serial INTO v_scope
+      FROM pyretrieve.projects p
+     WHERE p.workspace_id = d.workspace_id AND p.project_id = d.project_id;
+    SELECT m.model_serial, m.dimension INTO v_model, v_dimension
+      FROM pyretrieve.embedding_models m
+     WHERE m.model_id = p_model;
+    v_index := pg_catalog.to_regclass(pg_catalog.format('pyretrieve.embeddings_hnsw_s%s_m%s', v_scope, v_model));
+    IF v_index IS NOT NULL
+       AND EXISTS (SELECT 1 FROM pg_catalog.pg_index i
+                    WHERE i.indexrelid = v_index AND i.indisvalid AND i.indisready) THEN
+        RETURN QUERY SELECT * FROM pyretrieve.approximate_vector_candidates(
+            d, p_model, p_embedding, p_limit, v_scope, v_dimension);
+        RETURN;
     END IF;
 
     -- Exact cosine distance over the scope's embeddings of the model, filtered on the
@@ -406,7 +501,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION pyretrieve.vector_candidates(uuid, text, public.vector, integer) IS
-    'Vector candidates for the bound decision: exact cosine distance to p_embedding over the scope''s embeddings of model p_model, 1-based ranks in a total order (distance, then content digest, then fragment id). Returns rank, fragment_id, content_digest, distance, source_digest (digest of the text the embedding was computed from), vector_generation, lexical_generation. Raises PR011 for a wrong dimension, NaN/Inf or zero public.vector, PR012 for an unknown model. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+    'Vector candidates for the bound decision: cosine distance to p_embedding over the scope''s embeddings of model p_model, exact, or through the scope''s own HNSW index of that model when an admin created one (create_vector_index; recall measured in evals/bench), 1-based ranks in a total order (distance, then content digest, then fragment id). Returns rank, fragment_id, content_digest, distance, source_digest (digest of the text the embedding was computed from), vector_generation, lexical_generation. Raises PR011 for a wrong dimension, NaN/Inf or zero public.vector, PR012 for an unknown model. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
 
 CREATE FUNCTION pyretrieve.fragments(p_decision uuid, p_ids uuid[])
 RETURNS TABLE (

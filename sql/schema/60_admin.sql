@@ -63,6 +63,63 @@ $$;
 COMMENT ON FUNCTION pyretrieve.create_model_index(text) IS
     'Create the per-model HNSW index (cosine, on the embedding cast to the model''s dimension, partial on the model). SECURITY DEFINER because index creation needs the table owner; executable by admins and by register_model (pyretrieve_api) only.';
 
+-- SECURITY DEFINER, written reason: as create_model_index, an index on pyretrieve.embeddings
+-- needs the table's owner. The name and the predicate are built from two integers (the scope's
+-- serial, the model's serial and dimension read from the registry) and the model id quoted as a
+-- literal, so the catalog, which every role may read, names no workspace or project; only
+-- create_vector_index (pyretrieve_api), which checks the caller and the scope, may execute it.
+CREATE FUNCTION pyretrieve.create_scope_vector_index(p_scope_serial integer, p_model text)
+RETURNS text
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    m pyretrieve.embedding_models;
+    v_name text;
+BEGIN
+    SELECT * INTO m FROM pyretrieve.embedding_models em WHERE em.model_id = p_model;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR012', MESSAGE = 'unknown embedding model';
+    END IF;
+    IF p_scope_serial IS NULL OR p_scope_serial < 1 THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'invalid scope';
+    END IF;
+    v_name := format('embeddings_hnsw_s%s_m%s', p_scope_serial, m.model_serial);
+    EXECUTE format(
+        'CREATE INDEX IF NOT EXISTS %I ON pyretrieve.embeddings USING hnsw ((embedding::public.vector(%s)) public.vector_cosine_ops) WITH (m = 16, ef_construction = 128) WHERE scope_serial = %s AND model_id = %L',
+        v_name, m.dimension, p_scope_serial, m.model_id);
+    RETURN v_name;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.create_scope_vector_index(integer, text) IS
+    'Create (idempotently) one scope''s own HNSW index of one model: cosine, m 16, ef_construction 128, partial on the scope''s serial and the model. SECURITY DEFINER because index creation needs the table owner; executable by create_vector_index (pyretrieve_api) only.';
+
+-- SECURITY DEFINER, written reason: dropping an index needs its owner. The name is built from
+-- integers alone, as above; only drop_vector_index (pyretrieve_api) may execute it.
+CREATE FUNCTION pyretrieve.drop_scope_vector_index(p_scope_serial integer, p_model text)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    m pyretrieve.embedding_models;
+    v_name text;
+BEGIN
+    SELECT * INTO m FROM pyretrieve.embedding_models em WHERE em.model_id = p_model;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR012', MESSAGE = 'unknown embedding model';
+    END IF;
+    v_name := format('embeddings_hnsw_s%s_m%s', p_scope_serial, m.model_serial);
+    IF to_regclass(format('pyretrieve.%I', v_name)) IS NULL THEN
+        RETURN false;
+    END IF;
+    EXECUTE format('DROP INDEX pyretrieve.%I', v_name);
+    RETURN true;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.drop_scope_vector_index(integer, text) IS
+    'Drop one scope''s own HNSW index of one model, if it exists; true when one was dropped. SECURITY DEFINER because dropping an index needs its owner; executable by drop_vector_index (pyretrieve_api) only.';
+
 -- ---------------------------------------------------------------------------------------------
 -- Decision retention. pyretrieve.decisions is partitioned by month of evaluated_at (UTC). The
 -- partitions are owned by pyretrieve_owner, have row-level security enabled and forced with no
@@ -227,6 +284,56 @@ END;
 $$;
 COMMENT ON FUNCTION pyretrieve.set_bm25(text, text, double precision, double precision) IS
     'Set a project''s BM25 parameters k1 (term-frequency saturation, default 0.9) and b (length normalisation, default 0.4). Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+
+-- The scope's serial, for an admin: PR020 for a scope that does not exist.
+CREATE FUNCTION pyretrieve.admin_scope_serial(p_workspace text, p_project text)
+RETURNS integer
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_scope integer;
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    PERFORM pyretrieve.check_identifier(p_workspace, 'workspace');
+    PERFORM pyretrieve.check_identifier(p_project, 'project');
+    SELECT p.scope_serial INTO v_scope
+      FROM pyretrieve.projects p
+     WHERE p.workspace_id = p_workspace AND p.project_id = p_project;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR020', MESSAGE = 'project not found';
+    END IF;
+    RETURN v_scope;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.admin_scope_serial(text, text) IS
+    'A scope''s opaque serial (projects.scope_serial), for the admin functions that name its own indexes: admins only, PR020 for an unknown scope.';
+
+CREATE FUNCTION pyretrieve.create_vector_index(p_workspace text, p_project text, p_model text)
+RETURNS text
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN pyretrieve.create_scope_vector_index(
+        pyretrieve.admin_scope_serial(p_workspace, p_project), p_model);
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.create_vector_index(text, text, text) IS
+    'Give one workspace/project its own HNSW index of one model (idempotent); from then on vector_candidates searches that scope through it instead of exactly. Worth it above about 10,000 rows of the scope (docs/performance.md, measured); below that the exact scan is as fast and has recall 1. The index holds only that scope''s rows, so no other scope changes what it finds or how long it takes. Building it blocks writes to the embeddings for its duration. Admins only; PR020 for an unknown scope, PR012 for an unknown model. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+
+CREATE FUNCTION pyretrieve.drop_vector_index(p_workspace text, p_project text, p_model text)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN pyretrieve.drop_scope_vector_index(
+        pyretrieve.admin_scope_serial(p_workspace, p_project), p_model);
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.drop_vector_index(text, text, text) IS
+    'Drop a scope''s own HNSW index of one model (create_vector_index); the scope''s vector leg is exact again. True when an index was dropped. Admins only; PR020 for an unknown scope, PR012 for an unknown model. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
 
 CREATE FUNCTION pyretrieve.grant_access(
     p_principal regrole,

@@ -66,6 +66,7 @@ GRANT EXECUTE ON FUNCTION pyretrieve.caller(), pyretrieve.caller_in(name),
     pyretrieve.check_embedding(text, public.vector), pyretrieve.require_admin(),
     pyretrieve.scope_sequence(text, text), pyretrieve.tsvector_length(tsvector),
     pyretrieve.create_scope_sequence(text, text), pyretrieve.create_model_index(text),
+    pyretrieve.create_scope_vector_index(integer, text), pyretrieve.drop_scope_vector_index(integer, text),
     pyretrieve.decision_partition_ranges(), pyretrieve.ensure_decision_partitions(integer, timestamptz),
     pyretrieve.drop_decision_partition(text)
     TO pyretrieve_api;
@@ -132,6 +133,8 @@ GRANT EXECUTE ON FUNCTION
     pyretrieve.revoke_access(regrole, text, text, text),
     pyretrieve.register_model(text, integer, double precision, double precision, text),
     pyretrieve.set_bm25(text, text, double precision, double precision),
+    pyretrieve.create_vector_index(text, text, text),
+    pyretrieve.drop_vector_index(text, text, text),
     pyretrieve.list_projects(),
     pyretrieve.list_grants(),
     pyretrieve.decision_partitions(),

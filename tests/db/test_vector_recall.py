@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -165,3 +166,168 @@ def test_the_scopes_span_two_orders_of_magnitude(corpus: Corpus) -> None:
             "SELECT count(*) AS n FROM pyretrieve.embeddings WHERE model_id = %s", (MODEL,)
         ).fetchone()
     assert row == {"n": TOTAL}
+
+
+# ------------------------------------------------------------ a scope's own HNSW index
+
+
+@contextmanager
+def scope_index(c: Corpus, workspace: str, project: str) -> Iterator[str]:
+    """An admin gives the scope its own HNSW index of the model for the block, then drops it."""
+    with c.db.connect(autocommit=True) as conn:
+        with acting_as(conn, "adam"):
+            row = conn.execute(
+                "SELECT pyretrieve.create_vector_index(%s, %s, %s) AS name",
+                (workspace, project, MODEL),
+            ).fetchone()
+        assert row is not None
+        try:
+            yield str(row["name"])
+        finally:
+            with acting_as(conn, "adam"):
+                conn.execute(
+                    "SELECT pyretrieve.drop_vector_index(%s, %s, %s)", (workspace, project, MODEL)
+                )
+
+
+def index_scans(c: Corpus, name: str) -> int:
+    with c.db.admin() as admin:
+        admin.execute("SELECT pg_stat_clear_snapshot()")
+        row = admin.execute(
+            "SELECT pg_stat_get_numscans(%s::regclass) AS n", (f"pyretrieve.{name}",)
+        ).fetchone()
+    assert row is not None
+    return int(row["n"])
+
+
+def search_scope(c: Corpus, project: str, queries: np.ndarray, k: int) -> list[list[Any]]:
+    with c.db.connect(autocommit=True) as conn, acting_as(conn, "alice"):
+        d = authorize(conn, "corp", project, limit=k)
+        return [
+            [(r["fragment_id"], r["distance"]) for r in vector(conn, d["decision_id"], list(map(float, q)), k, model=MODEL)]
+            for q in queries
+        ]  # fmt: skip
+
+
+@pytest.mark.parametrize("project", ["big", "mid", "tiny"])
+def test_a_scope_index_keeps_recall_and_hides_what_the_decision_hides(
+    corpus: Corpus, project: str
+) -> None:
+    rng = np.random.default_rng(100 + list(SCOPES).index(project))
+    mask = corpus.authorised[project]
+    ids = np.array(corpus.ids[project], dtype=object)[mask]
+    vectors = corpus.vectors[project][mask]
+    hidden = set(np.array(corpus.ids[project], dtype=object)[~mask])
+    outside = {i for p, v in corpus.ids.items() if p != project for i in v}
+    k = min(100, len(ids))
+    queries = clustered(rng, corpus.centers, QUERIES_PER_SCOPE)
+    exact = search_scope(corpus, project, queries, k)
+    with scope_index(corpus, "corp", project) as name:
+        before = index_scans(corpus, name)
+        approximate = search_scope(corpus, project, queries, k)
+        assert index_scans(corpus, name) >= before + len(queries), "the leg did not use the index"
+    recalls = []
+    for q, got, truth_rows in zip(queries, approximate, exact, strict=True):
+        got_ids = [i for i, _ in got]
+        assert len(got_ids) == k
+        assert not (set(got_ids) & hidden), "a hidden row was returned"
+        assert not (set(got_ids) & outside), "a row of another scope was returned"
+        truth = {ids[i] for i in exact_top(vectors, q, k)}
+        assert {i for i, _ in truth_rows} == truth or len(ids) > k  # the exact leg is the oracle
+        recalls.append(len(truth & set(got_ids)) / k)
+        # A row found by the index has the distance the exact leg computes, bit for bit.
+        exact_distance = dict(truth_rows)
+        assert all(exact_distance[i] == dist for i, dist in got if i in exact_distance)
+    assert min(recalls) >= 0.99, (project, len(ids), recalls)
+
+
+def test_the_indexed_leg_ignores_the_callers_planner_and_index_settings(corpus: Corpus) -> None:
+    """A caller who starves the index scan (ef_search 1, no iterative scan, index scans off)
+    or forbids it gets the same rows: the leg's settings are its own."""
+    queries = clustered(np.random.default_rng(7), corpus.centers, 3)
+    with scope_index(corpus, "corp", "big"):
+        plain = search_scope(corpus, "big", queries, 100)
+        with corpus.db.connect(autocommit=True) as conn, acting_as(conn, "alice"):
+            for setting in (
+                "hnsw.ef_search = 1", "hnsw.iterative_scan = off", "hnsw.max_scan_tuples = 1",
+                "enable_indexscan = off", "enable_sort = on", "enable_seqscan = on",
+            ):  # fmt: skip
+                conn.execute(f"SET LOCAL {setting}")
+            d = authorize(conn, "corp", "big", limit=100)
+            starved = [
+                [(r["fragment_id"], r["distance"]) for r in vector(conn, d["decision_id"], list(map(float, q)), 100, model=MODEL)]
+                for q in queries
+            ]  # fmt: skip
+    assert starved == plain
+
+
+def test_another_scopes_rows_near_the_query_change_nothing_in_an_indexed_scope(
+    corpus: Corpus,
+) -> None:
+    """Neighbourhood density does not cross scopes: 300 rows of another workspace placed right
+    at the query leave the indexed scope's rows and distances as they were."""
+    q = clustered(np.random.default_rng(11), corpus.centers, 1)
+    with scope_index(corpus, "corp", "big"):
+        before = search_scope(corpus, "big", q, 100)
+        crowd = [uuid.uuid4() for _ in range(300)]
+        jitter = np.random.default_rng(12).normal(scale=1e-3, size=(300, DIM))
+        with corpus.db.admin() as admin:
+            with admin.cursor() as cur:
+                with cur.copy(
+                    "COPY pyretrieve.fragments (workspace_id, project_id, fragment_id, body,"
+                    " classification, state) FROM STDIN"
+                ) as copy:
+                    for i, fid in enumerate(crowd):
+                        copy.write_row(("other", "big", fid, f"crowd {i}", "public", "active"))
+                with cur.copy(
+                    "COPY pyretrieve.embeddings (workspace_id, project_id, fragment_id,"
+                    " model_id, embedding, source_digest) FROM STDIN"
+                ) as copy:
+                    for fid, j in zip(crowd, jitter, strict=True):
+                        copy.write_row(("other", "big", fid, MODEL, vec(q[0] + j), b"\x00" * 32))
+            admin.commit()
+        try:
+            after = search_scope(corpus, "big", q, 100)
+        finally:
+            with corpus.db.admin() as admin:
+                admin.execute("SET session_replication_role = replica")
+                admin.execute(
+                    "DELETE FROM pyretrieve.embeddings WHERE fragment_id = ANY(%s)", (crowd,)
+                )
+                admin.execute(
+                    "DELETE FROM pyretrieve.fragments WHERE fragment_id = ANY(%s)", (crowd,)
+                )
+                admin.commit()
+    assert after == before
+
+
+def test_a_scope_index_names_no_workspace_or_project_in_the_catalog(corpus: Corpus) -> None:
+    """Every role may read pg_indexes: the index's name and predicate carry the scope's opaque
+    serial and the model, never a workspace or project name."""
+    with scope_index(corpus, "corp", "mid") as name, corpus.db.connect() as conn:
+        row = conn.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE indexname = %s", (name,)
+        ).fetchone()
+    assert row is not None
+    text = f"{row['indexname']} {row['indexdef']}"
+    assert "scope_serial" in text
+    assert MODEL in text
+    assert "corp" not in text
+    assert "mid" not in text
+    assert "workspace_id" not in text
+
+
+def test_only_admins_create_a_scope_index_and_an_unknown_scope_is_refused(corpus: Corpus) -> None:
+    with corpus.db.connect(autocommit=True) as conn:
+        for nick in ("alice", "wally"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege), acting_as(conn, nick):
+                conn.execute("SELECT pyretrieve.create_vector_index('corp', 'big', %s)", (MODEL,))
+            for helper in ("create_scope_vector_index", "drop_scope_vector_index"):
+                with pytest.raises(psycopg.errors.InsufficientPrivilege), acting_as(conn, nick):
+                    conn.execute(f"SELECT pyretrieve.{helper}(1, %s)", (MODEL,))
+        with pytest.raises(psycopg.Error) as absent, acting_as(conn, "adam"):
+            conn.execute("SELECT pyretrieve.create_vector_index('corp', 'nowhere', %s)", (MODEL,))
+        assert absent.value.sqlstate == "PR020"
+        with pytest.raises(psycopg.Error) as model, acting_as(conn, "adam"):
+            conn.execute("SELECT pyretrieve.create_vector_index('corp', 'big', 'no-such-model')")
+        assert model.value.sqlstate == "PR012"
