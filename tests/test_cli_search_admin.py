@@ -199,3 +199,34 @@ def test_search_says_why_the_vector_leg_gave_nothing(
         " ".join(bare.output.split())
     )
     assert "pyretrieve reembed --model hash-ngram-v1" in " ".join(bare.output.split())
+
+
+def test_an_admin_gives_a_scope_its_own_vector_index_and_drops_it(scope: Database) -> None:
+    assert grant_alice(scope).exit_code == 0
+    before = search(scope, "--json")
+    assert before.exit_code == 0, before.output
+    made = cli(scope, "adam", "models", "index", "hash-ngram-v1", "-w", WS, "-p", PJ)
+    assert made.exit_code == 0, made.output
+    assert "embeddings_hnsw_s" in made.output
+    with scope.admin() as admin:
+        row = admin.execute(
+            "SELECT count(*) AS n FROM pg_indexes WHERE indexname LIKE 'embeddings_hnsw_s%'"
+        ).fetchone()
+    assert row == {"n": 1}
+    during = search(scope, "--json")
+    assert during.exit_code == 0, during.output
+    ids = [r["fragment"]["fragment_id"] for r in json.loads(before.output)["results"]]
+    assert [r["fragment"]["fragment_id"] for r in json.loads(during.output)["results"]] == ids
+    assert "HIDDEN-SENTINEL" not in during.output
+    # Only an admin, and only for a scope that exists.
+    denied = cli(scope, "alice", "models", "index", "hash-ngram-v1", "-w", WS, "-p", PJ, "--drop")
+    assert denied.exit_code == 2
+    assert denied.output.startswith("error [VES_MEMORY_ACCESS_DENIED]")
+    absent = cli(scope, "adam", "models", "index", "hash-ngram-v1", "-w", WS, "-p", "nowhere")
+    assert absent.exit_code == 2
+    assert absent.output.startswith("error [VES_MEMORY_NOT_FOUND]")
+    dropped = cli(scope, "adam", "models", "index", "hash-ngram-v1", "-w", WS, "-p", PJ, "--drop")
+    assert dropped.exit_code == 0, dropped.output
+    assert "dropped" in dropped.output
+    again = cli(scope, "adam", "models", "index", "hash-ngram-v1", "-w", WS, "-p", PJ, "--drop")
+    assert "had none" in again.output

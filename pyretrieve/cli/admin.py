@@ -167,6 +167,44 @@ def models_register(
     click.echo(f"model {embedder.model_id} ({embedder.dimension}-d) registered{shown}")
 
 
+@models.command("index")
+@click.argument("model")
+@click.option("--workspace", "-w", required=True)
+@click.option("--project", "-p", required=True)
+@click.option("--drop", is_flag=True, help="Drop the scope's index: its vector leg is exact again.")
+@as_option
+@dsn_option
+@click.pass_context
+@handle_errors
+def models_index(
+    ctx: click.Context,
+    model: str,
+    workspace: str,
+    project: str,
+    drop: bool,
+    principal: str | None,
+    dsn: str | None,
+) -> None:
+    """Give one workspace/project its own HNSW index of MODEL; its vector leg then searches
+    through it instead of exactly (worth it above about 20,000 rows of the scope, see
+    docs/architecture.md). Building it blocks writes to the embeddings while it runs."""
+    check_names(workspace=workspace, project=project)
+    with (
+        connect(dsn or ctx.obj["dsn"]) as conn,
+        transaction(conn, principal or ctx.obj["principal"]),
+    ):
+        params = (workspace, project, model)
+        if drop:
+            row = conn.execute(queries.DROP_VECTOR_INDEX, params).fetchone()
+        else:
+            row = conn.execute(queries.CREATE_VECTOR_INDEX, params).fetchone()
+    if drop:
+        done = "dropped" if row and row["dropped"] else "had none"
+        click.echo(f"{workspace}/{project}: approximate index of {model} {done}")
+    else:
+        click.echo(f"{workspace}/{project}: approximate index of {model} ({row and row['name']})")
+
+
 def check_names(**names: str) -> None:
     """Workspace, project and purpose names break the identifier rule: say which, and the rule."""
     for what, value in names.items():

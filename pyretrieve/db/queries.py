@@ -28,6 +28,7 @@ __all__ = [
     "CATALOG_VIEWS",
     "CREATE_PROJECT",
     "CREATE_PROJECT_WITH_CONFIG",
+    "CREATE_VECTOR_INDEX",
     "CREATE_WORKSPACE",
     "DATABASE_EXISTS",
     "DECISIONS_ENSURE",
@@ -36,6 +37,7 @@ __all__ = [
     "DECISIONS_PRUNE",
     "DECISIONS_RELATIVE",
     "DECISIONS_TIMESTAMP",
+    "DROP_VECTOR_INDEX",
     "DROP_VERSION_TABLE",
     "EMBEDDINGS_NEEDED",
     "FRAGMENTS",
@@ -204,6 +206,16 @@ PUT_EMBEDDING: Final = (
 REGISTER_MODEL: Final = (
     "SELECT pyretrieve.register_model(p_model => %s, p_dimension => %s,"
     " p_lexical_weight => %s, p_vector_weight => %s, p_fusion => %s)"
+)
+# create_vector_index(workspace, project, model): the scope's own HNSW index, as column name.
+CREATE_VECTOR_INDEX: Final = (
+    "SELECT pyretrieve.create_vector_index(p_workspace => %s, p_project => %s, p_model => %s)"
+    " AS name"
+)
+# drop_vector_index(workspace, project, model), as column dropped.
+DROP_VECTOR_INDEX: Final = (
+    "SELECT pyretrieve.drop_vector_index(p_workspace => %s, p_project => %s, p_model => %s)"
+    " AS dropped"
 )
 # create_workspace(workspace).
 CREATE_WORKSPACE: Final = "SELECT pyretrieve.create_workspace(p_workspace => %s)"

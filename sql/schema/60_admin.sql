@@ -320,7 +320,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION pyretrieve.create_vector_index(text, text, text) IS
-    'Give one workspace/project its own HNSW index of one model (idempotent); from then on vector_candidates searches that scope through it instead of exactly. Worth it above about 10,000 rows of the scope (docs/performance.md, measured); below that the exact scan is as fast and has recall 1. The index holds only that scope''s rows, so no other scope changes what it finds or how long it takes. Building it blocks writes to the embeddings for its duration. Admins only; PR020 for an unknown scope, PR012 for an unknown model. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+    'Give one workspace/project its own HNSW index of one model (idempotent); from then on vector_candidates searches that scope through it instead of exactly. Worth it above about 20,000 rows of the scope (evals/bench/vector-index.json: 1.6 times faster at 10,000 rows, 3.6 times at 30,000, 14 times at 100,000); below that the exact scan is about as fast and has recall 1. The index holds only that scope''s rows, so no other scope changes what it finds or how long it takes. Building it blocks writes to the embeddings for its duration. Admins only; PR020 for an unknown scope, PR012 for an unknown model. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
 
 CREATE FUNCTION pyretrieve.drop_vector_index(p_workspace text, p_project text, p_model text)
 RETURNS boolean

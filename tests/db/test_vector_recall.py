@@ -9,6 +9,8 @@ setup only); the searches run as alice through the SQL API.
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -331,3 +333,50 @@ def test_only_admins_create_a_scope_index_and_an_unknown_scope_is_refused(corpus
         with pytest.raises(psycopg.Error) as model, acting_as(conn, "adam"):
             conn.execute("SELECT pyretrieve.create_vector_index('corp', 'big', 'no-such-model')")
         assert model.value.sqlstate == "PR012"
+
+
+def test_dropping_the_index_under_load_falls_back_to_exact_without_an_error(
+    corpus: Corpus,
+) -> None:
+    """Four searchers keep querying an indexed scope while an admin drops its index: no search
+    fails, and every search that starts after the drop returns the exact leg's rows."""
+    queries = clustered(np.random.default_rng(21), corpus.centers, 4)
+    exact = search_scope(corpus, "big", queries, 100)
+    failures: list[BaseException] = []
+    after_drop: list[tuple[int, list[Any]]] = []
+    dropped = threading.Event()
+    stop = threading.Event()
+
+    def searcher(n: int) -> None:
+        try:
+            with corpus.db.connect(autocommit=True) as conn:
+                while not stop.is_set():
+                    started_after_drop = dropped.is_set()
+                    with acting_as(conn, "alice"):
+                        d = authorize(conn, "corp", "big", limit=100)
+                        rows = vector(
+                            conn, d["decision_id"], list(map(float, queries[n])), 100, model=MODEL
+                        )
+                    if started_after_drop:
+                        after_drop.append((n, [(r["fragment_id"], r["distance"]) for r in rows]))
+        except BaseException as exc:
+            failures.append(exc)
+
+    with corpus.db.connect(autocommit=True) as conn:
+        with acting_as(conn, "adam"):
+            conn.execute("SELECT pyretrieve.create_vector_index('corp', 'big', %s)", (MODEL,))
+        threads = [threading.Thread(target=searcher, args=(n,)) for n in range(4)]
+        for t in threads:
+            t.start()
+        time.sleep(1.0)
+        with acting_as(conn, "adam"):
+            conn.execute("SELECT pyretrieve.drop_vector_index('corp', 'big', %s)", (MODEL,))
+        dropped.set()
+        time.sleep(1.0)
+        stop.set()
+        for t in threads:
+            t.join(timeout=60)
+    assert not failures, failures
+    assert after_drop, "no search ran after the drop"
+    for n, rows in after_drop:
+        assert rows == exact[n]
