@@ -1374,9 +1374,8 @@ AS $$
 DECLARE
     d pyretrieve.decisions := pyretrieve.require_decision(p_decision);
     v_scope integer;
-    v_model integer;
     v_dimension integer;
-    v_index regclass;
+    v_indexed boolean;
 BEGIN
     PERFORM pyretrieve.check_embedding(p_model, p_embedding);
     IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND d.candidate_limit THEN
@@ -1386,16 +1385,16 @@ BEGIN
     -- A scope with its own HNSW index of this model (create_vector_index) is searched through
     -- it; every other scope exactly. The index's existence is the switch, not a row count or a
     -- statistic, so the same data and indexes always take the same path.
-    SELECT p.scope_serial INTO v_scope
-      FROM pyretrieve.projects p
-     WHERE p.workspace_id = d.workspace_id AND p.project_id = d.project_id;
-    SELECT m.model_serial, m.dimension INTO v_model, v_dimension
-      FROM pyretrieve.embedding_models m
-     WHERE m.model_id = p_model;
-    v_index := pg_catalog.to_regclass(pg_catalog.format('pyretrieve.embeddings_hnsw_s%s_m%s', v_scope, v_model));
-    IF v_index IS NOT NULL
-       AND EXISTS (SELECT 1 FROM pg_catalog.pg_index i
-                    WHERE i.indexrelid = v_index AND i.indisvalid AND i.indisready) THEN
+    SELECT p.scope_serial, m.dimension,
+           EXISTS (SELECT 1 FROM pg_catalog.pg_index i
+                    WHERE i.indexrelid = pg_catalog.to_regclass(pg_catalog.format(
+                              'pyretrieve.embeddings_hnsw_s%s_m%s', p.scope_serial, m.model_serial))
+                      AND i.indisvalid AND i.indisready)
+      INTO v_scope, v_dimension, v_indexed
+      FROM pyretrieve.projects p, pyretrieve.embedding_models m
+     WHERE p.workspace_id = d.workspace_id AND p.project_id = d.project_id
+       AND m.model_id = p_model;
+    IF v_indexed THEN
         RETURN QUERY SELECT * FROM pyretrieve.approximate_vector_candidates(
             d, p_model, p_embedding, p_limit, v_scope, v_dimension);
         RETURN;
