@@ -1310,7 +1310,7 @@ BEGIN
     -- Set here rather than as SET clauses: pgvector defines them only once its library is
     -- loaded, which the vector argument has done by now. The SET clauses above make these
     -- local to the call as well.
-    PERFORM pg_catalog.set_config('hnsw.ef_search', '400', true);
+    PERFORM pg_catalog.set_config('hnsw.ef_search', '600', true);
     PERFORM pg_catalog.set_config('hnsw.iterative_scan', 'strict_order', true);
     PERFORM pg_catalog.set_config('hnsw.max_scan_tuples', '100000', true);
     RETURN QUERY EXECUTE pg_catalog.format($q$
@@ -1356,7 +1356,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION pyretrieve.approximate_vector_candidates(pyretrieve.decisions, text, public.vector, integer, integer, integer) IS
-    'The vector leg over a scope''s own HNSW index (internal to vector_candidates, which calls it when the index exists): the decision''s filters applied during an iterative, strictly ordered index scan (ef_search 400), then the content-bound tie-break.';
+    'The vector leg over a scope''s own HNSW index (internal to vector_candidates, which calls it when the index exists): the decision''s filters applied during an iterative, strictly ordered index scan (ef_search 600), then the content-bound tie-break.';
 
 -- plan_cache_mode: PL/pgSQL caches the plan of RETURN QUERY and, from the sixth call in a
 -- session, may switch to a generic plan that knows neither the scope nor the model. Scopes of

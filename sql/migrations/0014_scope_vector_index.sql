@@ -59,7 +59,7 @@ BEGIN
     -- Set here rather than as SET clauses: pgvector defines them only once its library is
     -- loaded, which the vector argument has done by now. The SET clauses above make these
     -- local to the call as well.
-    PERFORM pg_catalog.set_config('hnsw.ef_search', '400', true);
+    PERFORM pg_catalog.set_config('hnsw.ef_search', '600', true);
     PERFORM pg_catalog.set_config('hnsw.iterative_scan', 'strict_order', true);
     PERFORM pg_catalog.set_config('hnsw.max_scan_tuples', '100000', true);
     RETURN QUERY EXECUTE pg_catalog.format($q$
@@ -104,7 +104,7 @@ BEGIN
           p_decision.ceiling, p_decision.evaluated_at, p_decision.max_age, p_limit;
 END;
 $function$;
-COMMENT ON FUNCTION pyretrieve.approximate_vector_candidates(pyretrieve.decisions,text,public.vector,integer,integer,integer) IS 'The vector leg over a scope''s own HNSW index (internal to vector_candidates, which calls it when the index exists): the decision''s filters applied during an iterative, strictly ordered index scan (ef_search 400), then the content-bound tie-break.';
+COMMENT ON FUNCTION pyretrieve.approximate_vector_candidates(pyretrieve.decisions,text,public.vector,integer,integer,integer) IS 'The vector leg over a scope''s own HNSW index (internal to vector_candidates, which calls it when the index exists): the decision''s filters applied during an iterative, strictly ordered index scan (ef_search 600), then the content-bound tie-break.';
 REVOKE ALL ON FUNCTION pyretrieve.approximate_vector_candidates(pyretrieve.decisions,text,public.vector,integer,integer,integer) FROM PUBLIC;
 SET LOCAL ROLE pyretrieve_owner;
 SET LOCAL ROLE pyretrieve_api;
