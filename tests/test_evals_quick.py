@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("ir_measures", reason="the evals extra is not installed")
 
-from evals.bench import scale
+from evals.bench import scale, vector_index
 from evals.bench.runtime import DATASETS
 from evals.quality import cli as quality
 from evals.quality import report, weights
@@ -173,3 +173,20 @@ def test_the_paired_randomization_test() -> None:
     assert paired_permutation(noise, a) > 0.5
     # The same inputs give the same p-value (a fixed seed).
     assert paired_permutation(better[:20], a[:20]) == paired_permutation(better[:20], a[:20])
+
+
+def test_vector_index_quick(fresh_dsn: str, tmp_path: Path) -> None:
+    out = tmp_path / "vector-index.json"
+    args = ["--sizes", "300,600", "--queries", "4", "--foreign-rows", "200"]
+    result = vector_index.main([*args, "--dsn", fresh_dsn, "--out", str(out)])
+    assert out.exists()
+    assert [s["rows"] for s in result["scopes"]] == [300, 600]
+    assert result["settings"]["search_settings"]["hnsw.ef_search"]
+    for scope in result["scopes"]:
+        for leg in ("exact", "hnsw"):
+            assert scope[leg]["n"] == 4
+            assert 0 < scope[leg]["p50"] <= scope[leg]["p95"]
+        recall = scope["recall_at_100"]
+        assert 0.0 < recall["min"] <= recall["mean"] <= 1.0
+        assert scope["found_distances_identical_to_exact"] is True
+        assert scope["index"]["name"].startswith("embeddings_hnsw_s")

@@ -18,6 +18,10 @@ methods taking turns query by query:
   under the reader's decision at the second wall, rank it in process (numpy cosine plus term
   overlap, RRF, ``evals.bench.scale.naive_rank``) and keep the top 10 with their schemas.
 
+``--vector-index-above N``: at each size above N, once measured, an admin gives the scope its
+own HNSW index (``create_vector_index``, timed) and the size is measured again
+(``with_vector_index``), so the exact and the indexed vector leg are compared in one run.
+
 ``--bulk-above N``: tools past the first N are written by the connecting superuser in bulk
 (``INSERT ... SELECT`` of the same bodies ``pyretrieve.tool_text`` builds, the same tools rows,
 ``hash-ngram-v1`` embeddings computed here and copied in), in batches of 5,000 instead of the API's
@@ -288,6 +292,8 @@ def run(args: argparse.Namespace, dsn: str) -> dict[str, Any]:
                 conn.execute("ANALYZE pyretrieve.fragments, pyretrieve.tools, pyretrieve.embeddings,"
                              " pyretrieve.postings")  # fmt: skip
                 figures = measure(conn, who, scope, queries, size)
+                if args.vector_index_above is not None and size > args.vector_index_above:
+                    figures["with_vector_index"] = indexed(conn, who, scope, queries, size)
                 figures["load"] = {
                     "tools_added": size - before,
                     "how": "bulk" if bulk else "api",
@@ -316,8 +322,29 @@ def run(args: argparse.Namespace, dsn: str) -> dict[str, Any]:
         "clients": 1,
         "max_load_seconds": args.max_load_seconds,
         "bulk_above": args.bulk_above,
+        "vector_index_above": args.vector_index_above,
     }
     return result
+
+
+def indexed(
+    conn: psycopg.Connection[Any], who: Principals, scope: Scope, queries: list[Any], size: int
+) -> dict[str, Any]:
+    """The same measurements once the scope has its own HNSW index (``create_vector_index``,
+    timed), so exact and indexed vector legs sit side by side at one size."""
+    t0 = time.perf_counter()
+    with acting_as(conn, who.admin):
+        conn.execute(
+            "SELECT pyretrieve.create_vector_index(%s, %s, %s)",
+            (scope.workspace, scope.project, EMBEDDER.model_id),
+        )
+    built = time.perf_counter() - t0
+    figures = measure(conn, who, scope, queries, size)
+    figures["build_seconds"] = round(built, 1)
+    print(json.dumps({"size": size, "with_vector_index": {m: figures[m]["p50"] for m in
+          ("client.discover", "sql.discover_tools", "schema_loading", "naive")}}),
+          flush=True)  # fmt: skip
+    return figures
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -330,6 +357,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=OUT)
     p.add_argument("--max-load-seconds", type=float, default=3600.0)
     p.add_argument("--bulk-above", type=int, default=None)
+    p.add_argument(
+        "--vector-index-above",
+        type=int,
+        default=None,
+        help="at sizes above N, measure again once the scope has its own HNSW index",
+    )
     args = p.parse_args(argv)
     if args.dsn:
         ensure_installed(args.dsn)

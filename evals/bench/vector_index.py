@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 import psycopg
+from numpy.typing import NDArray
 from psycopg import sql
 from psycopg.rows import dict_row
 
@@ -61,11 +62,13 @@ FOREIGN_ROWS = 30_000
 MAINTENANCE_WORK_MEM = "1GB"
 
 
-def _vec(v: np.ndarray) -> str:
+def _vec(v: NDArray[np.float32]) -> str:
     return "[" + ",".join(map(repr, v.tolist())) + "]"
 
 
-def _load(conn: psycopg.Connection[Any], ws: str, project: str, vectors: np.ndarray) -> None:
+def _load(
+    conn: psycopg.Connection[Any], ws: str, project: str, vectors: NDArray[np.float32]
+) -> None:
     rng = np.random.default_rng(len(vectors))
     hidden = rng.random(len(vectors)) < HIDDEN_SHARE
     ids = [uuid.uuid4() for _ in range(len(vectors))]
@@ -85,7 +88,9 @@ def _load(conn: psycopg.Connection[Any], ws: str, project: str, vectors: np.ndar
                 copy.write_row((ws, project, fid, MODEL, _vec(v), b"\x00" * 32))
 
 
-def _setup(dsn: str, sizes: list[int], principals: Principals, gen: synth.Generator) -> None:
+def _setup(
+    dsn: str, sizes: list[int], foreign: int, principals: Principals, gen: synth.Generator
+) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(principals.admin)))
         conn.execute("SELECT pyretrieve.create_workspace(%s)", (WORKSPACE,))
@@ -106,7 +111,7 @@ def _setup(dsn: str, sizes: list[int], principals: Principals, gen: synth.Genera
             conn.execute(sql.SQL("DROP INDEX pyretrieve.{}").format(sql.Identifier(name)))
         for ws, project, n in [
             *((WORKSPACE, f"s{n}", n) for n in sizes),
-            (FOREIGN, "all", FOREIGN_ROWS),
+            (FOREIGN, "all", foreign),
         ]:
             with conn.transaction():
                 _load(conn, ws, project, _vectors(gen, f"{ws}/{project}", n))
@@ -114,13 +119,16 @@ def _setup(dsn: str, sizes: list[int], principals: Principals, gen: synth.Genera
         conn.execute("VACUUM (ANALYZE) pyretrieve.embeddings")
 
 
-def _vectors(gen: synth.Generator, name: str, n: int) -> np.ndarray:
+def _vectors(gen: synth.Generator, name: str, n: int) -> NDArray[np.float32]:
     rng = np.random.default_rng(synth._seed(gen.seed, "vix", name))
     clusters = rng.integers(0, gen.clusters, n)
     noise = rng.standard_normal((n, synth.DIMENSION)).astype(np.float32)
     noise *= synth.NOISE / np.sqrt(synth.DIMENSION)
-    vectors = gen.centres[clusters] + noise
-    return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+    vectors: NDArray[np.float32] = gen.centres[clusters] + noise
+    unit: NDArray[np.float32] = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(
+        np.float32
+    )
+    return unit
 
 
 def _search_settings(conn: psycopg.Connection[Any]) -> dict[str, str]:
@@ -134,7 +142,7 @@ def _search_settings(conn: psycopg.Connection[Any]) -> dict[str, str]:
 
 
 def _leg(
-    conn: psycopg.Connection[Any], reader: str, project: str, queries: list[np.ndarray]
+    conn: psycopg.Connection[Any], reader: str, project: str, queries: list[NDArray[np.float32]]
 ) -> tuple[list[float], list[list[tuple[Any, float]]]]:
     seconds: list[float] = []
     rows: list[list[tuple[Any, float]]] = []
@@ -158,7 +166,10 @@ def _leg(
 
 
 def _scope(
-    conn: psycopg.Connection[Any], principals: Principals, n: int, queries: list[np.ndarray]
+    conn: psycopg.Connection[Any],
+    principals: Principals,
+    n: int,
+    queries: list[NDArray[np.float32]],
 ) -> dict[str, Any]:
     project = f"s{n}"
     _leg(conn, principals.reader, project, queries[:3])  # warm the cache
@@ -224,6 +235,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--queries", type=int, default=40)
     parser.add_argument("--dsn", help="a database (superuser); default: a throwaway server")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--foreign-rows", type=int, default=FOREIGN_ROWS)
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
     sizes = sorted(int(s) for s in args.sizes.split(","))
@@ -234,7 +246,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         principals = Principals.create(setup, "vix")
         try:
             started = time.perf_counter()
-            _setup(dsn, sizes, principals, gen)
+            _setup(dsn, sizes, args.foreign_rows, principals, gen)
             load = time.perf_counter() - started
             with psycopg.connect(dsn, autocommit=True) as plain:
                 measured_on = provenance(plain)
@@ -250,7 +262,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         "dimension": synth.DIMENSION,
                         "clusters": CLUSTERS,
                         "hidden_share": HIDDEN_SHARE,
-                        "foreign_scope_rows": FOREIGN_ROWS,
+                        "foreign_scope_rows": args.foreign_rows,
                         "maintenance_work_mem_for_the_build": MAINTENANCE_WORK_MEM,
                         "search_settings": _search_settings(conn),
                     },
