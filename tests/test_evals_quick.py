@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("ir_measures", reason="the evals extra is not installed")
 
-from evals.bench import scale, vector_index
+from evals.bench import lexical_revisions, scale, vector_index
 from evals.bench.runtime import DATASETS
 from evals.quality import cli as quality
 from evals.quality import report, weights
@@ -190,3 +190,52 @@ def test_vector_index_quick(fresh_dsn: str, tmp_path: Path) -> None:
         assert 0.0 < recall["min"] <= recall["mean"] <= 1.0
         assert scope["found_distances_identical_to_exact"] is True
         assert scope["index"]["name"].startswith("embeddings_hnsw_s")
+
+
+def test_lexical_revisions_quick(fresh_dsn: str, tmp_path: Path) -> None:
+    """The revision comparison on a small scope: both revisions' rows agree, and it cleans up."""
+    import psycopg
+
+    from tests.conftest import role
+
+    with psycopg.connect(fresh_dsn, autocommit=True) as conn:
+        conn.execute("SELECT pyretrieve.create_workspace('lexrev')")
+        conn.execute("SELECT pyretrieve.create_project('lexrev', 'docs')")
+        conn.execute(
+            "SELECT pyretrieve.grant_access(%s::regrole, 'lexrev', 'docs', 'put', 'restricted')",
+            (role("wally"),),
+        )
+        with conn.transaction():
+            conn.execute(f'SET LOCAL ROLE "{role("wally")}"')
+            for i in range(30):
+                conn.execute(
+                    "SELECT pyretrieve.put_fragment('lexrev', 'docs', %s)",
+                    (f"document {i} about rotating credentials and keys number {i % 7}",),
+                )
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text('{"_id": "1", "text": "rotating keys"}\n{"_id": "2", "text": "number 3"}\n')
+    out = tmp_path / "lexical-revisions.json"
+    result = lexical_revisions.main(
+        [
+            "--dsn",
+            fresh_dsn,
+            "--workspace",
+            "lexrev",
+            "--project",
+            "docs",
+            "--queries",
+            str(queries),
+            "--baseline",
+            "2044520",
+            "--out",
+            str(out),
+        ]
+    )
+    assert out.exists()
+    assert result["identical_results"] == 2
+    assert result["baseline"]["n"] == result["current"]["n"] == 2
+    with psycopg.connect(fresh_dsn) as conn:
+        left = conn.execute(
+            "SELECT count(*) FROM pg_proc WHERE proname = %s", (lexical_revisions.BASELINE_NAME,)
+        ).fetchone()
+    assert left == (0,)

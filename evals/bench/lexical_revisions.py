@@ -1,0 +1,165 @@
+"""The installed lexical leg against an earlier revision's, on the same data, interleaved.
+
+Usage: python -m evals.bench.lexical_revisions --dsn DSN --workspace W --project P
+       --queries FILE [--baseline REV] [--limit-queries N] [--out PATH]
+
+The database must hold a populated scope (for example one kept by ``python -m evals.quality
+--keep``). The run installs ``lexical_candidates`` as it was at ``--baseline`` (read from git)
+beside the current one, under another name and owned by ``pyretrieve_api`` like the original,
+grants a throwaway reader the scope, and then, query by query, calls both under one decision,
+alternating which goes first. Every pair of results must be identical, rows, scores and terms;
+the run stops on the first difference. Writes p50/p95 per revision and the ratio
+(``evals/bench/lexical-revisions.json``), with the commit, settings, machine and load. A
+measurement, not a test; the baseline function and the reader are dropped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import secrets
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from evals.bench.runtime import acting_as, load_average, provenance, summary_ms
+
+ROOT = Path(__file__).resolve().parents[2]
+OUT = ROOT / "evals" / "bench" / "lexical-revisions.json"
+BASELINE_NAME = "lexical_candidates_baseline"
+SIGNATURE = "(uuid, text, integer, text)"
+LIMIT = 100
+
+
+def baseline_function(rev: str) -> str:
+    """``lexical_candidates``'s CREATE statement at ``rev``, renamed."""
+    source = subprocess.run(
+        ["git", "show", f"{rev}:sql/schema/40_read_api.sql"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    match = re.search(
+        r"CREATE FUNCTION pyretrieve\.lexical_candidates\(.*?\n\$\$;\n", source, flags=re.S
+    )
+    if match is None:
+        raise SystemExit(f"no lexical_candidates in {rev}")
+    return match.group(0).replace(
+        "pyretrieve.lexical_candidates(", f"pyretrieve.{BASELINE_NAME}(", 1
+    )
+
+
+def _queries(path: Path, limit: int) -> list[str]:
+    texts = []
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                texts.append(str(json.loads(line)["text"]))
+    return texts[:limit]
+
+
+def _install(conn: psycopg.Connection[Any], create: str, reader: str, args: Any) -> None:
+    conn.execute("GRANT CREATE ON SCHEMA pyretrieve TO pyretrieve_api")
+    conn.execute("SET ROLE pyretrieve_api")
+    conn.execute(create)
+    conn.execute("RESET ROLE")
+    conn.execute("REVOKE CREATE ON SCHEMA pyretrieve FROM pyretrieve_api")
+    conn.execute(
+        f"GRANT EXECUTE ON FUNCTION pyretrieve.{BASELINE_NAME}{SIGNATURE} TO pyretrieve_reader"
+    )
+    conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(reader)))
+    conn.execute(sql.SQL("GRANT pyretrieve_reader TO {}").format(sql.Identifier(reader)))
+    conn.execute(
+        "SELECT pyretrieve.grant_access(%s::regrole, %s, %s, 'compare', 'restricted')",
+        (reader, args.workspace, args.project),
+    )
+
+
+def _drop(conn: psycopg.Connection[Any], reader: str, args: Any) -> None:
+    conn.execute(f"DROP FUNCTION IF EXISTS pyretrieve.{BASELINE_NAME}{SIGNATURE}")
+    conn.execute(
+        "SELECT pyretrieve.revoke_access(%s::regrole, %s, %s, 'compare')",
+        (reader, args.workspace, args.project),
+    )
+    conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(reader)))
+
+
+def _compare(
+    conn: psycopg.Connection[Any], reader: str, args: Any, queries: list[str]
+) -> dict[str, list[float]]:
+    seconds: dict[str, list[float]] = {"baseline": [], "current": []}
+    names = {"baseline": BASELINE_NAME, "current": "lexical_candidates"}
+    for i, text in enumerate(queries):
+        with acting_as(conn, reader):
+            row = conn.execute(
+                "SELECT decision_id FROM pyretrieve.authorize(%s, %s, 'compare',"
+                " sha256(convert_to(%s, 'UTF8')), 'disabled', NULL, %s)",
+                (args.workspace, args.project, text, LIMIT),
+            ).fetchone()
+            assert row is not None
+            rows = {}
+            for which in ("baseline", "current") if i % 2 else ("current", "baseline"):
+                started = time.perf_counter()
+                rows[which] = conn.execute(
+                    f"SELECT * FROM pyretrieve.{names[which]}(%s, %s, %s)",
+                    (row[0], text, LIMIT),
+                ).fetchall()
+                seconds[which].append(time.perf_counter() - started)
+            if rows["baseline"] != rows["current"]:
+                raise SystemExit(f"query {i}: the revisions return different candidates")
+    return seconds
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dsn", required=True, help="a superuser DSN of a populated database")
+    parser.add_argument("--workspace", required=True)
+    parser.add_argument("--project", required=True)
+    parser.add_argument("--queries", type=Path, required=True, help="a BEIR queries.jsonl")
+    parser.add_argument("--baseline", default="HEAD~1", help="the git revision to compare with")
+    parser.add_argument("--limit-queries", type=int, default=300)
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args(argv)
+    create = baseline_function(args.baseline)
+    queries = _queries(args.queries, args.limit_queries)
+    reader = f"pyretrieve_lexrev_{secrets.token_hex(3)}"
+    with psycopg.connect(args.dsn, autocommit=True) as conn:
+        measured_on = provenance(conn)
+        _install(conn, create, reader, args)
+        try:
+            seconds = _compare(conn, reader, args, queries)
+        finally:
+            _drop(conn, reader, args)
+    baseline, current = summary_ms(seconds["baseline"]), summary_ms(seconds["current"])
+    result = {
+        "benchmark": "lexical_candidates: the installed revision against an earlier one",
+        **measured_on,
+        "settings": {
+            "baseline": subprocess.run(
+                ["git", "rev-parse", args.baseline], cwd=ROOT, capture_output=True, text=True
+            ).stdout.strip(),
+            "scope": f"{args.workspace}/{args.project}",
+            "queries": str(args.queries.name),
+            "query_count": len(queries),
+            "limit": LIMIT,
+            "order": "alternating, one decision per query",
+        },
+        "identical_results": len(queries),
+        "baseline": baseline,
+        "current": current,
+        "p50_ratio_current_to_baseline": round(float(current["p50"]) / float(baseline["p50"]), 3),
+        "load_average_at_end": load_average(),
+    }
+    args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps({k: result[k] for k in ("baseline", "current")}))
+    return result
+
+
+if __name__ == "__main__":
+    main()
