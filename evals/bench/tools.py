@@ -19,8 +19,9 @@ methods taking turns query by query:
   overlap, RRF, ``evals.bench.scale.naive_rank``) and keep the top 10 with their schemas.
 
 ``--vector-index-above N``: at each size above N, once measured, an admin gives the scope its
-own HNSW index (``create_vector_index``, timed) and the size is measured again
-(``with_vector_index``), so the exact and the indexed vector leg are compared in one run.
+own HNSW index (``create_vector_index``, timed), the size is measured again
+(``with_vector_index``) and the index is dropped, so the exact and the indexed vector leg are
+compared in one run at every such size.
 
 ``--bulk-above N``: tools past the first N are written by the connecting superuser in bulk
 (``INSERT ... SELECT`` of the same bodies ``pyretrieve.tool_text`` builds, the same tools rows,
@@ -331,7 +332,8 @@ def indexed(
     conn: psycopg.Connection[Any], who: Principals, scope: Scope, queries: list[Any], size: int
 ) -> dict[str, Any]:
     """The same measurements once the scope has its own HNSW index (``create_vector_index``,
-    timed), so exact and indexed vector legs sit side by side at one size."""
+    timed), so exact and indexed vector legs sit side by side at one size; the index is dropped
+    again afterwards."""
     t0 = time.perf_counter()
     with acting_as(conn, who.admin):
         conn.execute(
@@ -339,7 +341,16 @@ def indexed(
             (scope.workspace, scope.project, EMBEDDER.model_id),
         )
     built = time.perf_counter() - t0
-    figures = measure(conn, who, scope, queries, size)
+    try:
+        figures = measure(conn, who, scope, queries, size)
+    finally:
+        # Dropped again, so the next size is measured exact first (creation is idempotent: an
+        # index kept from a smaller size would make its "exact" figures indexed ones).
+        with acting_as(conn, who.admin):
+            conn.execute(
+                "SELECT pyretrieve.drop_vector_index(%s, %s, %s)",
+                (scope.workspace, scope.project, EMBEDDER.model_id),
+            )
     figures["build_seconds"] = round(built, 1)
     print(json.dumps({"size": size, "with_vector_index": {m: figures[m]["p50"] for m in
           ("client.discover", "sql.discover_tools", "schema_loading", "naive")}}),
