@@ -324,6 +324,14 @@ def test_only_admins_create_a_scope_index_and_an_unknown_scope_is_refused(corpus
         for nick in ("alice", "wally"):
             with pytest.raises(psycopg.errors.InsufficientPrivilege), acting_as(conn, nick):
                 conn.execute("SELECT pyretrieve.create_vector_index('corp', 'big', %s)", (MODEL,))
+            with pytest.raises(psycopg.errors.InsufficientPrivilege), acting_as(conn, nick):
+                # The indexed leg's helper takes a decision row: no principal may hand it one.
+                conn.execute(
+                    "SELECT * FROM pyretrieve.approximate_vector_candidates("
+                    " (SELECT d FROM (SELECT NULL::pyretrieve.decisions AS d) x),"
+                    " %s, '[1]'::public.vector, 10, 1, 1)",
+                    (MODEL,),
+                )
             for helper in ("create_scope_vector_index", "drop_scope_vector_index"):
                 with pytest.raises(psycopg.errors.InsufficientPrivilege), acting_as(conn, nick):
                     conn.execute(f"SELECT pyretrieve.{helper}(1, %s)", (MODEL,))
