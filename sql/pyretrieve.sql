@@ -145,6 +145,11 @@ CREATE TABLE pyretrieve.workspaces (
     PRIMARY KEY (workspace_id)
 );
 
+-- Numbers the scopes (projects.scope_serial). A plain sequence rather than an identity column:
+-- reflecting an identity column asks pg_get_serial_sequence, which needs USAGE on the schema,
+-- and the login role an application reflects with holds none.
+CREATE SEQUENCE pyretrieve.scope_serial_seq AS integer;
+
 CREATE TABLE pyretrieve.projects (
     workspace_id  pyretrieve.identifier NOT NULL REFERENCES pyretrieve.workspaces,
     project_id    pyretrieve.identifier NOT NULL,
@@ -158,9 +163,10 @@ CREATE TABLE pyretrieve.projects (
     -- An opaque number for the scope, for the names and predicates of its own approximate
     -- vector indexes (embeddings.scope_serial): the catalog, which every role may read, then
     -- names no workspace or project.
-    scope_serial  integer GENERATED ALWAYS AS IDENTITY,
+    scope_serial  integer NOT NULL DEFAULT pg_catalog.nextval('pyretrieve.scope_serial_seq'::regclass),
     PRIMARY KEY (workspace_id, project_id)
 );
+ALTER SEQUENCE pyretrieve.scope_serial_seq OWNED BY pyretrieve.projects.scope_serial;
 
 -- Per-scope index generations and text-search configurations, append-only: one log row per
 -- writing statement and scope, and one row per configuration, so concurrent writers in a scope
@@ -4245,6 +4251,8 @@ GRANT INSERT (workspace_id, project_id, fragment_id, model_id, embedding, source
     ON pyretrieve.embeddings TO pyretrieve_api;
 GRANT INSERT, DELETE ON pyretrieve.postings TO pyretrieve_api;
 GRANT INSERT ON pyretrieve.generation_log, pyretrieve.scope_configs TO pyretrieve_api;
+-- create_project's insert draws the new scope's serial (the column's default).
+GRANT USAGE ON SEQUENCE pyretrieve.scope_serial_seq TO pyretrieve_api;
 GRANT INSERT (workspace_id, display_name) ON pyretrieve.workspaces TO pyretrieve_api;
 GRANT INSERT (workspace_id, project_id, ts_config, generation_seq),
       UPDATE (bm25_k1, bm25_b) ON pyretrieve.projects TO pyretrieve_api;

@@ -8,7 +8,14 @@ SET LOCAL search_path = pg_catalog, pg_temp;
 -- Each scope's opaque serial, numbered in the projects' existing order, and its copy on every
 -- embedding. The backfill runs as the installing superuser, past row-level security, and
 -- without the embeddings' triggers: it moves no generation and touches no other column.
-ALTER TABLE pyretrieve.projects ADD COLUMN scope_serial integer GENERATED ALWAYS AS IDENTITY;
+SET LOCAL ROLE pyretrieve_owner;
+CREATE SEQUENCE pyretrieve.scope_serial_seq AS integer;
+ALTER TABLE pyretrieve.projects
+    ADD COLUMN scope_serial integer NOT NULL DEFAULT pg_catalog.nextval('pyretrieve.scope_serial_seq'::regclass);
+ALTER SEQUENCE pyretrieve.scope_serial_seq OWNED BY pyretrieve.projects.scope_serial;
+REVOKE ALL ON SEQUENCE pyretrieve.scope_serial_seq FROM PUBLIC;
+GRANT USAGE ON SEQUENCE pyretrieve.scope_serial_seq TO pyretrieve_api;
+RESET ROLE;
 ALTER TABLE pyretrieve.embeddings ADD COLUMN scope_serial integer;
 SET LOCAL session_replication_role = replica;
 UPDATE pyretrieve.embeddings e SET scope_serial = p.scope_serial

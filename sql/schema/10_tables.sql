@@ -57,6 +57,11 @@ CREATE TABLE pyretrieve.workspaces (
     PRIMARY KEY (workspace_id)
 );
 
+-- Numbers the scopes (projects.scope_serial). A plain sequence rather than an identity column:
+-- reflecting an identity column asks pg_get_serial_sequence, which needs USAGE on the schema,
+-- and the login role an application reflects with holds none.
+CREATE SEQUENCE pyretrieve.scope_serial_seq AS integer;
+
 CREATE TABLE pyretrieve.projects (
     workspace_id  pyretrieve.identifier NOT NULL REFERENCES pyretrieve.workspaces,
     project_id    pyretrieve.identifier NOT NULL,
@@ -70,9 +75,10 @@ CREATE TABLE pyretrieve.projects (
     -- An opaque number for the scope, for the names and predicates of its own approximate
     -- vector indexes (embeddings.scope_serial): the catalog, which every role may read, then
     -- names no workspace or project.
-    scope_serial  integer GENERATED ALWAYS AS IDENTITY,
+    scope_serial  integer NOT NULL DEFAULT pg_catalog.nextval('pyretrieve.scope_serial_seq'::regclass),
     PRIMARY KEY (workspace_id, project_id)
 );
+ALTER SEQUENCE pyretrieve.scope_serial_seq OWNED BY pyretrieve.projects.scope_serial;
 
 -- Per-scope index generations and text-search configurations, append-only: one log row per
 -- writing statement and scope, and one row per configuration, so concurrent writers in a scope

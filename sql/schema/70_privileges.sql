@@ -46,6 +46,8 @@ GRANT INSERT (workspace_id, project_id, fragment_id, model_id, embedding, source
     ON pyretrieve.embeddings TO pyretrieve_api;
 GRANT INSERT, DELETE ON pyretrieve.postings TO pyretrieve_api;
 GRANT INSERT ON pyretrieve.generation_log, pyretrieve.scope_configs TO pyretrieve_api;
+-- create_project's insert draws the new scope's serial (the column's default).
+GRANT USAGE ON SEQUENCE pyretrieve.scope_serial_seq TO pyretrieve_api;
 GRANT INSERT (workspace_id, display_name) ON pyretrieve.workspaces TO pyretrieve_api;
 GRANT INSERT (workspace_id, project_id, ts_config, generation_seq),
       UPDATE (bm25_k1, bm25_b) ON pyretrieve.projects TO pyretrieve_api;

@@ -836,15 +836,15 @@ SELECT schema_privs_are('pyretrieve', 'pyretrieve_writer', ARRAY['USAGE']);
 SELECT schema_privs_are('pyretrieve', 'public', ARRAY[]::text[]);
 
 -- Sequences: exactly these, with their privileges per group and PUBLIC.
-SELECT sequences_are('pyretrieve', ARRAY['embedding_models_model_serial_seq', 'projects_scope_serial_seq']);
+SELECT sequences_are('pyretrieve', ARRAY['embedding_models_model_serial_seq', 'scope_serial_seq']);
 SELECT sequence_privs_are('pyretrieve', 'embedding_models_model_serial_seq', 'public', ARRAY[]::text[]);
 SELECT sequence_privs_are('pyretrieve', 'embedding_models_model_serial_seq', 'pyretrieve_admin', ARRAY[]::text[]);
 SELECT sequence_privs_are('pyretrieve', 'embedding_models_model_serial_seq', 'pyretrieve_reader', ARRAY[]::text[]);
 SELECT sequence_privs_are('pyretrieve', 'embedding_models_model_serial_seq', 'pyretrieve_writer', ARRAY[]::text[]);
-SELECT sequence_privs_are('pyretrieve', 'projects_scope_serial_seq', 'public', ARRAY[]::text[]);
-SELECT sequence_privs_are('pyretrieve', 'projects_scope_serial_seq', 'pyretrieve_admin', ARRAY[]::text[]);
-SELECT sequence_privs_are('pyretrieve', 'projects_scope_serial_seq', 'pyretrieve_reader', ARRAY[]::text[]);
-SELECT sequence_privs_are('pyretrieve', 'projects_scope_serial_seq', 'pyretrieve_writer', ARRAY[]::text[]);
+SELECT sequence_privs_are('pyretrieve', 'scope_serial_seq', 'public', ARRAY[]::text[]);
+SELECT sequence_privs_are('pyretrieve', 'scope_serial_seq', 'pyretrieve_admin', ARRAY[]::text[]);
+SELECT sequence_privs_are('pyretrieve', 'scope_serial_seq', 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT sequence_privs_are('pyretrieve', 'scope_serial_seq', 'pyretrieve_writer', ARRAY[]::text[]);
 
 -- Views: exactly these, each security_invoker (the caller's privileges and policies
 -- apply to what it reads), with their privileges per group and PUBLIC.
