@@ -2720,7 +2720,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION pyretrieve.create_model_index(text) IS
-    'Create the per-model HNSW index (cosine, on the embedding cast to the model''s dimension, partial on the model). SECURITY DEFINER because index creation needs the table owner; executable by admins and by register_model (pyretrieve_api) only.';
+    'Create a per-model HNSW index over every scope (cosine, on the embedding cast to the model''s dimension, partial on the model). No search reads it: the vector leg scans a scope exactly or through the scope''s own index (create_vector_index), and since migration 0016 register_model no longer builds it. Kept for admins who want it for their own work. SECURITY DEFINER because index creation needs the table owner; executable by admins only.';
 
 -- SECURITY DEFINER, written reason: as create_model_index, an index on pyretrieve.embeddings
 -- needs the table's owner. The name and the predicate are built from two integers (the scope's
@@ -3107,12 +3107,13 @@ BEGIN
     IF p_fusion IS NOT NULL THEN
         UPDATE pyretrieve.embedding_models m SET fusion = p_fusion WHERE m.model_id = p_model;
     END IF;
-    PERFORM pyretrieve.create_model_index(p_model);
+    -- No index: the vector leg never read one over all scopes, and maintaining it slowed every
+    -- embedding write. A large scope gets its own (create_vector_index).
     RETURN p_model;
 END;
 $$;
 COMMENT ON FUNCTION pyretrieve.register_model(text, integer, double precision, double precision, text) IS
-    'Register an embedding model and its dimension (idempotent) and create its HNSW index; returns the model id. With both default weights (each above 0, at most 1000) it sets the lexical and vector weights, and with p_fusion (rrf or dbsf) the fusion, that searches naming this model use when they give none; what is not given is 1.0 each and rrf for a new model and stays as it was for an existing one. Raises PR016 for an unknown fusion or default weights not both given or outside (0, 1000], before anything is written, and PR013 if the model exists with another dimension. Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+    'Register an embedding model and its dimension (idempotent); returns the model id. It builds no index: a large scope gets its own HNSW index with create_vector_index. With both default weights (each above 0, at most 1000) it sets the lexical and vector weights, and with p_fusion (rrf or dbsf) the fusion, that searches naming this model use when they give none; what is not given is 1.0 each and rrf for a new model and stays as it was for an existing one. Raises PR016 for an unknown fusion or default weights not both given or outside (0, 1000], before anything is written, and PR013 if the model exists with another dimension. Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
 
 -- Listings for admins and the CLI.
 CREATE FUNCTION pyretrieve.list_projects()
@@ -4272,7 +4273,7 @@ GRANT EXECUTE ON FUNCTION pyretrieve.caller(), pyretrieve.caller_in(name),
     pyretrieve.check_identifier(text, text), pyretrieve.require_decision(uuid),
     pyretrieve.check_embedding(text, public.vector), pyretrieve.require_admin(),
     pyretrieve.scope_sequence(text, text), pyretrieve.tsvector_length(tsvector),
-    pyretrieve.create_scope_sequence(text, text), pyretrieve.create_model_index(text),
+    pyretrieve.create_scope_sequence(text, text),
     pyretrieve.create_scope_vector_index(integer, text), pyretrieve.drop_scope_vector_index(integer, text),
     pyretrieve.decision_partition_ranges(), pyretrieve.ensure_decision_partitions(integer, timestamptz),
     pyretrieve.drop_decision_partition(text)
@@ -4290,7 +4291,7 @@ GRANT EXECUTE ON FUNCTION pyretrieve.json_double(double precision), pyretrieve.i
 GRANT EXECUTE ON FUNCTION
     pyretrieve.search(text, text, text, text, public.vector, text, integer, text, double precision, double precision, text, text, integer, text)
     TO pyretrieve_reader;
--- create_model_index is an owner function that admins may call directly too.
+-- create_model_index is an owner function that admins may call directly (nothing else does).
 GRANT EXECUTE ON FUNCTION pyretrieve.create_model_index(text) TO pyretrieve_admin;
 -- So is creating the decisions log's partitions ahead (a maintenance job run as an admin).
 GRANT EXECUTE ON FUNCTION pyretrieve.ensure_decision_partitions(integer, timestamptz) TO pyretrieve_admin;
@@ -5356,7 +5357,7 @@ SET LOCAL ROLE pyretrieve_owner;
 SELECT pg_catalog.count(*) AS decision_partitions FROM pyretrieve.ensure_decision_partitions();
 
 INSERT INTO pyretrieve.installation (schema_version, created_vector)
-VALUES ('0015', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
+VALUES ('0016', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
 
 RESET ROLE;
 -- pyretrieve_api created the API functions; it may not create anything else.

@@ -104,7 +104,8 @@ def _setup(
                 (principals.reader, WORKSPACE, f"s{n}", PURPOSE),
             )
         conn.execute("RESET ROLE")
-        # The per-model index of register_model serves no query; it only slows the load.
+        # A per-model index (built by register_model up to 0015) serves no query; it only
+        # slows the load.
         for (name,) in conn.execute(
             "SELECT relname FROM pg_class WHERE relname LIKE 'embeddings_hnsw_m%'"
         ).fetchall():

@@ -61,7 +61,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION pyretrieve.create_model_index(text) IS
-    'Create the per-model HNSW index (cosine, on the embedding cast to the model''s dimension, partial on the model). SECURITY DEFINER because index creation needs the table owner; executable by admins and by register_model (pyretrieve_api) only.';
+    'Create a per-model HNSW index over every scope (cosine, on the embedding cast to the model''s dimension, partial on the model). No search reads it: the vector leg scans a scope exactly or through the scope''s own index (create_vector_index), and since migration 0016 register_model no longer builds it. Kept for admins who want it for their own work. SECURITY DEFINER because index creation needs the table owner; executable by admins only.';
 
 -- SECURITY DEFINER, written reason: as create_model_index, an index on pyretrieve.embeddings
 -- needs the table's owner. The name and the predicate are built from two integers (the scope's
@@ -448,12 +448,13 @@ BEGIN
     IF p_fusion IS NOT NULL THEN
         UPDATE pyretrieve.embedding_models m SET fusion = p_fusion WHERE m.model_id = p_model;
     END IF;
-    PERFORM pyretrieve.create_model_index(p_model);
+    -- No index: the vector leg never read one over all scopes, and maintaining it slowed every
+    -- embedding write. A large scope gets its own (create_vector_index).
     RETURN p_model;
 END;
 $$;
 COMMENT ON FUNCTION pyretrieve.register_model(text, integer, double precision, double precision, text) IS
-    'Register an embedding model and its dimension (idempotent) and create its HNSW index; returns the model id. With both default weights (each above 0, at most 1000) it sets the lexical and vector weights, and with p_fusion (rrf or dbsf) the fusion, that searches naming this model use when they give none; what is not given is 1.0 each and rrf for a new model and stays as it was for an existing one. Raises PR016 for an unknown fusion or default weights not both given or outside (0, 1000], before anything is written, and PR013 if the model exists with another dimension. Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+    'Register an embedding model and its dimension (idempotent); returns the model id. It builds no index: a large scope gets its own HNSW index with create_vector_index. With both default weights (each above 0, at most 1000) it sets the lexical and vector weights, and with p_fusion (rrf or dbsf) the fusion, that searches naming this model use when they give none; what is not given is 1.0 each and rrf for a new model and stays as it was for an existing one. Raises PR016 for an unknown fusion or default weights not both given or outside (0, 1000], before anything is written, and PR013 if the model exists with another dimension. Admins only. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
 
 -- Listings for admins and the CLI.
 CREATE FUNCTION pyretrieve.list_projects()

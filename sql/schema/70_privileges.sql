@@ -67,7 +67,7 @@ GRANT EXECUTE ON FUNCTION pyretrieve.caller(), pyretrieve.caller_in(name),
     pyretrieve.check_identifier(text, text), pyretrieve.require_decision(uuid),
     pyretrieve.check_embedding(text, public.vector), pyretrieve.require_admin(),
     pyretrieve.scope_sequence(text, text), pyretrieve.tsvector_length(tsvector),
-    pyretrieve.create_scope_sequence(text, text), pyretrieve.create_model_index(text),
+    pyretrieve.create_scope_sequence(text, text),
     pyretrieve.create_scope_vector_index(integer, text), pyretrieve.drop_scope_vector_index(integer, text),
     pyretrieve.decision_partition_ranges(), pyretrieve.ensure_decision_partitions(integer, timestamptz),
     pyretrieve.drop_decision_partition(text)
@@ -85,7 +85,7 @@ GRANT EXECUTE ON FUNCTION pyretrieve.json_double(double precision), pyretrieve.i
 GRANT EXECUTE ON FUNCTION
     pyretrieve.search(text, text, text, text, public.vector, text, integer, text, double precision, double precision, text, text, integer, text)
     TO pyretrieve_reader;
--- create_model_index is an owner function that admins may call directly too.
+-- create_model_index is an owner function that admins may call directly (nothing else does).
 GRANT EXECUTE ON FUNCTION pyretrieve.create_model_index(text) TO pyretrieve_admin;
 -- So is creating the decisions log's partitions ahead (a maintenance job run as an admin).
 GRANT EXECUTE ON FUNCTION pyretrieve.ensure_decision_partitions(integer, timestamptz) TO pyretrieve_admin;

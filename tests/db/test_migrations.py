@@ -729,3 +729,42 @@ def test_upgrading_a_populated_database_moves_decisions_into_monthly_partitions_
         assert len(decisions()) == 6
     finally:
         drop_database(server, name)
+
+
+def test_upgrading_to_0016_drops_the_per_model_indexes_and_keeps_a_scopes_own(
+    server: Server,
+) -> None:
+    """Under 0015 register_model built an HNSW index over every scope per model; 0016 drops
+    those (no search read them) and leaves a scope's own index in place; a new model gets none;
+    the downgrade builds the per-model ones again."""
+    name = create_database(server, None)
+    dsn = server.dsn(name)
+    app = server.dsn(name, user=role("authenticator"), password=PASSWORD)
+
+    def indexes() -> set[str]:
+        with psycopg.connect(dsn) as admin:
+            rows = admin.execute(
+                "SELECT indexname FROM pg_indexes WHERE indexname LIKE 'embeddings_hnsw_%'"
+            ).fetchall()
+        return {r[0] for r in rows}
+
+    try:
+        migrate.upgrade(dsn, "pyretrieve_0015")
+        with psycopg.connect(app, autocommit=True) as conn, acting_as(conn, "adam"):
+            conn.execute("SELECT pyretrieve.create_workspace('acme')")
+            conn.execute("SELECT pyretrieve.create_project('acme', 'docs')")
+            conn.execute("SELECT pyretrieve.register_model('m-one', 3)")
+            conn.execute("SELECT pyretrieve.create_vector_index('acme', 'docs', 'm-one')")
+        before = indexes()
+        assert "embeddings_hnsw_m1" in before
+        scope_index = {i for i in before if i.startswith("embeddings_hnsw_s")}
+        assert len(scope_index) == 1
+        migrate.upgrade(dsn)
+        assert indexes() == scope_index
+        with psycopg.connect(app, autocommit=True) as conn, acting_as(conn, "adam"):
+            conn.execute("SELECT pyretrieve.register_model('m-two', 3)")
+        assert indexes() == scope_index
+        migrate.downgrade(dsn, "pyretrieve_0015")
+        assert indexes() == scope_index | {"embeddings_hnsw_m1", "embeddings_hnsw_m2"}
+    finally:
+        drop_database(server, name)
