@@ -46,23 +46,14 @@ class PartExplanation:
 def fusion_section(fusion: FusionSettings, fused_score: float) -> dict[str, JsonValue]:
     """The explanation's ``fusion`` part: which fusion ran and where that choice came from, its
     parameters, the weights and where they came from, and the result's fused score."""
+    parameters: dict[str, JsonValue]
     if fusion.method is Fusion.RRF:
-        return {
-            "method": fusion.method.value,
-            "source": fusion.fusion_source.value,
-            "model": fusion.fusion_model,
-            "k": RRF_K,
-            "rank_base": RANK_BASE,
-            "formula": RRF_FORMULA,
-            "weights": fusion.weights_plain(),
-            "score": fused_score,
-        }
+        parameters = {"k": RRF_K, "rank_base": RANK_BASE, "formula": RRF_FORMULA}
+    else:
+        parameters = {"spread": DBSF_SPREAD, "formula": DBSF_FORMULA}
     return {
-        "method": fusion.method.value,
-        "source": fusion.fusion_source.value,
-        "model": fusion.fusion_model,
-        "spread": DBSF_SPREAD,
-        "formula": DBSF_FORMULA,
+        **fusion.fusion_plain(),
+        **parameters,
         "weights": fusion.weights_plain(),
         "score": fused_score,
     }

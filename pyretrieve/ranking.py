@@ -160,9 +160,10 @@ def leg_contributions(
     if method is Fusion.RRF:
         return [_Part(contribution=rrf_contribution(weight, rank)) for rank, _ in candidates]
     dist = distribution([value for _, value in candidates])
+    if dist is None:
+        return []
     parts = []
     for _, value in candidates:
-        assert dist is not None
         normalized = dist.normalize(value)
         parts.append(
             _Part(
@@ -173,6 +174,14 @@ def leg_contributions(
             )
         )
     return parts
+
+
+def _parts_by_key(
+    method: Fusion, weight: float, rows: Sequence[tuple[Hashable, int, float]]
+) -> dict[Hashable, _Part]:
+    """Each candidate's part, keyed, for ``(key, rank, input)`` rows given in rank order."""
+    parts = leg_contributions(method, weight, [(rank, value) for _, rank, value in rows])
+    return {key: part for (key, _, _), part in zip(rows, parts, strict=True)}
 
 
 def fused_order(
@@ -195,8 +204,8 @@ def fused_order(
         if rows is None:
             continue
         weight = weights.lexical if position == 0 else weights.vector
-        parts = leg_contributions(fusion, weight, [(r, convert(v)) for _, r, v in rows])
-        for (key, _, _), part in zip(rows, parts, strict=True):
+        parts = _parts_by_key(fusion, weight, [(k, r, convert(v)) for k, r, v in rows])
+        for key, part in parts.items():
             scores.setdefault(key, [None, None])[position] = part.contribution
     fused = [(key, fuse(lex, vec)) for key, (lex, vec) in scores.items()]
     fused.sort(key=lambda item: (-item[1], identity[item[0]]))
@@ -546,7 +555,6 @@ class _Checked:
     may rely on."""
 
     decision: Decision
-    weights: Weights
     fusion: FusionSettings
     limit: int
     semantic: SemanticStatus
@@ -643,7 +651,6 @@ def _validate(
     _check_bindings(by_id, lexical_by_id, vector_by_id)
     return _Checked(
         decision=parsed_decision,
-        weights=weights,
         fusion=settings,
         limit=limit,
         semantic=semantic,
@@ -662,31 +669,25 @@ def _validate(
 
 def _score(checked: _Checked) -> list[_Scored]:
     """Fuse each record's contributions, apply freshness, and sort into the total order."""
-    weights = checked.weights
+    weights = checked.fusion.weights
     method = checked.fusion.method
     # Each leg's parts are computed over all of its candidates, in rank order (DBSF's
     # distribution is the whole leg's).
-    lexical_parts = dict(
-        zip(
-            (c.fragment_id for c in sorted(checked.lexical, key=lambda c: c.rank)),
-            leg_contributions(
-                method,
-                weights.lexical,
-                [(c.rank, lexical_input(c.score)) for c in sorted(checked.lexical, key=_by_rank)],
-            ),
-            strict=True,
-        )
+    lexical_parts = _parts_by_key(
+        method,
+        weights.lexical,
+        [
+            (c.fragment_id, c.rank, lexical_input(c.score))
+            for c in sorted(checked.lexical, key=_by_rank)
+        ],
     )
-    vector_parts = dict(
-        zip(
-            (c.fragment_id for c in sorted(checked.vector, key=lambda c: c.rank)),
-            leg_contributions(
-                method,
-                weights.vector,
-                [(c.rank, vector_input(c.distance)) for c in sorted(checked.vector, key=_by_rank)],
-            ),
-            strict=True,
-        )
+    vector_parts = _parts_by_key(
+        method,
+        weights.vector,
+        [
+            (c.fragment_id, c.rank, vector_input(c.distance))
+            for c in sorted(checked.vector, key=_by_rank)
+        ],
     )
     evaluated_at = checked.decision.evaluated_at
     scored: list[_Scored] = []
