@@ -307,9 +307,7 @@ def run(args: argparse.Namespace, dsn: str) -> dict[str, Any]:
                         figures["client.discover"]["p50"] <= TARGETS_P50_MS[size]
                     )
                 result["sizes"][str(size)] = figures
-                print(json.dumps({"size": size, **{m: figures[m]["p50"] for m in
-                      ("client.discover", "sql.discover_tools", "schema_loading", "naive")}}),
-                      flush=True)  # fmt: skip
+                print(json.dumps({"size": size, **p50s(figures)}), flush=True)
         finally:
             who.drop(conn)
     result["settings"] = {
@@ -352,10 +350,16 @@ def indexed(
                 (scope.workspace, scope.project, EMBEDDER.model_id),
             )
     figures["build_seconds"] = round(built, 1)
-    print(json.dumps({"size": size, "with_vector_index": {m: figures[m]["p50"] for m in
-          ("client.discover", "sql.discover_tools", "schema_loading", "naive")}}),
-          flush=True)  # fmt: skip
+    print(json.dumps({"size": size, "with_vector_index": p50s(figures)}), flush=True)
     return figures
+
+
+def p50s(figures: dict[str, Any]) -> dict[str, float]:
+    """The p50 of each method of one size's figures, for the progress lines."""
+    return {
+        m: figures[m]["p50"]
+        for m in ("client.discover", "sql.discover_tools", "schema_loading", "naive")
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
