@@ -192,13 +192,13 @@ def test_vector_index_quick(fresh_dsn: str, tmp_path: Path) -> None:
         assert scope["index"]["name"].startswith("embeddings_hnsw_s")
 
 
-def test_lexical_revisions_quick(fresh_dsn: str, tmp_path: Path) -> None:
-    """The revision comparison on a small scope: both revisions' rows agree, and it cleans up."""
+def _lexrev_scope(dsn: str) -> None:
+    """30 fragments in lexrev/docs, written through the API."""
     import psycopg
 
     from tests.conftest import role
 
-    with psycopg.connect(fresh_dsn, autocommit=True) as conn:
+    with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("SELECT pyretrieve.create_workspace('lexrev')")
         conn.execute("SELECT pyretrieve.create_project('lexrev', 'docs')")
         conn.execute(
@@ -212,6 +212,53 @@ def test_lexical_revisions_quick(fresh_dsn: str, tmp_path: Path) -> None:
                     "SELECT pyretrieve.put_fragment('lexrev', 'docs', %s)",
                     (f"document {i} about rotating credentials and keys number {i % 7}",),
                 )
+
+
+def test_lexical_revisions_against_another_database_quick(
+    server: Server, template_db: str, tmp_path: Path
+) -> None:
+    """The comparison across two databases holding the same data: both legs agree row for
+    row, and the reader it made is gone from the server and from both databases' grants."""
+    import psycopg
+
+    first, second = create_database(server, template_db), None
+    try:
+        _lexrev_scope(server.dsn(first))
+        second = create_database(server, first)  # the same data, as a template copy
+        queries = tmp_path / "queries.jsonl"
+        queries.write_text('{"_id": "1", "text": "rotating keys"}\n{"_id": "2", "text": "x"}\n')
+        result = lexical_revisions.main(
+            [
+                *("--dsn", server.dsn(second), "--baseline-dsn", server.dsn(first)),
+                *("--workspace", "lexrev", "--project", "docs", "--queries", str(queries)),
+                *("--out", str(tmp_path / "out.json")),
+            ]
+        )
+        assert result["identical_results"] == 2
+        assert result["baseline"]["n"] == result["current"]["n"] == 2
+        assert result["settings"]["baseline"].startswith(
+            f"the same data at the schema installed in database {first}"
+        )
+        for name in (first, second):
+            with psycopg.connect(server.dsn(name)) as conn:
+                grants = conn.execute(
+                    "SELECT count(*) FROM pyretrieve.grants WHERE purpose = 'compare'"
+                ).fetchone()
+                readers = conn.execute(
+                    "SELECT count(*) FROM pg_roles WHERE rolname LIKE 'pyretrieve_lexrev_%'"
+                ).fetchone()
+            assert (grants, readers) == ((0,), (0,))
+    finally:
+        for name in (second, first):
+            if name is not None:
+                drop_database(server, name)
+
+
+def test_lexical_revisions_quick(fresh_dsn: str, tmp_path: Path) -> None:
+    """The revision comparison on a small scope: both revisions' rows agree, and it cleans up."""
+    import psycopg
+
+    _lexrev_scope(fresh_dsn)
     queries = tmp_path / "queries.jsonl"
     queries.write_text('{"_id": "1", "text": "rotating keys"}\n{"_id": "2", "text": "number 3"}\n')
     out = tmp_path / "lexical-revisions.json"

@@ -1,7 +1,7 @@
 """The installed lexical leg against an earlier revision's, on the same data, interleaved.
 
 Usage: python -m evals.bench.lexical_revisions --dsn DSN --workspace W --project P
-       --queries FILE [--baseline REV] [--limit-queries N] [--out PATH]
+       --queries FILE [--baseline REV | --baseline-dsn DSN] [--limit-queries N] [--out PATH]
 
 The database must hold a populated scope (for example one kept by ``python -m evals.quality
 --keep``). The run installs ``lexical_candidates`` as it was at ``--baseline`` (read from git)
@@ -11,11 +11,18 @@ alternating which goes first. Every pair of results must be identical, rows, sco
 the run stops on the first difference. Writes p50/p95 per revision and the ratio
 (``evals/bench/lexical-revisions.json``), with the commit, settings, machine and load. A
 measurement, not a test; the baseline function and the reader are dropped at the end.
+
+A change of the tables or indexes, not only of the function, is measured with
+``--baseline-dsn``: a second database of the same server holding the same data at the earlier
+schema (for example a ``CREATE DATABASE ... TEMPLATE`` copy made before upgrading the first).
+Each query is then authorised in both databases and the two installed legs are called in
+turn, alternating which goes first, on two connections.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import secrets
@@ -64,7 +71,7 @@ def _queries(path: Path, limit: int) -> list[str]:
     return texts[:limit]
 
 
-def _install(conn: psycopg.Connection[Any], create: str, reader: str, args: Any) -> None:
+def _install_function(conn: psycopg.Connection[Any], create: str) -> None:
     conn.execute("GRANT CREATE ON SCHEMA pyretrieve TO pyretrieve_api")
     conn.execute("SET ROLE pyretrieve_api")
     conn.execute(create)
@@ -73,43 +80,79 @@ def _install(conn: psycopg.Connection[Any], create: str, reader: str, args: Any)
     conn.execute(
         f"GRANT EXECUTE ON FUNCTION pyretrieve.{BASELINE_NAME}{SIGNATURE} TO pyretrieve_reader"
     )
+
+
+def _create_reader(conn: psycopg.Connection[Any], reader: str) -> None:
     conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(reader)))
     conn.execute(sql.SQL("GRANT pyretrieve_reader TO {}").format(sql.Identifier(reader)))
+
+
+def _grant(conn: psycopg.Connection[Any], reader: str, args: Any) -> None:
     conn.execute(
         "SELECT pyretrieve.grant_access(%s::regrole, %s, %s, 'compare', 'restricted')",
         (reader, args.workspace, args.project),
     )
 
 
-def _drop(conn: psycopg.Connection[Any], reader: str, args: Any) -> None:
+def _revoke(conn: psycopg.Connection[Any], reader: str, args: Any) -> None:
     conn.execute(f"DROP FUNCTION IF EXISTS pyretrieve.{BASELINE_NAME}{SIGNATURE}")
     conn.execute(
         "SELECT pyretrieve.revoke_access(%s::regrole, %s, %s, 'compare')",
         (reader, args.workspace, args.project),
     )
-    conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(reader)))
+
+
+def _database_name(dsn: str) -> str:
+    """The database a DSN names and its installed schema version, for the settings."""
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT current_database(), (SELECT schema_version FROM pyretrieve.installation)"
+        ).fetchone()
+    assert row is not None
+    return f"database {row[0]} (schema {row[1]})"
+
+
+def _decision(conn: psycopg.Connection[Any], args: Any, text: str) -> Any:
+    row = conn.execute(
+        "SELECT decision_id FROM pyretrieve.authorize(%s, %s, 'compare',"
+        " sha256(convert_to(%s, 'UTF8')), 'disabled', NULL, %s)",
+        (args.workspace, args.project, text, LIMIT),
+    ).fetchone()
+    assert row is not None
+    return row[0]
 
 
 def _compare(
-    conn: psycopg.Connection[Any], reader: str, args: Any, queries: list[str]
+    conns: dict[str, psycopg.Connection[Any]], reader: str, args: Any, queries: list[str]
 ) -> dict[str, list[float]]:
+    """Each query under one decision per database, the two legs in turn. ``conns`` maps
+    "baseline" and "current" to their connections, one and the same without a baseline
+    database (the baseline leg is then the renamed function beside the current one)."""
     seconds: dict[str, list[float]] = {"baseline": [], "current": []}
-    names = {"baseline": BASELINE_NAME, "current": "lexical_candidates"}
+    one = conns["baseline"] is conns["current"]
+    names = {
+        "baseline": BASELINE_NAME if one else "lexical_candidates",
+        "current": "lexical_candidates",
+    }
     for i, text in enumerate(queries):
-        with acting_as(conn, reader):
-            row = conn.execute(
-                "SELECT decision_id FROM pyretrieve.authorize(%s, %s, 'compare',"
-                " sha256(convert_to(%s, 'UTF8')), 'disabled', NULL, %s)",
-                (args.workspace, args.project, text, LIMIT),
-            ).fetchone()
-            assert row is not None
+        with contextlib.ExitStack() as stack:
+            for conn in {id(c): c for c in conns.values()}.values():
+                stack.enter_context(acting_as(conn, reader))
+            decisions = {"current": _decision(conns["current"], args, text)}
+            decisions["baseline"] = (
+                decisions["current"] if one else _decision(conns["baseline"], args, text)
+            )
             rows = {}
             for which in ("baseline", "current") if i % 2 else ("current", "baseline"):
                 started = time.perf_counter()
-                rows[which] = conn.execute(
-                    f"SELECT * FROM pyretrieve.{names[which]}(%s, %s, %s)",
-                    (row[0], text, LIMIT),
-                ).fetchall()
+                rows[which] = (
+                    conns[which]
+                    .execute(
+                        f"SELECT * FROM pyretrieve.{names[which]}(%s, %s, %s)",
+                        (decisions[which], text, LIMIT),
+                    )
+                    .fetchall()
+                )
                 seconds[which].append(time.perf_counter() - started)
             if rows["baseline"] != rows["current"]:
                 raise SystemExit(f"query {i}: the revisions return different candidates")
@@ -122,28 +165,53 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--workspace", required=True)
     parser.add_argument("--project", required=True)
     parser.add_argument("--queries", type=Path, required=True, help="a BEIR queries.jsonl")
-    parser.add_argument("--baseline", default="HEAD~1", help="the git revision to compare with")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--baseline", default="HEAD~1", help="the git revision to compare with")
+    which.add_argument(
+        "--baseline-dsn",
+        help="a superuser DSN of another database of the same server holding the same data at"
+        " the earlier schema, whose installed lexical_candidates is the baseline",
+    )
     parser.add_argument("--limit-queries", type=int, default=300)
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
-    create = baseline_function(args.baseline)
     queries = _queries(args.queries, args.limit_queries)
     reader = f"pyretrieve_lexrev_{secrets.token_hex(3)}"
-    with psycopg.connect(args.dsn, autocommit=True) as conn:
-        measured_on = provenance(conn)
-        _install(conn, create, reader, args)
+    with contextlib.ExitStack() as stack:
+        current_conn = stack.enter_context(psycopg.connect(args.dsn, autocommit=True))
+        baseline_conn = (
+            stack.enter_context(psycopg.connect(args.baseline_dsn, autocommit=True))
+            if args.baseline_dsn
+            else current_conn
+        )
+        measured_on = provenance(current_conn)
+        _create_reader(current_conn, reader)  # a role is the server's, for both databases
         try:
-            seconds = _compare(conn, reader, args, queries)
+            if baseline_conn is current_conn:
+                _install_function(current_conn, baseline_function(args.baseline))
+            for conn in {id(c): c for c in (current_conn, baseline_conn)}.values():
+                _grant(conn, reader, args)
+            try:
+                seconds = _compare(
+                    {"baseline": baseline_conn, "current": current_conn}, reader, args, queries
+                )
+            finally:
+                for conn in {id(c): c for c in (current_conn, baseline_conn)}.values():
+                    _revoke(conn, reader, args)
         finally:
-            _drop(conn, reader, args)
-    baseline, current = summary_ms(seconds["baseline"]), summary_ms(seconds["current"])
+            current_conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(reader)))
+    baseline_ms, current_ms = summary_ms(seconds["baseline"]), summary_ms(seconds["current"])
     result = {
         "benchmark": "lexical_candidates: the installed revision against an earlier one",
         **measured_on,
         "settings": {
-            "baseline": subprocess.run(
-                ["git", "rev-parse", args.baseline], cwd=ROOT, capture_output=True, text=True
-            ).stdout.strip(),
+            "baseline": (
+                f"the same data at the schema installed in {_database_name(args.baseline_dsn)}"
+                if args.baseline_dsn
+                else subprocess.run(
+                    ["git", "rev-parse", args.baseline], cwd=ROOT, capture_output=True, text=True
+                ).stdout.strip()
+            ),
             "scope": f"{args.workspace}/{args.project}",
             "queries": str(args.queries.name),
             "query_count": len(queries),
@@ -151,9 +219,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "order": "alternating, one decision per query",
         },
         "identical_results": len(queries),
-        "baseline": baseline,
-        "current": current,
-        "p50_ratio_current_to_baseline": round(float(current["p50"]) / float(baseline["p50"]), 3),
+        "baseline": baseline_ms,
+        "current": current_ms,
+        "p50_ratio_current_to_baseline": round(
+            float(current_ms["p50"]) / float(baseline_ms["p50"]), 3
+        ),
         "load_average_at_end": load_average(),
     }
     args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

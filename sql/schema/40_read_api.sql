@@ -272,16 +272,21 @@ BEGIN
            AND (d.max_age IS NULL OR f.observed_at >= d.evaluated_at - d.max_age)
            AND (f.expires_at IS NULL OR f.expires_at > d.evaluated_at)
     ), hits AS MATERIALIZED (
-        SELECT p.fragment_id, p.lexeme, p.tf::double precision AS tf,
-               p.doc_length::double precision AS doc_length, ql.qtf,
-               (count(*) OVER (PARTITION BY p.lexeme))::double precision AS df
+        -- Each term's postings apart (an index-only scan of the key), with its document
+        -- frequency counted over them alone: no sort of every posting by term.
+        SELECT p.fragment_id, ql.lexeme, p.tf, p.doc_length, ql.qtf, p.df
           FROM ql
-          JOIN pyretrieve.postings p
-            ON p.workspace_id = d.workspace_id AND p.project_id = d.project_id AND p.lexeme = ql.lexeme
-         WHERE p.classification <= d.ceiling
-           AND p.observed_at <= d.evaluated_at
-           AND (d.max_age IS NULL OR p.observed_at >= d.evaluated_at - d.max_age)
-           AND (p.expires_at IS NULL OR p.expires_at > d.evaluated_at)
+         CROSS JOIN LATERAL (
+               SELECT p.fragment_id, p.tf::double precision AS tf,
+                      p.doc_length::double precision AS doc_length,
+                      (count(*) OVER ())::double precision AS df
+                 FROM pyretrieve.postings p
+                WHERE p.workspace_id = d.workspace_id AND p.project_id = d.project_id
+                  AND p.lexeme = ql.lexeme
+                  AND p.classification <= d.ceiling
+                  AND p.observed_at <= d.evaluated_at
+                  AND (d.max_age IS NULL OR p.observed_at >= d.evaluated_at - d.max_age)
+                  AND (p.expires_at IS NULL OR p.expires_at > d.evaluated_at)) p
     ), parts AS NOT MATERIALIZED (
         SELECT h.fragment_id, h.lexeme, h.tf, h.qtf, b.idf, b.norm,
                h.qtf * b.idf * (h.tf * (v_k1 + 1.0)) / (h.tf + b.norm) AS contribution
