@@ -239,6 +239,9 @@ def test_lexical_revisions_against_another_database_quick(
         assert result["settings"]["baseline"].startswith(
             f"the same data at the schema installed in database {first}"
         )
+        for side in ("baseline", "current"):  # the same postings in both databases
+            assert result["postings_bytes"][side]["postings"] > 0
+            assert set(result["postings_bytes"][side]) == {"postings", "postings_pkey"}
         for name in (first, second):
             with psycopg.connect(server.dsn(name)) as conn:
                 grants = conn.execute(

@@ -112,6 +112,17 @@ def _database_name(dsn: str) -> str:
     return f"database {row[0]} (schema {row[1]})"
 
 
+def _lexical_storage(conn: psycopg.Connection[Any]) -> dict[str, int]:
+    """Bytes of the postings table and of each of its indexes."""
+    rows = conn.execute(
+        "SELECT c.relname::text, pg_relation_size(c.oid) FROM pg_class c"
+        " WHERE c.oid = 'pyretrieve.postings'::regclass OR c.oid IN ("
+        "   SELECT i.indexrelid FROM pg_index i WHERE i.indrelid = 'pyretrieve.postings'::regclass)"
+        " ORDER BY 1"
+    ).fetchall()
+    return {str(name): int(size) for name, size in rows}
+
+
 def _decision(conn: psycopg.Connection[Any], args: Any, text: str) -> Any:
     row = conn.execute(
         "SELECT decision_id FROM pyretrieve.authorize(%s, %s, 'compare',"
@@ -185,6 +196,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             else current_conn
         )
         measured_on = provenance(current_conn)
+        storage = {
+            "baseline": _lexical_storage(baseline_conn),
+            "current": _lexical_storage(current_conn),
+        }
         _create_reader(current_conn, reader)  # a role is the server's, for both databases
         try:
             if baseline_conn is current_conn:
@@ -224,6 +239,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "p50_ratio_current_to_baseline": round(
             float(current_ms["p50"]) / float(baseline_ms["p50"]), 3
         ),
+        "postings_bytes": storage,
         "load_average_at_end": load_average(),
     }
     args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
