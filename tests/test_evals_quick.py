@@ -55,12 +55,16 @@ def test_quality_quick(fresh_dsn: str, tmp_path: Path) -> None:
 
 
 def test_scale_quick(fresh_dsn: str) -> None:
-    result = scale.run(scale.quick_settings(scale.Settings()), fresh_dsn)
+    settings = scale.quick_settings(scale.Settings())
+    settings.vector_index_above = 300  # the 400-row probe scope gets its own HNSW index
+    result = scale.run(settings, fresh_dsn)
     assert result["load"]["table_rows"] == result["settings"]["fragments"]
     assert result["load"]["fragments"]["per_s"] > 0
     assert result["load"]["embeddings"]["rows"] > 0
     assert result["load"]["sizes"]["tables"]["embeddings"]["heap_mb"] > 0
-    assert len(result["scopes"]) == len(scale.FRACTIONS)
+    # The fractions' probe scopes and the 200-row one (2,000 fragments leave no room for a
+    # 100,000-row scope).
+    assert [x["rows"] for x in result["scopes"]] == [10, 20, 100, 400, scale.SMALL_SCOPE_ROWS]
     for scope in result["scopes"]:
         recall = scope["recall_at_100"]
         assert 0.0 <= recall["min"] <= recall["mean"] <= 1.0
@@ -70,7 +74,14 @@ def test_scale_quick(fresh_dsn: str) -> None:
                 assert summary["n"] > 0
                 assert 0 < summary["p50"] <= summary["p95"] <= summary["p99"]
                 assert summary["throughput_qps"] > 0
-    assert {t["target"] for t in result["targets"]} == set(scale.TARGETS.values())
+    stated = {t["target"] for t in result["targets"]}
+    assert stated == set(scale.TARGETS.values()) - {scale.TARGETS["vector_100k"]}
+    indexed = [x for x in result["scopes"] if x["vector_index"]]
+    assert [x["rows"] for x in indexed] == [400]
+    assert indexed[0]["vector_index"]["index"].startswith("embeddings_hnsw_s")
+    assert indexed[0]["vector_index"]["build_seconds"] > 0
+    assert list(result["load"]["vector_indexes"]["scopes"]) == [indexed[0]["scope"]]
+    assert "Scope HNSW indexes" in scale.render(result)
     assert all(isinstance(t["met"], bool) for t in result["targets"])
     assert result["memory"]["python_peak_rss_mb"] > 0
     assert scale.render(result).startswith("# Performance at scale")

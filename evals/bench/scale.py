@@ -87,6 +87,7 @@ CEILING = "internal"
 CONFIDENTIAL_EVERY = 10
 FRACTIONS = (0.001, 0.01, 0.05, 0.2)
 TARGET_SCOPE_ROWS = 100_000
+SMALL_SCOPE_ROWS = 200
 SAMPLE_ROWS = 5_000
 OUT = ROOT / "evals" / "bench" / "latest.json"
 DOC = ROOT / "docs" / "performance.md"
@@ -95,12 +96,17 @@ LATENCY_PNG = "img/latency.png"
 _WORD = re.compile(r"\w+")
 
 TARGETS = {
-    "hybrid_latency": "hybrid end to end p50 <= 10 ms and p95 <= 25 ms at 1,000,000 fragments"
+    "hybrid_latency": "hybrid end to end p50 <= 8 ms and p95 <= 20 ms at 1,000,000 fragments"
     " and a 1% scope (10,000 rows), 1 client",
     "rls_cost": "RLS costs at most 1.2x the hand-filtered query (each candidate query)",
-    "rls_cost_end_to_end": "the same 1.2x, read end to end (client hybrid vs hand-written hybrid)",
+    "rls_cost_end_to_end": "end to end at most 1.3x the hand-written hybrid (client hybrid vs"
+    " hand-written hybrid)",
+    "small_scope": "at a 200-row scope, hybrid end to end p50 <= 3 ms, 1 client",
+    "vector_100k": "the vector leg at a 100,000-row scope p50 <= 20 ms with recall@100 >= 0.99",
     "vs_naive": "at a 100,000-row scope at least 5x faster than the naive way",
-    "recall": "vector recall@100 >= 0.98 at every scope size",
+    "recall": "vector recall@100 >= 0.99 at every scope size",
+    "bulk_load": "bulk load >= 20,000 fragments/s",
+    "python_memory": "the benchmark's Python process <= 2 GB RSS",
 }
 
 
@@ -144,7 +150,12 @@ class Settings:
     rounds: int = 3
     burst_seconds: float = 1.5
     max_calls: int = 40
-    hnsw_build: bool = True
+    # The naive way holds every authorised row of the scope in each client at once: at 64
+    # clients and a 200,000-row scope that is tens of GB. It runs at this many clients at most.
+    naive_max_clients: int = 4
+    # Probe scopes of at least this many rows get their own HNSW index (create_vector_index)
+    # after loading, as an admin would on the measured advice; None: every scope exact.
+    vector_index_above: int | None = 20_000
     text: str = "scifact"
     datasets: Path = DATASETS
     quick: bool = False
@@ -163,7 +174,11 @@ def plan_scopes(s: Settings) -> tuple[list[ScopePlan], ScopePlan]:
         probes.append(
             ScopePlan(f"w{len(probes):03d}", "probe-100k", TARGET_SCOPE_ROWS, "100k rows")
         )
-    sample = ScopePlan("w000", "hnsw-sample", min(s.sample_rows, max(10, n // 40)))
+    # The fixed cost of a request shows at a small scope: the issue states a target at 200 rows.
+    probes.append(
+        ScopePlan(f"w{len(probes):03d}", "probe-200", SMALL_SCOPE_ROWS, f"{SMALL_SCOPE_ROWS} rows")
+    )
+    sample = ScopePlan("w000", "sample", min(s.sample_rows, max(10, n // 40)))
     rest = n - sum(p.rows for p in probes) - sample.rows
     if rest < s.workspaces * s.projects:
         raise ValueError("too few fragments for this many probe scopes")
@@ -327,17 +342,13 @@ def load(
                         "SELECT pyretrieve.grant_access(%s::regrole, %s, %s, %s, %s)",
                         (principals.reader, plan.workspace, plan.project, PURPOSE, CEILING),
                     )
-            index = conn.execute(
-                "SELECT pyretrieve.register_model(%s, %s), pyretrieve.create_model_index(%s)",
-                (MODEL, synth.DIMENSION, MODEL),
-            ).fetchone()
-        index_name = str(index[1]) if index else ""
+            conn.execute("SELECT pyretrieve.register_model(%s, %s)", (MODEL, synth.DIMENSION))
 
         started = time.perf_counter()
         generate(gen, [sample, *plans], tmp)
         out["generate_seconds"] = round(time.perf_counter() - started, 2)
 
-        # The writer API with every index in place, HNSW included, on the sample scope.
+        # Fragments and their embeddings in the same batches, on the sample scope.
         jsonl, _ = _files(tmp, sample)
         report = Ingestor(
             conn,
@@ -345,17 +356,14 @@ def load(
             embedder=_lookup(tmp, sample),
             batch_size=s.batch_size,
         ).ingest_path(jsonl, workspace=sample.workspace, project=sample.project)
-        out["sample_with_hnsw"] = {
+        out["sample_same_batches"] = {
             "rows": report.inserted,
             "embedded": report.embedded,
             "seconds": round(report.seconds, 2),
             "fragments_per_s": round(report.inserted / report.seconds, 1),
-            "note": "fragments and their embeddings in the same batches, one thread, all"
-            " indexes (HNSW included) maintained",
+            "note": "fragments and their embeddings in the same batches, one thread, the"
+            " shipped indexes (no HNSW index: a scope's own is built after loading)",
         }
-
-        # The bulk load: the HNSW index is rebuilt afterwards, as for any bulk load.
-        conn.execute(sql.SQL("DROP INDEX pyretrieve.{}").format(sql.Identifier(index_name)))
 
         def put_fragments(c: psycopg.Connection[Any], plan: ScopePlan) -> int:
             path, _ = _files(tmp, plan)
@@ -393,21 +401,49 @@ def load(
             conn.execute(sql.SQL("VACUUM (ANALYZE) pyretrieve.{}").format(sql.Identifier(table)))
         out["vacuum_analyze_seconds"] = round(time.perf_counter() - started, 2)
 
-        out["hnsw_build_seconds"] = None
-        out["hnsw_build_settings"] = "not rebuilt (--no-hnsw-build)"
-        if s.hnsw_build:
-            with acting_as(conn, principals.admin):
-                conn.execute("SET LOCAL maintenance_work_mem = '2GB'")
-                started = time.perf_counter()
-                conn.execute("SELECT pyretrieve.create_model_index(%s)", (MODEL,))
-                out["hnsw_build_seconds"] = round(time.perf_counter() - started, 2)
-            out["hnsw_build_settings"] = (
-                "maintenance_work_mem 2GB, pyretrieve.create_model_index as admin"
-            )
+        out["vector_indexes"] = vector_indexes(conn, s, principals, plans)
         out["sizes"] = _sizes(conn)
         row = conn.execute("SELECT count(*) FROM pyretrieve.fragments").fetchone()
         out["table_rows"] = int(row[0]) if row else 0
     return out
+
+
+def vector_indexes(
+    conn: psycopg.Connection[Any], s: Settings, principals: Principals, plans: list[ScopePlan]
+) -> dict[str, Any]:
+    """Each probe scope of at least ``s.vector_index_above`` rows gets its own HNSW index,
+    built by the admin through the SQL API; returns the build time and size of each."""
+    built: dict[str, Any] = {}
+    if s.vector_index_above is None:
+        return {"above_rows": None, "scopes": built}
+    for plan in plans:
+        if not plan.label or plan.rows < s.vector_index_above:
+            continue
+        with acting_as(conn, principals.admin):
+            conn.execute("SET LOCAL maintenance_work_mem = '2GB'")
+            started = time.perf_counter()
+            row = conn.execute(
+                "SELECT pyretrieve.create_vector_index(%s, %s, %s)",
+                (plan.workspace, plan.project, MODEL),
+            ).fetchone()
+            seconds = time.perf_counter() - started
+        assert row is not None
+        size = conn.execute(
+            "SELECT pg_relation_size(format('pyretrieve.%%I', %s::text)::regclass)", (str(row[0]),)
+        ).fetchone()
+        built[plan.name] = {
+            "label": plan.label,
+            "rows": plan.rows,
+            "index": str(row[0]),
+            "build_seconds": round(seconds, 2),
+            "mb": round(int(size[0]) / 2**20, 1) if size else None,
+        }
+        print(f"vector index {plan.name}: {built[plan.name]}", file=sys.stderr)
+    return {
+        "above_rows": s.vector_index_above,
+        "settings": "pyretrieve.create_vector_index as admin, maintenance_work_mem 2GB",
+        "scopes": built,
+    }
 
 
 def _vocabulary(s: Settings) -> synth.Vocabulary:
@@ -1062,9 +1098,10 @@ def measure(
                 estimate[name] = float(np.median(times))
             results: dict[str, dict[str, Any]] = {}
             for c in s.concurrency:
-                samples = {name: Samples() for name in METHODS}
+                running = [n for n in METHODS if n != "naive" or c <= s.naive_max_clients]
+                samples = {name: Samples() for name in running}
                 for r in range(s.rounds):
-                    names = list(METHODS)
+                    names = list(running)
                     turn = r % len(names)
                     for name in [*names[turn:], *names[:turn]]:
                         calls = int(s.burst_seconds * min(c, 2) / (c * max(estimate[name], 1e-4)))
@@ -1102,7 +1139,14 @@ def _p(scope: dict[str, Any], method: str, stat: str = "p50", clients: str = "1"
     return float(scope["methods"][method][clients][stat])
 
 
-def targets(fragments: int, scopes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def targets(
+    fragments: int,
+    scopes: list[dict[str, Any]],
+    load: dict[str, Any] | None = None,
+    memory: dict[str, Any] | None = None,
+) -> list[dict[str, Any]]:
+    """Each target with its verdict, from the stored measurements (a result stored before a
+    target existed gets no verdict for it)."""
     out: list[dict[str, Any]] = []
     if not scopes:
         return out
@@ -1119,7 +1163,7 @@ def targets(fragments: int, scopes: list[dict[str, Any]]) -> list[dict[str, Any]
         " to 10,000 rows (the size of a 1% scope at 1M)."
     )
     p50, p95 = _p(ten_k, "client.hybrid"), _p(ten_k, "client.hybrid", "p95")
-    met = p50 <= 10 and p95 <= 25
+    met = p50 <= 8 and p95 <= 20
     out.append(
         {
             "target": TARGETS["hybrid_latency"],
@@ -1128,8 +1172,8 @@ def targets(fragments: int, scopes: list[dict[str, Any]]) -> list[dict[str, Any]
             "met": met,
             "miss": None
             if met
-            else f"p50 {p50:.1f} ms is {p50 / 10:.2f}x the 10 ms target;"
-            f" p95 {p95:.1f} ms is {p95 / 25:.2f}x the 25 ms target",
+            else f"p50 {p50:.1f} ms is {p50 / 8:.2f}x the 8 ms target;"
+            f" p95 {p95:.1f} ms is {p95 / 20:.2f}x the 20 ms target",
             "exact_conditions": at_target_size,
             "note": proxy.strip() or None,
         }
@@ -1153,14 +1197,14 @@ def targets(fragments: int, scopes: list[dict[str, Any]]) -> list[dict[str, Any]
         }
     )
     ratio = _p(ten_k, "client.hybrid") / _p(ten_k, "hand.hybrid")
-    met = ratio <= 1.2
+    met = ratio <= 1.3
     out.append(
         {
             "target": TARGETS["rls_cost_end_to_end"],
             "where": where + ", p50, 1 client",
             "measured": {"client.hybrid / hand.hybrid": round(ratio, 2)},
             "met": met,
-            "miss": None if met else f"{ratio:.2f}x, limit 1.2x",
+            "miss": None if met else f"{ratio:.2f}x, limit 1.3x",
             "exact_conditions": at_target_size,
             "note": "End to end, pyretrieve also authorizes (and records the decision), fetches"
             " the records under RLS, and builds explanations in the Python ranker; the"
@@ -1195,9 +1239,43 @@ def targets(fragments: int, scopes: list[dict[str, Any]]) -> list[dict[str, Any]
             "note": None if big else "no 100,000-row scope in this run: judged at the largest",
         }
     )
+    small = [x for x in scopes if x["rows"] == SMALL_SCOPE_ROWS]
+    if small:
+        p50 = _p(small[0], "client.hybrid")
+        met = p50 <= 3
+        out.append(
+            {
+                "target": TARGETS["small_scope"],
+                "where": f"{small[0]['label']} scope, p50, 1 client",
+                "measured": {
+                    "client_hybrid_p50_ms": p50,
+                    "sql_search_p50_ms": _p(small[0], "sql.search"),
+                },
+                "met": met,
+                "miss": None if met else f"p50 {p50:.1f} ms is {p50 / 3:.2f}x the 3 ms target",
+                "exact_conditions": at_target_size,
+                "note": None,
+            }
+        )
+    if big:
+        p50, recall = _p(big[0], "rls.vector"), big[0]["recall_at_100"]["mean"]
+        indexed = bool(big[0].get("vector_index"))
+        met = p50 <= 20 and recall >= 0.99
+        out.append(
+            {
+                "target": TARGETS["vector_100k"],
+                "where": f"{big[0]['label']} scope, rls.vector, 1 client,"
+                + (" through the scope's own HNSW index" if indexed else " exact (no index)"),
+                "measured": {"p50_ms": p50, "recall_at_100": recall},
+                "met": met,
+                "miss": None if met else f"p50 {p50:.1f} ms (target 20), recall {recall:.3f}",
+                "exact_conditions": at_target_size,
+                "note": None,
+            }
+        )
     worst_scope = min(scopes, key=lambda x: x["recall_at_100"]["mean"])
     recall = worst_scope["recall_at_100"]["mean"]
-    met = recall >= 0.98
+    met = recall >= 0.99
     out.append(
         {
             "target": TARGETS["recall"],
@@ -1209,6 +1287,35 @@ def targets(fragments: int, scopes: list[dict[str, Any]]) -> list[dict[str, Any]
             "note": None,
         }
     )
+    if load and "fragments" in load:
+        rate = float(load["fragments"]["per_s"])
+        met = rate >= 20_000
+        out.append(
+            {
+                "target": TARGETS["bulk_load"],
+                "where": f"the whole load, {load['fragments']['threads']} writer threads,"
+                " Ingestor.ingest_path (bulk path), without embeddings",
+                "measured": {"fragments_per_s": rate},
+                "met": met,
+                "miss": None if met else f"{rate:,.0f} fragments/s, {20_000 / rate:.0f}x short",
+                "exact_conditions": at_target_size,
+                "note": None,
+            }
+        )
+    if memory and memory.get("python_peak_rss_mb") is not None:
+        rss = float(memory["python_peak_rss_mb"])
+        met = rss <= 2048
+        out.append(
+            {
+                "target": TARGETS["python_memory"],
+                "where": "the whole run, sampled once a second",
+                "measured": {"python_peak_rss_mb": rss},
+                "met": met,
+                "miss": None if met else f"{rss:,.0f} MB",
+                "exact_conditions": at_target_size,
+                "note": None,
+            }
+        )
     return out
 
 
@@ -1339,6 +1446,8 @@ def render(result: dict[str, Any]) -> str:
         for m in _SHOW:
             cells = [
                 f"{x['methods'][m][c]['throughput_qps']} / {x['methods'][m][c]['p95']:.1f}"
+                if c in x["methods"][m]
+                else "not run"
                 for c in conc
             ]
             lines.append(f"| {x['label']} | {m} | " + " | ".join(cells) + " |")
@@ -1355,11 +1464,9 @@ def render(result: dict[str, Any]) -> str:
         f" {ld['embeddings']['rows']:,} in {ld['embeddings']['seconds']} s ="
         f" **{ld['embeddings']['per_s']:,} embeddings/s**; both together about"
         f" {ld['fragments_with_embeddings_per_s']:,} fragments/s.",
-        f"- With the HNSW index maintained during ingestion (sample scope,"
-        f" {ld['sample_with_hnsw']['rows']:,} rows, one thread, fragments and embeddings in"
-        f" the same batches): {ld['sample_with_hnsw']['fragments_per_s']:,} fragments/s.",
-        f"- VACUUM ANALYZE: {ld['vacuum_analyze_seconds']} s; HNSW build"
-        f" ({ld['hnsw_build_settings']}): {ld['hnsw_build_seconds']} s.",
+        *_sample_lines(ld),
+        f"- VACUUM ANALYZE: {ld['vacuum_analyze_seconds']} s.",
+        *_index_lines(ld),
         "- Peak memory: Python process"
         f" {result['memory']['python_peak_rss_mb']} MB RSS; server"
         f" {result['memory']['server_peak_pss_mb']} MB PSS ({result['memory']['server_note']}).",
@@ -1379,6 +1486,39 @@ def render(result: dict[str, Any]) -> str:
     lines += ["", "## Deviations and caveats", ""]
     lines += [f"- {d}" for d in result["deviations"]]
     return "\n".join(lines) + "\n"
+
+
+def _sample_lines(ld: dict[str, Any]) -> list[str]:
+    """The sample scope's rate (results stored before 0016 measured it with the per-model
+    HNSW index maintained)."""
+    if "sample_same_batches" in ld:
+        x, how = ld["sample_same_batches"], "the shipped indexes, no HNSW"
+    elif "sample_with_hnsw" in ld:
+        x, how = ld["sample_with_hnsw"], "the per-model HNSW index maintained"
+    else:
+        return []
+    return [
+        f"- Fragments and embeddings in the same batches (sample scope, {x['rows']:,} rows, one"
+        f" thread, {how}): {x['fragments_per_s']:,} fragments/s."
+    ]
+
+
+def _index_lines(ld: dict[str, Any]) -> list[str]:
+    if "vector_indexes" not in ld:
+        return [
+            f"- HNSW build ({ld.get('hnsw_build_settings')}): {ld.get('hnsw_build_seconds')} s."
+        ]
+    built = ld["vector_indexes"]["scopes"]
+    if not built:
+        return ["- No scope has its own HNSW index: every vector leg is exact."]
+    return [
+        f"- Scope HNSW indexes ({ld['vector_indexes']['settings']}): "
+        + "; ".join(
+            f"{x['label']} ({x['rows']:,} rows) {x['build_seconds']} s, {x['mb']} MB"
+            for x in built.values()
+        )
+        + "."
+    ]
 
 
 JIT_NOTE = (
@@ -1459,6 +1599,10 @@ def run(s: Settings, dsn: str | None = None) -> dict[str, Any]:
         started = time.perf_counter()
         scopes, hand = measure(url, s, principals, probes)
         measure_seconds = round(time.perf_counter() - started, 1)
+    for scope in scopes:
+        # Which probe scopes searched through their own HNSW index.
+        scope["vector_index"] = loaded["vector_indexes"]["scopes"].get(scope["scope"])
+    peak = memory.result()
     settings = {
         k: (display_path(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v)
         for k, v in vars(s).items()
@@ -1491,23 +1635,30 @@ def run(s: Settings, dsn: str | None = None) -> dict[str, Any]:
         },
         "load": loaded,
         "measure_seconds": measure_seconds,
-        "memory": memory.result(),
+        "memory": peak,
         "scopes": scopes,
-        "targets": targets(s.fragments, scopes),
+        "targets": targets(s.fragments, scopes, loaded, peak),
         "deviations": [
-            "The per-model HNSW index is dropped for the bulk load and rebuilt afterwards"
-            " (timed as hnsw_build_seconds); the ingestion rate with it in place is measured"
-            " on the sample scope (sample_with_hnsw).",
+            "No per-model HNSW index (none is built since migration 0016). Probe scopes of at"
+            f" least {s.vector_index_above} rows get their own HNSW index after loading"
+            " (create_vector_index as admin, timed in load.vector_indexes), so their vector"
+            " leg and recall are the indexed ones; the hand-written vector statement stays the"
+            " exact scan, so rls.vector / hand.vector there compares the index with the exact"
+            " scan, not RLS with its absence."
+            if s.vector_index_above is not None
+            else "No HNSW index: every vector leg scans its scope exactly.",
             "Embeddings are precomputed (synthetic); Ingestor.reembed writes them through the"
             " writer API, so model inference is not part of the ingestion rates.",
-            "No query uses the HNSW index: vector_candidates scans the scope exactly, so recall"
-            " is expected to be 1.0 (up to float ties).",
+            "Below the index threshold vector_candidates scans the scope exactly, so recall"
+            " there is expected to be 1.0 (up to float ties).",
             "The hand-written candidate statements are the installed functions' own queries"
             " with the decision's values written in (hand_written records each statement and"
             " its source); recall_at_100.hand_written_lists_identical checks they return the"
             " same lists.",
             "Latencies are measured from Python over the local socket: they include the driver"
             " and the round trips.",
+            f"The naive way runs at up to {s.naive_max_clients} concurrent clients: each client"
+            " holds every authorised row of the scope, bodies and embeddings, at once.",
         ]
         + (
             []
@@ -1543,9 +1694,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--concurrency", default="1,4,16")
     parser.add_argument("--no-target-scope", action="store_true", help="no 100,000-row scope")
     parser.add_argument(
-        "--no-hnsw-build",
-        action="store_true",
-        help="do not rebuild the HNSW index after the load (no query uses it)",
+        "--vector-index-above",
+        type=int,
+        default=20_000,
+        metavar="ROWS",
+        help="give probe scopes of at least ROWS rows their own HNSW index after loading",
+    )
+    parser.add_argument(
+        "--no-hnsw-build", action="store_true", help="build no HNSW index: every scope exact"
     )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--quick", action="store_true", help="2,000 fragments, a few seconds")
@@ -1565,7 +1721,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         # Verdicts are derived from the stored measurements, so they are recomputed (and
         # written back) with the current definitions; the measurements are left as they are.
         rendered: dict[str, Any] = json.loads(args.render.read_text(encoding="utf-8"))
-        rendered["targets"] = targets(rendered["settings"]["fragments"], rendered["scopes"])
+        rendered["targets"] = targets(
+            rendered["settings"]["fragments"],
+            rendered["scopes"],
+            rendered.get("load"),
+            rendered.get("memory"),
+        )
         args.render.write_text(json.dumps(rendered, indent=2) + "\n", encoding="utf-8")
         for path in write_doc(rendered, args.doc or DOC):
             print(f"wrote {display_path(path)}", file=sys.stderr)
@@ -1581,7 +1742,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         burst_seconds=args.burst_seconds,
         concurrency=tuple(int(c) for c in args.concurrency.split(",")),
         target_scope=not args.no_target_scope,
-        hnsw_build=not args.no_hnsw_build,
+        vector_index_above=None if args.no_hnsw_build else args.vector_index_above,
         text=args.text,
         datasets=args.datasets,
     )
