@@ -260,6 +260,42 @@ CREATE TABLE pyretrieve.postings (
 COMMENT ON TABLE pyretrieve.postings IS
     'Postings of active fragments (lexeme, term frequency, document length) with the fragment''s classification and times, maintained by triggers; its read policy admits exactly the postings of fragments the decision admits.';
 
+-- BM25's scope statistics (document count, total length) as an append-only log: each writing
+-- statement adds, per scope and per (classification, observed_at, expires_at), the change in
+-- the number of active fragments and in the sum of their lengths. Every row summarises
+-- fragments that agree on every column a decision filters on, so a decision admits a row
+-- exactly when it admits those fragments, and the sums over the admitted rows are the
+-- statistics of exactly the admitted fragments, read in a few rows per writing statement
+-- instead of one index entry per fragment. Appending never waits on another writer.
+CREATE TABLE pyretrieve.statistics_log (
+    workspace_id    pyretrieve.identifier NOT NULL,
+    project_id      pyretrieve.identifier NOT NULL,
+    -- The highest lexical generation the statement stamped in the scope, and the row's place
+    -- among that statement's rows: unique without a sequence of its own.
+    generation      bigint NOT NULL,
+    position        integer NOT NULL,
+    classification  pyretrieve.classification NOT NULL,
+    observed_at     timestamptz NOT NULL,
+    expires_at      timestamptz,
+    fragments       bigint NOT NULL,
+    length_sum      bigint NOT NULL,
+    PRIMARY KEY (workspace_id, project_id, generation, position)
+);
+COMMENT ON TABLE pyretrieve.statistics_log IS
+    'Changes to a scope''s count of active fragments and their total length, per classification, observed_at and expires_at, one row per writing statement and group, maintained by triggers; its read policy is the fragments'' filter on those columns, so the admitted rows sum to the statistics of exactly the admitted fragments.';
+
+-- One fragment's change to the statistics log (pyretrieve.log_statistics).
+CREATE TYPE pyretrieve.statistics_delta AS (
+    workspace_id    text,
+    project_id      text,
+    classification  pyretrieve.classification,
+    observed_at     timestamptz,
+    expires_at      timestamptz,
+    fragments       bigint,
+    length_sum      bigint,
+    generation      bigint
+);
+
 CREATE TABLE pyretrieve.embedding_models (
     model_id      text NOT NULL CHECK (model_id ~ '^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$'),
     dimension     integer NOT NULL CHECK (dimension BETWEEN 1 AND 2000),
@@ -631,6 +667,33 @@ BEGIN
 END;
 $$;
 
+-- The statistics log's rows for one statement, from its fragments entering the active set (+1
+-- and their length) and leaving it (-1 and minus their length): summed per scope and per
+-- (classification, observed_at, expires_at), groups that cancel out left out. Each scope's rows
+-- carry the highest generation the statement stamped there, unique to the statement.
+CREATE FUNCTION pyretrieve.log_statistics(p_delta pyretrieve.statistics_delta[])
+RETURNS void
+LANGUAGE plpgsql SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    INSERT INTO pyretrieve.statistics_log (workspace_id, project_id, generation, position,
+                                           classification, observed_at, expires_at,
+                                           fragments, length_sum)
+    SELECT g.workspace_id, g.project_id,
+           max(g.generation) OVER (PARTITION BY g.workspace_id, g.project_id),
+           (row_number() OVER (PARTITION BY g.workspace_id, g.project_id
+                               ORDER BY g.classification, g.observed_at, g.expires_at))::integer,
+           g.classification, g.observed_at, g.expires_at, g.fragments, g.length_sum
+      FROM (SELECT x.workspace_id, x.project_id, x.classification, x.observed_at, x.expires_at,
+                   max(x.generation) AS generation,
+                   sum(x.fragments)::bigint AS fragments, sum(x.length_sum)::bigint AS length_sum
+              FROM unnest(p_delta) x
+             GROUP BY x.workspace_id, x.project_id, x.classification, x.observed_at, x.expires_at
+            HAVING sum(x.fragments) <> 0 OR sum(x.length_sum) <> 0) g;
+END;
+$$;
+
 CREATE FUNCTION pyretrieve.postings_insert()
 RETURNS trigger
 LANGUAGE plpgsql SECURITY INVOKER
@@ -644,6 +707,11 @@ BEGIN
            r.classification, r.observed_at, r.expires_at
       FROM changed r CROSS JOIN LATERAL unnest(r.tsv) AS u
      WHERE r.state = 'active';
+    PERFORM pyretrieve.log_statistics(ARRAY(
+        SELECT ROW(r.workspace_id, r.project_id, r.classification, r.observed_at, r.expires_at,
+                   1, r.doc_length, r.lexical_generation)::pyretrieve.statistics_delta
+          FROM changed r
+         WHERE r.state = 'active'));
     RETURN NULL;
 END;
 $$;
@@ -664,6 +732,20 @@ BEGIN
              WHERE o.state = 'active' AND n.state <> 'active') gone
      WHERE p.workspace_id = gone.workspace_id AND p.project_id = gone.project_id
        AND p.lexeme = gone.lexeme AND p.fragment_id = gone.fragment_id;
+    PERFORM pyretrieve.log_statistics(ARRAY(
+        SELECT ROW(x.workspace_id, x.project_id, x.classification, x.observed_at, x.expires_at,
+                   x.fragments, x.length_sum, g.generation)::pyretrieve.statistics_delta
+          FROM (SELECT n.workspace_id, n.project_id, n.classification, n.observed_at,
+                       n.expires_at, 1 AS fragments, n.doc_length AS length_sum
+                  FROM changed n WHERE n.state = 'active'
+                UNION ALL
+                SELECT o.workspace_id, o.project_id, o.classification, o.observed_at,
+                       o.expires_at, -1, -o.doc_length
+                  FROM before_rows o WHERE o.state = 'active') x
+          JOIN (SELECT n.workspace_id, n.project_id, max(n.lexical_generation) AS generation
+                  FROM changed n
+                 GROUP BY n.workspace_id, n.project_id) g
+            ON g.workspace_id = x.workspace_id AND g.project_id = x.project_id));
     -- Embeddings re-read their fragment's state (the mirror trigger sets the value).
     UPDATE pyretrieve.embeddings e
        SET fragment_state = n.state
@@ -746,6 +828,7 @@ ALTER TABLE pyretrieve.projects          ENABLE ROW LEVEL SECURITY, FORCE ROW LE
 ALTER TABLE pyretrieve.scope_configs     ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 ALTER TABLE pyretrieve.generation_log    ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 ALTER TABLE pyretrieve.postings          ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+ALTER TABLE pyretrieve.statistics_log    ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 ALTER TABLE pyretrieve.fragments         ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 ALTER TABLE pyretrieve.embedding_models  ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 ALTER TABLE pyretrieve.embeddings        ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
@@ -860,6 +943,27 @@ CREATE POLICY postings_insert ON pyretrieve.postings FOR INSERT TO pyretrieve_ap
        AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w));
 CREATE POLICY postings_delete ON pyretrieve.postings FOR DELETE TO pyretrieve_api
     USING (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w));
+
+-- The statistics log: the fragments' filters on the columns each row carries (every fragment
+-- a row summarises agrees on them), so a decision admits exactly the rows of the fragments it
+-- admits. Appended under the write scope, up to the writer's ceiling.
+CREATE POLICY statistics_log_read ON pyretrieve.statistics_log FOR SELECT TO pyretrieve_api
+    USING (workspace_id = coalesce((SELECT d.workspace_id FROM pyretrieve.bound_decision() d),
+                                   (SELECT w.workspace_id FROM pyretrieve.bound_write() w))
+       AND project_id = coalesce((SELECT d.project_id FROM pyretrieve.bound_decision() d),
+                                 (SELECT w.project_id FROM pyretrieve.bound_write() w))
+       AND ((classification <= (SELECT d.ceiling FROM pyretrieve.bound_decision() d)
+            AND observed_at <= (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)
+            AND observed_at >= coalesce((SELECT d.evaluated_at - d.max_age FROM pyretrieve.bound_decision() d),
+                                        '-infinity'::timestamptz)
+            AND (expires_at IS NULL OR expires_at > (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)))
+         OR (classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w
+                                 WHERE NOT EXISTS (SELECT 1 FROM pyretrieve.bound_decision())))
+            IS TRUE));
+CREATE POLICY statistics_log_insert ON pyretrieve.statistics_log FOR INSERT TO pyretrieve_api
+    WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
        AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
        AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w));
 
@@ -1225,15 +1329,18 @@ BEGIN
          WHERE c.workspace_id = d.workspace_id AND c.project_id = d.project_id
          GROUP BY u.lexeme
     ), st AS MATERIALIZED (
-        SELECT count(*)::double precision AS n, coalesce(avg(f.doc_length), 0)::double precision AS avgdl
-          FROM pyretrieve.fragments f
-         WHERE f.workspace_id = d.workspace_id
-           AND f.project_id = d.project_id
-           AND f.state = 'active'
-           AND f.classification <= d.ceiling
-           AND f.observed_at <= d.evaluated_at
-           AND (d.max_age IS NULL OR f.observed_at >= d.evaluated_at - d.max_age)
-           AND (f.expires_at IS NULL OR f.expires_at > d.evaluated_at)
+        -- The admitted fragments' count and average length, from the statistics log: a few rows
+        -- per writing statement rather than one index entry per fragment. The average is the
+        -- same numeric division of the same integers that avg() over the fragments makes.
+        SELECT coalesce(sum(s.fragments), 0)::double precision AS n,
+               coalesce(sum(s.length_sum) / nullif(sum(s.fragments), 0), 0)::double precision AS avgdl
+          FROM pyretrieve.statistics_log s
+         WHERE s.workspace_id = d.workspace_id
+           AND s.project_id = d.project_id
+           AND s.classification <= d.ceiling
+           AND s.observed_at <= d.evaluated_at
+           AND (d.max_age IS NULL OR s.observed_at >= d.evaluated_at - d.max_age)
+           AND (s.expires_at IS NULL OR s.expires_at > d.evaluated_at)
     ), hits AS MATERIALIZED (
         -- Each term's postings apart (an index-only scan of the key), with its document
         -- frequency counted over them alone: no sort of every posting by term.
@@ -4234,19 +4341,21 @@ BEGIN
 END
 $revoke$;
 REVOKE ALL ON TYPE pyretrieve.classification, pyretrieve.fragment_state, pyretrieve.semantic_policy,
-    pyretrieve.identifier, pyretrieve.ingest_row FROM PUBLIC;
+    pyretrieve.identifier, pyretrieve.ingest_row, pyretrieve.statistics_delta FROM PUBLIC;
 
 GRANT USAGE ON SCHEMA pyretrieve TO pyretrieve_reader, pyretrieve_writer, pyretrieve_admin, pyretrieve_api;
 GRANT USAGE ON TYPE pyretrieve.classification, pyretrieve.fragment_state, pyretrieve.semantic_policy,
     pyretrieve.identifier TO pyretrieve_reader, pyretrieve_writer, pyretrieve_admin, pyretrieve_api;
 -- Writers build bulk batches of this type (a staging table of their own, one array value).
 GRANT USAGE ON TYPE pyretrieve.ingest_row TO pyretrieve_writer, pyretrieve_api;
+-- The statistics log's triggers pass their rows to log_statistics as this type.
+GRANT USAGE ON TYPE pyretrieve.statistics_delta TO pyretrieve_api;
 
 -- What the API functions (and the triggers they fire) read and write, as pyretrieve_api.
 GRANT SELECT ON pyretrieve.installation, pyretrieve.workspaces, pyretrieve.projects,
     pyretrieve.fragments, pyretrieve.embedding_models, pyretrieve.embeddings, pyretrieve.grants,
     pyretrieve.decisions, pyretrieve.write_bindings, pyretrieve.postings,
-    pyretrieve.generation_log, pyretrieve.scope_configs
+    pyretrieve.generation_log, pyretrieve.scope_configs, pyretrieve.statistics_log
     TO pyretrieve_api;
 GRANT INSERT (workspace_id, principal, project_id, purpose, grant_id, ceiling, max_age, semantic_policy,
               requested_limit, candidate_limit, query_digest, semantic_intent, embedding_digest)
@@ -4260,7 +4369,8 @@ GRANT INSERT (workspace_id, project_id, fragment_id, model_id, embedding, source
       UPDATE (embedding, source_digest, fragment_state)
     ON pyretrieve.embeddings TO pyretrieve_api;
 GRANT INSERT, DELETE ON pyretrieve.postings TO pyretrieve_api;
-GRANT INSERT ON pyretrieve.generation_log, pyretrieve.scope_configs TO pyretrieve_api;
+GRANT INSERT ON pyretrieve.generation_log, pyretrieve.scope_configs, pyretrieve.statistics_log
+    TO pyretrieve_api;
 -- create_project's insert draws the new scope's serial (the column's default).
 GRANT USAGE ON SEQUENCE pyretrieve.scope_serial_seq TO pyretrieve_api;
 GRANT INSERT (workspace_id, display_name) ON pyretrieve.workspaces TO pyretrieve_api;
@@ -4282,6 +4392,7 @@ GRANT EXECUTE ON FUNCTION pyretrieve.caller(), pyretrieve.caller_in(name),
     pyretrieve.check_identifier(text, text), pyretrieve.require_decision(uuid),
     pyretrieve.check_embedding(text, public.vector), pyretrieve.require_admin(),
     pyretrieve.scope_sequence(text, text), pyretrieve.tsvector_length(tsvector),
+    pyretrieve.log_statistics(pyretrieve.statistics_delta[]),
     pyretrieve.create_scope_sequence(text, text),
     pyretrieve.create_scope_vector_index(integer, text), pyretrieve.drop_scope_vector_index(integer, text),
     pyretrieve.decision_partition_ranges(), pyretrieve.ensure_decision_partitions(integer, timestamptz),
@@ -5366,7 +5477,7 @@ SET LOCAL ROLE pyretrieve_owner;
 SELECT pg_catalog.count(*) AS decision_partitions FROM pyretrieve.ensure_decision_partitions();
 
 INSERT INTO pyretrieve.installation (schema_version, created_vector)
-VALUES ('0017', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
+VALUES ('0018', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
 
 RESET ROLE;
 -- pyretrieve_api created the API functions; it may not create anything else.

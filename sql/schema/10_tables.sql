@@ -172,6 +172,42 @@ CREATE TABLE pyretrieve.postings (
 COMMENT ON TABLE pyretrieve.postings IS
     'Postings of active fragments (lexeme, term frequency, document length) with the fragment''s classification and times, maintained by triggers; its read policy admits exactly the postings of fragments the decision admits.';
 
+-- BM25's scope statistics (document count, total length) as an append-only log: each writing
+-- statement adds, per scope and per (classification, observed_at, expires_at), the change in
+-- the number of active fragments and in the sum of their lengths. Every row summarises
+-- fragments that agree on every column a decision filters on, so a decision admits a row
+-- exactly when it admits those fragments, and the sums over the admitted rows are the
+-- statistics of exactly the admitted fragments, read in a few rows per writing statement
+-- instead of one index entry per fragment. Appending never waits on another writer.
+CREATE TABLE pyretrieve.statistics_log (
+    workspace_id    pyretrieve.identifier NOT NULL,
+    project_id      pyretrieve.identifier NOT NULL,
+    -- The highest lexical generation the statement stamped in the scope, and the row's place
+    -- among that statement's rows: unique without a sequence of its own.
+    generation      bigint NOT NULL,
+    position        integer NOT NULL,
+    classification  pyretrieve.classification NOT NULL,
+    observed_at     timestamptz NOT NULL,
+    expires_at      timestamptz,
+    fragments       bigint NOT NULL,
+    length_sum      bigint NOT NULL,
+    PRIMARY KEY (workspace_id, project_id, generation, position)
+);
+COMMENT ON TABLE pyretrieve.statistics_log IS
+    'Changes to a scope''s count of active fragments and their total length, per classification, observed_at and expires_at, one row per writing statement and group, maintained by triggers; its read policy is the fragments'' filter on those columns, so the admitted rows sum to the statistics of exactly the admitted fragments.';
+
+-- One fragment's change to the statistics log (pyretrieve.log_statistics).
+CREATE TYPE pyretrieve.statistics_delta AS (
+    workspace_id    text,
+    project_id      text,
+    classification  pyretrieve.classification,
+    observed_at     timestamptz,
+    expires_at      timestamptz,
+    fragments       bigint,
+    length_sum      bigint,
+    generation      bigint
+);
+
 CREATE TABLE pyretrieve.embedding_models (
     model_id      text NOT NULL CHECK (model_id ~ '^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$'),
     dimension     integer NOT NULL CHECK (dimension BETWEEN 1 AND 2000),

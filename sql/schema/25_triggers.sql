@@ -74,6 +74,33 @@ BEGIN
 END;
 $$;
 
+-- The statistics log's rows for one statement, from its fragments entering the active set (+1
+-- and their length) and leaving it (-1 and minus their length): summed per scope and per
+-- (classification, observed_at, expires_at), groups that cancel out left out. Each scope's rows
+-- carry the highest generation the statement stamped there, unique to the statement.
+CREATE FUNCTION pyretrieve.log_statistics(p_delta pyretrieve.statistics_delta[])
+RETURNS void
+LANGUAGE plpgsql SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    INSERT INTO pyretrieve.statistics_log (workspace_id, project_id, generation, position,
+                                           classification, observed_at, expires_at,
+                                           fragments, length_sum)
+    SELECT g.workspace_id, g.project_id,
+           max(g.generation) OVER (PARTITION BY g.workspace_id, g.project_id),
+           (row_number() OVER (PARTITION BY g.workspace_id, g.project_id
+                               ORDER BY g.classification, g.observed_at, g.expires_at))::integer,
+           g.classification, g.observed_at, g.expires_at, g.fragments, g.length_sum
+      FROM (SELECT x.workspace_id, x.project_id, x.classification, x.observed_at, x.expires_at,
+                   max(x.generation) AS generation,
+                   sum(x.fragments)::bigint AS fragments, sum(x.length_sum)::bigint AS length_sum
+              FROM unnest(p_delta) x
+             GROUP BY x.workspace_id, x.project_id, x.classification, x.observed_at, x.expires_at
+            HAVING sum(x.fragments) <> 0 OR sum(x.length_sum) <> 0) g;
+END;
+$$;
+
 CREATE FUNCTION pyretrieve.postings_insert()
 RETURNS trigger
 LANGUAGE plpgsql SECURITY INVOKER
@@ -87,6 +114,11 @@ BEGIN
            r.classification, r.observed_at, r.expires_at
       FROM changed r CROSS JOIN LATERAL unnest(r.tsv) AS u
      WHERE r.state = 'active';
+    PERFORM pyretrieve.log_statistics(ARRAY(
+        SELECT ROW(r.workspace_id, r.project_id, r.classification, r.observed_at, r.expires_at,
+                   1, r.doc_length, r.lexical_generation)::pyretrieve.statistics_delta
+          FROM changed r
+         WHERE r.state = 'active'));
     RETURN NULL;
 END;
 $$;
@@ -107,6 +139,20 @@ BEGIN
              WHERE o.state = 'active' AND n.state <> 'active') gone
      WHERE p.workspace_id = gone.workspace_id AND p.project_id = gone.project_id
        AND p.lexeme = gone.lexeme AND p.fragment_id = gone.fragment_id;
+    PERFORM pyretrieve.log_statistics(ARRAY(
+        SELECT ROW(x.workspace_id, x.project_id, x.classification, x.observed_at, x.expires_at,
+                   x.fragments, x.length_sum, g.generation)::pyretrieve.statistics_delta
+          FROM (SELECT n.workspace_id, n.project_id, n.classification, n.observed_at,
+                       n.expires_at, 1 AS fragments, n.doc_length AS length_sum
+                  FROM changed n WHERE n.state = 'active'
+                UNION ALL
+                SELECT o.workspace_id, o.project_id, o.classification, o.observed_at,
+                       o.expires_at, -1, -o.doc_length
+                  FROM before_rows o WHERE o.state = 'active') x
+          JOIN (SELECT n.workspace_id, n.project_id, max(n.lexical_generation) AS generation
+                  FROM changed n
+                 GROUP BY n.workspace_id, n.project_id) g
+            ON g.workspace_id = x.workspace_id AND g.project_id = x.project_id));
     -- Embeddings re-read their fragment's state (the mirror trigger sets the value).
     UPDATE pyretrieve.embeddings e
        SET fragment_state = n.state

@@ -13,6 +13,7 @@ ALTER TABLE pyretrieve.projects          ENABLE ROW LEVEL SECURITY, FORCE ROW LE
 ALTER TABLE pyretrieve.scope_configs     ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 ALTER TABLE pyretrieve.generation_log    ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 ALTER TABLE pyretrieve.postings          ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+ALTER TABLE pyretrieve.statistics_log    ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 ALTER TABLE pyretrieve.fragments         ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 ALTER TABLE pyretrieve.embedding_models  ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 ALTER TABLE pyretrieve.embeddings        ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
@@ -127,6 +128,27 @@ CREATE POLICY postings_insert ON pyretrieve.postings FOR INSERT TO pyretrieve_ap
        AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w));
 CREATE POLICY postings_delete ON pyretrieve.postings FOR DELETE TO pyretrieve_api
     USING (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w));
+
+-- The statistics log: the fragments' filters on the columns each row carries (every fragment
+-- a row summarises agrees on them), so a decision admits exactly the rows of the fragments it
+-- admits. Appended under the write scope, up to the writer's ceiling.
+CREATE POLICY statistics_log_read ON pyretrieve.statistics_log FOR SELECT TO pyretrieve_api
+    USING (workspace_id = coalesce((SELECT d.workspace_id FROM pyretrieve.bound_decision() d),
+                                   (SELECT w.workspace_id FROM pyretrieve.bound_write() w))
+       AND project_id = coalesce((SELECT d.project_id FROM pyretrieve.bound_decision() d),
+                                 (SELECT w.project_id FROM pyretrieve.bound_write() w))
+       AND ((classification <= (SELECT d.ceiling FROM pyretrieve.bound_decision() d)
+            AND observed_at <= (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)
+            AND observed_at >= coalesce((SELECT d.evaluated_at - d.max_age FROM pyretrieve.bound_decision() d),
+                                        '-infinity'::timestamptz)
+            AND (expires_at IS NULL OR expires_at > (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)))
+         OR (classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w
+                                 WHERE NOT EXISTS (SELECT 1 FROM pyretrieve.bound_decision())))
+            IS TRUE));
+CREATE POLICY statistics_log_insert ON pyretrieve.statistics_log FOR INSERT TO pyretrieve_api
+    WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
        AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
        AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w));
 

@@ -262,15 +262,18 @@ BEGIN
          WHERE c.workspace_id = d.workspace_id AND c.project_id = d.project_id
          GROUP BY u.lexeme
     ), st AS MATERIALIZED (
-        SELECT count(*)::double precision AS n, coalesce(avg(f.doc_length), 0)::double precision AS avgdl
-          FROM pyretrieve.fragments f
-         WHERE f.workspace_id = d.workspace_id
-           AND f.project_id = d.project_id
-           AND f.state = 'active'
-           AND f.classification <= d.ceiling
-           AND f.observed_at <= d.evaluated_at
-           AND (d.max_age IS NULL OR f.observed_at >= d.evaluated_at - d.max_age)
-           AND (f.expires_at IS NULL OR f.expires_at > d.evaluated_at)
+        -- The admitted fragments' count and average length, from the statistics log: a few rows
+        -- per writing statement rather than one index entry per fragment. The average is the
+        -- same numeric division of the same integers that avg() over the fragments makes.
+        SELECT coalesce(sum(s.fragments), 0)::double precision AS n,
+               coalesce(sum(s.length_sum) / nullif(sum(s.fragments), 0), 0)::double precision AS avgdl
+          FROM pyretrieve.statistics_log s
+         WHERE s.workspace_id = d.workspace_id
+           AND s.project_id = d.project_id
+           AND s.classification <= d.ceiling
+           AND s.observed_at <= d.evaluated_at
+           AND (d.max_age IS NULL OR s.observed_at >= d.evaluated_at - d.max_age)
+           AND (s.expires_at IS NULL OR s.expires_at > d.evaluated_at)
     ), hits AS MATERIALIZED (
         -- Each term's postings apart (an index-only scan of the key), with its document
         -- frequency counted over them alone: no sort of every posting by term.

@@ -19,19 +19,21 @@ BEGIN
 END
 $revoke$;
 REVOKE ALL ON TYPE pyretrieve.classification, pyretrieve.fragment_state, pyretrieve.semantic_policy,
-    pyretrieve.identifier, pyretrieve.ingest_row FROM PUBLIC;
+    pyretrieve.identifier, pyretrieve.ingest_row, pyretrieve.statistics_delta FROM PUBLIC;
 
 GRANT USAGE ON SCHEMA pyretrieve TO pyretrieve_reader, pyretrieve_writer, pyretrieve_admin, pyretrieve_api;
 GRANT USAGE ON TYPE pyretrieve.classification, pyretrieve.fragment_state, pyretrieve.semantic_policy,
     pyretrieve.identifier TO pyretrieve_reader, pyretrieve_writer, pyretrieve_admin, pyretrieve_api;
 -- Writers build bulk batches of this type (a staging table of their own, one array value).
 GRANT USAGE ON TYPE pyretrieve.ingest_row TO pyretrieve_writer, pyretrieve_api;
+-- The statistics log's triggers pass their rows to log_statistics as this type.
+GRANT USAGE ON TYPE pyretrieve.statistics_delta TO pyretrieve_api;
 
 -- What the API functions (and the triggers they fire) read and write, as pyretrieve_api.
 GRANT SELECT ON pyretrieve.installation, pyretrieve.workspaces, pyretrieve.projects,
     pyretrieve.fragments, pyretrieve.embedding_models, pyretrieve.embeddings, pyretrieve.grants,
     pyretrieve.decisions, pyretrieve.write_bindings, pyretrieve.postings,
-    pyretrieve.generation_log, pyretrieve.scope_configs
+    pyretrieve.generation_log, pyretrieve.scope_configs, pyretrieve.statistics_log
     TO pyretrieve_api;
 GRANT INSERT (workspace_id, principal, project_id, purpose, grant_id, ceiling, max_age, semantic_policy,
               requested_limit, candidate_limit, query_digest, semantic_intent, embedding_digest)
@@ -45,7 +47,8 @@ GRANT INSERT (workspace_id, project_id, fragment_id, model_id, embedding, source
       UPDATE (embedding, source_digest, fragment_state)
     ON pyretrieve.embeddings TO pyretrieve_api;
 GRANT INSERT, DELETE ON pyretrieve.postings TO pyretrieve_api;
-GRANT INSERT ON pyretrieve.generation_log, pyretrieve.scope_configs TO pyretrieve_api;
+GRANT INSERT ON pyretrieve.generation_log, pyretrieve.scope_configs, pyretrieve.statistics_log
+    TO pyretrieve_api;
 -- create_project's insert draws the new scope's serial (the column's default).
 GRANT USAGE ON SEQUENCE pyretrieve.scope_serial_seq TO pyretrieve_api;
 GRANT INSERT (workspace_id, display_name) ON pyretrieve.workspaces TO pyretrieve_api;
@@ -67,6 +70,7 @@ GRANT EXECUTE ON FUNCTION pyretrieve.caller(), pyretrieve.caller_in(name),
     pyretrieve.check_identifier(text, text), pyretrieve.require_decision(uuid),
     pyretrieve.check_embedding(text, public.vector), pyretrieve.require_admin(),
     pyretrieve.scope_sequence(text, text), pyretrieve.tsvector_length(tsvector),
+    pyretrieve.log_statistics(pyretrieve.statistics_delta[]),
     pyretrieve.create_scope_sequence(text, text),
     pyretrieve.create_scope_vector_index(integer, text), pyretrieve.drop_scope_vector_index(integer, text),
     pyretrieve.decision_partition_ranges(), pyretrieve.ensure_decision_partitions(integer, timestamptz),

@@ -28,12 +28,12 @@
 \pset pager off
 
 BEGIN;
-SELECT plan(559);
+SELECT plan(571);
 
 -- The installation.
 SELECT has_schema('pyretrieve');
 SELECT schema_owner_is('pyretrieve', 'pyretrieve_owner');
-SELECT is((SELECT schema_version FROM pyretrieve.installation), '0017', 'pyretrieve schema version is 0017');
+SELECT is((SELECT schema_version FROM pyretrieve.installation), '0018', 'pyretrieve schema version is 0018');
 
 -- Roles: the owner and three groups, none of which can log in or bypass row-level security;
 -- the owner does not inherit; a writer is a reader.
@@ -61,7 +61,7 @@ SELECT is_empty(
     'the pyretrieve roles are members of no other role');
 
 -- Tables: exactly these, owned by the owner, with row-level security enabled and forced.
-SELECT tables_are('pyretrieve', ARRAY['decisions', 'embedding_models', 'embeddings', 'fragments', 'generation_log', 'grants', 'installation', 'postings', 'projects', 'scope_configs', 'tool_rollouts', 'tools', 'workspaces', 'write_bindings'] || ARRAY(
+SELECT tables_are('pyretrieve', ARRAY['decisions', 'embedding_models', 'embeddings', 'fragments', 'generation_log', 'grants', 'installation', 'postings', 'projects', 'scope_configs', 'statistics_log', 'tool_rollouts', 'tools', 'workspaces', 'write_bindings'] || ARRAY(
     SELECT c.relname FROM pg_catalog.pg_inherits i JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid
      WHERE i.inhparent = 'pyretrieve.decisions'::regclass));
 SELECT is_empty(
@@ -86,6 +86,7 @@ SELECT table_owner_is('pyretrieve', 'installation', 'pyretrieve_owner', 'pyretri
 SELECT table_owner_is('pyretrieve', 'postings', 'pyretrieve_owner', 'pyretrieve.postings is owned by pyretrieve_owner');
 SELECT table_owner_is('pyretrieve', 'projects', 'pyretrieve_owner', 'pyretrieve.projects is owned by pyretrieve_owner');
 SELECT table_owner_is('pyretrieve', 'scope_configs', 'pyretrieve_owner', 'pyretrieve.scope_configs is owned by pyretrieve_owner');
+SELECT table_owner_is('pyretrieve', 'statistics_log', 'pyretrieve_owner', 'pyretrieve.statistics_log is owned by pyretrieve_owner');
 SELECT table_owner_is('pyretrieve', 'tool_rollouts', 'pyretrieve_owner', 'pyretrieve.tool_rollouts is owned by pyretrieve_owner');
 SELECT table_owner_is('pyretrieve', 'tools', 'pyretrieve_owner', 'pyretrieve.tools is owned by pyretrieve_owner');
 SELECT table_owner_is('pyretrieve', 'workspaces', 'pyretrieve_owner', 'pyretrieve.workspaces is owned by pyretrieve_owner');
@@ -110,6 +111,8 @@ SELECT is((SELECT relrowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretriev
 SELECT is((SELECT relforcerowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.projects'::regclass), true, 'row-level security is forced on pyretrieve.projects');
 SELECT is((SELECT relrowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.scope_configs'::regclass), true, 'row-level security is enabled on pyretrieve.scope_configs');
 SELECT is((SELECT relforcerowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.scope_configs'::regclass), true, 'row-level security is forced on pyretrieve.scope_configs');
+SELECT is((SELECT relrowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.statistics_log'::regclass), true, 'row-level security is enabled on pyretrieve.statistics_log');
+SELECT is((SELECT relforcerowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.statistics_log'::regclass), true, 'row-level security is forced on pyretrieve.statistics_log');
 SELECT is((SELECT relrowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.tool_rollouts'::regclass), true, 'row-level security is enabled on pyretrieve.tool_rollouts');
 SELECT is((SELECT relforcerowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.tool_rollouts'::regclass), true, 'row-level security is forced on pyretrieve.tool_rollouts');
 SELECT is((SELECT relrowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.tools'::regclass), true, 'row-level security is enabled on pyretrieve.tools');
@@ -130,6 +133,7 @@ SELECT policies_are('pyretrieve', 'installation', ARRAY['installation_install', 
 SELECT policies_are('pyretrieve', 'postings', ARRAY['postings_delete', 'postings_insert', 'postings_read']);
 SELECT policies_are('pyretrieve', 'projects', ARRAY['projects_admin_insert', 'projects_admin_update', 'projects_read']);
 SELECT policies_are('pyretrieve', 'scope_configs', ARRAY['scope_configs_insert', 'scope_configs_read']);
+SELECT policies_are('pyretrieve', 'statistics_log', ARRAY['statistics_log_insert', 'statistics_log_read']);
 SELECT policies_are('pyretrieve', 'tool_rollouts', ARRAY['tool_rollouts_admin_insert', 'tool_rollouts_admin_update', 'tool_rollouts_read']);
 SELECT policies_are('pyretrieve', 'tools', ARRAY['tools_insert', 'tools_read', 'tools_update']);
 SELECT policies_are('pyretrieve', 'workspaces', ARRAY['workspaces_admin', 'workspaces_read']);
@@ -192,6 +196,10 @@ SELECT policy_cmd_is('pyretrieve', 'scope_configs', 'scope_configs_insert', 'INS
 SELECT policy_roles_are('pyretrieve', 'scope_configs', 'scope_configs_insert', ARRAY['pyretrieve_api']);
 SELECT policy_cmd_is('pyretrieve', 'scope_configs', 'scope_configs_read', 'SELECT', 'policy scope_configs_read on pyretrieve.scope_configs is for SELECT');
 SELECT policy_roles_are('pyretrieve', 'scope_configs', 'scope_configs_read', ARRAY['pyretrieve_api']);
+SELECT policy_cmd_is('pyretrieve', 'statistics_log', 'statistics_log_insert', 'INSERT', 'policy statistics_log_insert on pyretrieve.statistics_log is for INSERT');
+SELECT policy_roles_are('pyretrieve', 'statistics_log', 'statistics_log_insert', ARRAY['pyretrieve_api']);
+SELECT policy_cmd_is('pyretrieve', 'statistics_log', 'statistics_log_read', 'SELECT', 'policy statistics_log_read on pyretrieve.statistics_log is for SELECT');
+SELECT policy_roles_are('pyretrieve', 'statistics_log', 'statistics_log_read', ARRAY['pyretrieve_api']);
 SELECT policy_cmd_is('pyretrieve', 'tool_rollouts', 'tool_rollouts_admin_insert', 'INSERT', 'policy tool_rollouts_admin_insert on pyretrieve.tool_rollouts is for INSERT');
 SELECT policy_roles_are('pyretrieve', 'tool_rollouts', 'tool_rollouts_admin_insert', ARRAY['pyretrieve_api']);
 SELECT policy_cmd_is('pyretrieve', 'tool_rollouts', 'tool_rollouts_admin_update', 'UPDATE', 'policy tool_rollouts_admin_update on pyretrieve.tool_rollouts is for UPDATE');
@@ -215,7 +223,7 @@ SELECT policy_roles_are('pyretrieve', 'write_bindings', 'write_bindings_read', A
 
 -- Functions: exactly these; only active_sources, active_sources_like, audit_access, audit_findings, audit_functions, audit_keys, audit_objects, audit_policies, audit_privileges, audit_roles, audit_server, audit_tables, audit_views, authorize, bind_write_scope, create_model_index, create_project, create_scope_sequence, create_scope_vector_index, create_vector_index, create_workspace, created_now, decision_partitions, discover_tools, drop_decision_partition, drop_scope_vector_index, drop_vector_index, embeddings_needed, ensure_decision_partitions, fragments, grant_access, ingest_batch, ingest_state, lexical_candidates, list_decisions, list_grants, list_models, list_projects, model_defaults, prune_decisions, put_embedding, put_fragment, put_tool, register_model, retract_fragment, revoke_access, schema_version, set_bm25, set_tool_rollout, stale_embeddings, supersede_fragment, tool_by_name, tool_entries, tool_rollout, tool_schemas and vector_candidates are SECURITY DEFINER, every function pins
 -- search_path = pg_catalog, pg_temp, and none is LEAKPROOF.
-SELECT functions_are('pyretrieve', ARRAY['active_sources', 'active_sources_like', 'admin_scope_serial', 'apply_request_timeouts', 'approximate_vector_candidates', 'audit_access', 'audit_disjuncts', 'audit_expression_calls', 'audit_findings', 'audit_functions', 'audit_keys', 'audit_objects', 'audit_policies', 'audit_privileges', 'audit_roles', 'audit_server', 'audit_tables', 'audit_views', 'authorize', 'bind_write_scope', 'bound_decision', 'bound_write', 'bump_scope_lexical', 'bump_scope_vector', 'caller', 'caller_in', 'check_caller', 'check_embedding', 'check_identifier', 'check_ts_config', 'content_digest', 'create_model_index', 'create_project', 'create_scope_sequence', 'create_scope_vector_index', 'create_vector_index', 'create_workspace', 'created_now', 'dbsf_distribution', 'decision_partition_ranges', 'decision_partitions', 'discover_tools', 'drop_decision_partition', 'drop_scope_vector_index', 'drop_vector_index', 'effective_grant', 'embedding_digest', 'embeddings_needed', 'ensure_decision_partitions', 'error_code', 'fragments', 'grant_access', 'ingest_batch', 'ingest_state', 'iso_utc', 'json_double', 'lexical_candidates', 'list_decisions', 'list_grants', 'list_models', 'list_projects', 'mirror_fragment', 'model_defaults', 'or_tsquery', 'postings_insert', 'postings_update', 'prune_decisions', 'put_embedding', 'put_fragment', 'put_tool', 'register_model', 'require_admin', 'require_decision', 'retract_fragment', 'revoke_access', 'schema_version', 'scope_sequence', 'search', 'set_bm25', 'set_tool_rollout', 'stale_embeddings', 'stamp_lexical_generation', 'stamp_vector_generation', 'supersede_fragment', 'tool_argument_lines', 'tool_by_name', 'tool_entity_words', 'tool_entries', 'tool_operation_words', 'tool_query_operations', 'tool_recommended_k', 'tool_rollout', 'tool_rollout_bucket', 'tool_schemas', 'tool_stop_words', 'tool_text', 'tool_words', 'tsvector_length', 'vector_candidates', 'visible_successor', 'writer_ceiling']);
+SELECT functions_are('pyretrieve', ARRAY['active_sources', 'active_sources_like', 'admin_scope_serial', 'apply_request_timeouts', 'approximate_vector_candidates', 'audit_access', 'audit_disjuncts', 'audit_expression_calls', 'audit_findings', 'audit_functions', 'audit_keys', 'audit_objects', 'audit_policies', 'audit_privileges', 'audit_roles', 'audit_server', 'audit_tables', 'audit_views', 'authorize', 'bind_write_scope', 'bound_decision', 'bound_write', 'bump_scope_lexical', 'bump_scope_vector', 'caller', 'caller_in', 'check_caller', 'check_embedding', 'check_identifier', 'check_ts_config', 'content_digest', 'create_model_index', 'create_project', 'create_scope_sequence', 'create_scope_vector_index', 'create_vector_index', 'create_workspace', 'created_now', 'dbsf_distribution', 'decision_partition_ranges', 'decision_partitions', 'discover_tools', 'drop_decision_partition', 'drop_scope_vector_index', 'drop_vector_index', 'effective_grant', 'embedding_digest', 'embeddings_needed', 'ensure_decision_partitions', 'error_code', 'fragments', 'grant_access', 'ingest_batch', 'ingest_state', 'iso_utc', 'json_double', 'lexical_candidates', 'list_decisions', 'list_grants', 'list_models', 'list_projects', 'log_statistics', 'mirror_fragment', 'model_defaults', 'or_tsquery', 'postings_insert', 'postings_update', 'prune_decisions', 'put_embedding', 'put_fragment', 'put_tool', 'register_model', 'require_admin', 'require_decision', 'retract_fragment', 'revoke_access', 'schema_version', 'scope_sequence', 'search', 'set_bm25', 'set_tool_rollout', 'stale_embeddings', 'stamp_lexical_generation', 'stamp_vector_generation', 'supersede_fragment', 'tool_argument_lines', 'tool_by_name', 'tool_entity_words', 'tool_entries', 'tool_operation_words', 'tool_query_operations', 'tool_recommended_k', 'tool_rollout', 'tool_rollout_bucket', 'tool_schemas', 'tool_stop_words', 'tool_text', 'tool_words', 'tsvector_length', 'vector_candidates', 'visible_successor', 'writer_ceiling']);
 SELECT is_definer('pyretrieve', 'active_sources', ARRAY['text', 'text', 'text[]'], 'pyretrieve.active_sources(text, text, text[]) is SECURITY DEFINER');
 SELECT is_definer('pyretrieve', 'active_sources_like', ARRAY['text', 'text', 'text[]'], 'pyretrieve.active_sources_like(text, text, text[]) is SECURITY DEFINER');
 SELECT is_definer('pyretrieve', 'audit_access', ARRAY[]::text[], 'pyretrieve.audit_access() is SECURITY DEFINER');
@@ -597,6 +605,7 @@ SELECT results_eq(
     ('pyretrieve.list_models()', 'pyretrieve_reader'),
     ('pyretrieve.list_models()', 'pyretrieve_writer'),
     ('pyretrieve.list_projects()', 'pyretrieve_admin'),
+    ('pyretrieve.log_statistics(pyretrieve.statistics_delta[])', 'pyretrieve_api'),
     ('pyretrieve.model_defaults(text)', 'pyretrieve_admin'),
     ('pyretrieve.model_defaults(text)', 'pyretrieve_reader'),
     ('pyretrieve.model_defaults(text)', 'pyretrieve_writer'),
@@ -691,6 +700,10 @@ SELECT table_privs_are('pyretrieve', 'scope_configs', 'public', ARRAY[]::text[])
 SELECT table_privs_are('pyretrieve', 'scope_configs', 'pyretrieve_admin', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'scope_configs', 'pyretrieve_reader', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'scope_configs', 'pyretrieve_writer', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'statistics_log', 'public', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'statistics_log', 'pyretrieve_admin', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'statistics_log', 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'statistics_log', 'pyretrieve_writer', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'tool_rollouts', 'public', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'tool_rollouts', 'pyretrieve_admin', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'tool_rollouts', 'pyretrieve_reader', ARRAY[]::text[]);

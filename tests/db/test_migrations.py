@@ -768,3 +768,103 @@ def test_upgrading_to_0016_drops_the_per_model_indexes_and_keeps_a_scopes_own(
         assert indexes() == scope_index | {"embeddings_hnsw_m1", "embeddings_hnsw_m2"}
     finally:
         drop_database(server, name)
+
+
+def test_upgrading_to_0018_logs_each_scopes_statistics_and_keeps_every_score(
+    server: Server, template_db: str
+) -> None:
+    """0018 serves BM25's document count and average length from the statistics log: the
+    upgrade backfills it from the active fragments (past RLS, as the installer), after which
+    every score and term of the lexical leg is bit for bit what 0017 computed from the
+    fragments, and writes keep the log exact; the downgrade removes it."""
+    name = create_database(server, None)
+    dsn = server.dsn(name)
+    app = server.dsn(name, user=role("authenticator"), password=PASSWORD)
+
+    def leg(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
+        with acting_as(conn, "alice"):
+            d = conn.execute(
+                "SELECT decision_id FROM pyretrieve.authorize('acme', 'docs', 'bench',"
+                " sha256('q'::bytea), 'disabled', NULL, 100)"
+            ).fetchone()
+            assert d is not None
+            rows = conn.execute(
+                "SELECT fragment_id, score, terms FROM pyretrieve.lexical_candidates(%s,"
+                " 'zebra herd grazing savanna', 100)",
+                (d[0],),
+            ).fetchall()
+        return [tuple(r) for r in rows]
+
+    def log_matches(admin: psycopg.Connection[Any]) -> bool:
+        grouped = """
+            SELECT workspace_id, project_id, classification, observed_at, expires_at, {n}, {s}
+              FROM pyretrieve.{t} {w} GROUP BY 1, 2, 3, 4, 5 {h} ORDER BY 1, 2, 3, 4, 5"""
+        log = admin.execute(
+            grouped.format(
+                n="sum(fragments)",
+                s="sum(length_sum)",
+                t="statistics_log",
+                w="",
+                h="HAVING sum(fragments) <> 0",
+            )
+        ).fetchall()
+        active = admin.execute(
+            grouped.format(
+                n="count(*)::numeric",
+                s="sum(doc_length)::numeric",
+                t="fragments",
+                w="WHERE state = 'active'",
+                h="",
+            )
+        ).fetchall()
+        return bool(active) and log == active
+
+    try:
+        migrate.upgrade(dsn, "pyretrieve_0017")
+        with psycopg.connect(app, autocommit=True) as conn:
+            with acting_as(conn, "adam"):
+                conn.execute("SELECT pyretrieve.create_workspace('acme')")
+                conn.execute("SELECT pyretrieve.create_project('acme', 'docs')")
+                conn.execute(
+                    "SELECT pyretrieve.grant_access(%s::regrole, 'acme', 'docs', 'ingest',"
+                    " 'restricted')",
+                    (role("wally"),),
+                )
+                conn.execute(
+                    "SELECT pyretrieve.grant_access(%s::regrole, 'acme', 'docs', 'bench',"
+                    " 'internal', interval '30 days')",
+                    (role("alice"),),
+                )
+            with acting_as(conn, "wally"):
+                ids = [
+                    conn.execute(
+                        "SELECT pyretrieve.put_fragment('acme', 'docs', %s,"
+                        " %s::pyretrieve.classification, now() - %s::interval)",
+                        (f"zebra herd {'grazing ' * (i % 4)}on savanna {i}", cls, age),
+                    ).fetchone()[0]  # type: ignore[index]
+                    for i, (cls, age) in enumerate(
+                        [("internal", "1 day"), ("public", "2 days"), ("confidential", "1 day"),
+                         ("internal", "40 days"), ("internal", "3 days"), ("public", "1 day")]
+                        * 3
+                    )
+                ]  # fmt: skip
+                conn.execute("SELECT pyretrieve.retract_fragment('acme', 'docs', %s)", (ids[0],))
+            before = leg(conn)
+            assert before
+            migrate.upgrade(dsn)
+            with psycopg.connect(dsn) as admin:
+                assert log_matches(admin)
+            assert leg(conn) == before
+            with acting_as(conn, "wally"):
+                conn.execute(
+                    "SELECT pyretrieve.supersede_fragment('acme', 'docs', %s, 'zebra herd anew')",
+                    (ids[1],),
+                )
+            with psycopg.connect(dsn) as admin:
+                assert log_matches(admin)
+        migrate.downgrade(dsn, "pyretrieve_0017")
+        with psycopg.connect(dsn) as admin:
+            gone = admin.execute("SELECT to_regclass('pyretrieve.statistics_log')").fetchone()
+        assert gone == (None,)
+    finally:
+        drop_database(server, name)

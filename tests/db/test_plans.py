@@ -214,13 +214,14 @@ def test_lexical_candidates_read_the_scope_through_an_index(corpus: Database) ->
 
 
 @pytest.mark.parametrize("scope", [SCOPE, BIG], ids=["small", "big"])
-def test_the_lexical_scope_statistics_are_an_index_only_scan(
+def test_the_lexical_scope_statistics_read_the_scopes_statistics_log(
     corpus: Database, scope: tuple[str, str]
 ) -> None:
-    """The policies state the scope once, outside their read-or-write OR: the scope's
-    statistics (document count, average length) read the scope index alone, bounded by the
-    scope, and no plan ORs two bitmap scans of the two bindings' scopes (which the planner chose
-    for a scope holding much of the table while the policies ORed two scopes)."""
+    """The scope's statistics (document count, average length) are summed from its rows of the
+    statistics log (through the log's key, bounded by the scope, when the scope is a small share
+    of the log), and no plan reads the scope's fragments for them (an index-only scan of every fragment of the scope, until
+    0018). No plan ORs two bitmap scans of the two bindings' scopes (which the planner chose for
+    a scope holding much of the table while the policies ORed two scopes)."""
 
     def call(conn: Conn) -> None:
         d = authorize(conn, *scope)["decision_id"]
@@ -230,16 +231,32 @@ def test_the_lexical_scope_statistics_are_an_index_only_scan(
     assert mine
     every = [n for p in mine for n in nodes(p)]
     assert not [n for n in every if n["Node Type"] == "BitmapOr"]
-    stats = [
-        n for n in every
-        if n.get("Relation Name") == "fragments" and n.get("Index Name") == "fragments_scope_idx"
-    ]  # fmt: skip
-    assert [n["Node Type"] for n in stats] == ["Index Only Scan"]
+    assert not [n for n in every if n.get("Index Name") == "fragments_scope_idx"]
+    stats = [n for n in every if n.get("Relation Name") == "statistics_log"]
+    assert len(stats) == 1
     (scan,) = stats
-    assert "workspace_id" in scan["Index Cond"]
-    assert "project_id" in scan["Index Cond"]
-    assert scan["Actual Rows"] <= (SCOPE_ROWS if scope == SCOPE else BIG_ROWS)
-    assert scan["Heap Fetches"] == 0
+    with corpus.admin() as admin:
+        logged = admin.execute(
+            "SELECT count(*) FILTER (WHERE workspace_id = %s AND project_id = %s) AS scope,"
+            " count(*) AS every FROM pyretrieve.statistics_log",
+            scope,
+        ).fetchone()
+    assert logged is not None
+    # One writing statement logged a row per (classification, observed_at) of the rows it
+    # wrote: the scope's log is far smaller than its fragments, the whole log than the table.
+    assert 0 < logged["scope"] < (SCOPE_ROWS if scope == SCOPE else BIG_ROWS) // 10
+    assert logged["every"] < (ROWS + BIG_ROWS) // 10
+    assert 0 < scan["Actual Rows"] <= logged["scope"]
+    if scope == SCOPE:
+        # A small share of the log: read through the key (or a bitmap of it), bounded by scope.
+        index = [
+            n
+            for n in nodes(scan)
+            if n["Node Type"] in ("Index Scan", "Index Only Scan", "Bitmap Index Scan")
+        ]
+        assert [n["Index Name"] for n in index] == ["statistics_log_pkey"]
+        assert "workspace_id" in index[0]["Index Cond"]
+        assert "project_id" in index[0]["Index Cond"]
 
 
 @pytest.mark.parametrize("scope", [SCOPE, BIG], ids=["small", "big"])
