@@ -62,7 +62,13 @@ def write_everything(conn: Conn, tmp_jsonl: Any) -> None:
     with acting_as(conn, "wally"):
         kept = put(conn, "acme", "docs", "zebra grazing on the savanna")
         old = put(conn, "acme", "docs", "the zebra herd moves north", "confidential")
-        put(conn, "acme", "docs", "zebra notes for another project", observed="now() - interval '2 days'")
+        put(
+            conn,
+            "acme",
+            "docs",
+            "zebra notes for another project",
+            observed="now() - interval '2 days'",
+        )
         put(conn, "acme", "notes", "a zebra in the notes project")
         put(conn, "acme", "docs", "a zebra fact that expires", expires="now() + interval '1 hour'")
         put(conn, "acme", "docs", "a zebra seen in the future", observed="now() + interval '1 day'")
