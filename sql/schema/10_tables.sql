@@ -142,9 +142,8 @@ CREATE UNIQUE INDEX fragments_active_content_key
 CREATE INDEX fragments_scope_idx
     ON pyretrieve.fragments (workspace_id, project_id, state, classification)
     INCLUDE (observed_at, expires_at, doc_length);
--- Used by callers that bypass RLS legitimately (none today) and by a later lexical design; kept
--- so the GIN cost is paid now rather than in a rebuild.
-CREATE INDEX fragments_tsv_idx ON pyretrieve.fragments USING gin (tsv);
+-- No GIN index over tsv: under RLS `@@` is not leakproof, so no candidate query could use one,
+-- and maintaining it cost about a sixteenth of a bulk batch's server time (migration 0019).
 -- Re-ingestion finds the active fragment of a source (file, record id) to supersede it.
 CREATE INDEX fragments_source_idx
     ON pyretrieve.fragments (workspace_id, project_id, source_uri)

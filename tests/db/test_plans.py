@@ -29,7 +29,7 @@ SCOPE = ("ws3", "p1")
 # share of the table rather than its size.
 BIG, BIG_ROWS = ("ws0", "big"), 6000
 PYRETRIEVE_INDEXES = {
-    "fragments_pkey", "fragments_scope_idx", "fragments_active_content_key", "fragments_tsv_idx",
+    "fragments_pkey", "fragments_scope_idx", "fragments_active_content_key",
     "embeddings_pkey", "embeddings_scope_idx",
 }  # fmt: skip
 TENANT_SCANNED = {"fragments", "embeddings"}
