@@ -300,3 +300,25 @@ def test_lexical_revisions_quick(fresh_dsn: str, tmp_path: Path) -> None:
             "SELECT count(*) FROM pg_proc WHERE proname = %s", (lexical_revisions.BASELINE_NAME,)
         ).fetchone()
     assert left == (0,)
+
+
+def test_ingest_revisions_quick(server: Server, template_db: str, tmp_path: Path) -> None:
+    """The schema comparison on a few records: both databases write every record each round,
+    the figures are per 1,000 fragments, and the two databases it made are gone."""
+    import psycopg
+
+    from evals.bench import ingest_revisions
+
+    out = tmp_path / "ingest-revisions.json"
+    args = ["--dsn", server.admin_dsn, "--n", "20", "--rounds", "2", "--out", str(out)]
+    result = ingest_revisions.main([*args, "--baseline", "pyretrieve_0016"])
+    assert out.exists()
+    for side in ("baseline", "current"):
+        assert [r["fragments"] for r in result["runs"][side]] == [20, 20]
+        assert result["median"][side]["wall_s_per_1000"] > 0
+    assert result["settings"]["baseline"] == "pyretrieve_0016"
+    with psycopg.connect(server.admin_dsn) as conn:
+        left = conn.execute(
+            "SELECT count(*) FROM pg_database WHERE datname LIKE 'pyretrieve_ingrev_%'"
+        ).fetchone()
+    assert left == (0,)

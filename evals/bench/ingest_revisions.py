@@ -1,0 +1,137 @@
+"""Bulk ingestion at the installed schema against an earlier schema revision, interleaved.
+
+Usage: python -m evals.bench.ingest_revisions --dsn DSN [--baseline pyretrieve_0016]
+       [--n 1000] [--rounds 10] [--corpus PATH] [--out PATH]
+
+Two databases of the server at ``--dsn`` (a superuser DSN; its database is only used to create
+and drop them) get the schema: one upgraded to ``--baseline``, one to the head. Each round
+ingests the same N records (SciFact abstracts by default, as ``evals.bench.ingest`` builds
+them) into a fresh project of each database through ``Ingestor.ingest_path`` on the bulk path,
+as a writer (RLS on), alternating which goes first. The server backend's CPU time per batch is
+the figure that other load on a shared machine disturbs least; wall time is kept beside it.
+Writes ``evals/bench/ingest-revisions.json`` with the medians per 1,000 fragments and their
+ratio, the commit, settings and load. A measurement, not a test: nothing here asserts a speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import secrets
+import statistics
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import conninfo, sql
+
+from evals.bench import ingest
+from evals.bench.runtime import load_average, provenance
+from pyretrieve.db import migrate
+
+ROOT = Path(__file__).resolve().parents[2]
+OUT = ROOT / "evals" / "bench" / "ingest-revisions.json"
+
+
+def _database(dsn: str, name: str) -> str:
+    return conninfo.make_conninfo(dsn, dbname=name)
+
+
+def _prepare(dsn: str, name: str, revision: str | None) -> str:
+    """A new database at ``revision`` (the head when None) with the bench's writer."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    url = _database(dsn, name)
+    if revision is None:
+        migrate.upgrade(url)
+    else:
+        migrate.upgrade(url, revision)
+    ingest.setup(url, [])
+    return url
+
+
+def _round(url: str, corpus: Path, batch: int) -> dict[str, Any]:
+    project = f"r{secrets.token_hex(4)}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SELECT pyretrieve.create_project(%s, %s)", (ingest.WORKSPACE, project))
+        conn.execute(
+            "SELECT pyretrieve.grant_access(%s::regrole, %s, %s, 'ingest', 'internal')",
+            (ingest.WRITER, ingest.WORKSPACE, project),
+        )
+    report, server, _ = ingest.timed(url, corpus, project, path="bulk", batch_size=batch)
+    if report.inserted != report.read:
+        raise SystemExit(f"{report.inserted} of {report.read} records written")
+    return {"fragments": report.read, "seconds": report.seconds, "server_cpu_s": server}
+
+
+def _per_thousand(runs: list[dict[str, Any]], key: str) -> float | None:
+    values = [r[key] / r["fragments"] * 1000 for r in runs if r[key] is not None]
+    return round(statistics.median(values), 4) if values else None
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--dsn", required=True, help="a superuser DSN of the server to use")
+    parser.add_argument("--baseline", default="pyretrieve_0016", help="an Alembic revision")
+    parser.add_argument("--n", type=int, default=1000, help="records per round and database")
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--corpus", type=Path, default=ingest.DEFAULT_CORPUS)
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args(argv)
+    names = {side: f"pyretrieve_ingrev_{side}_{secrets.token_hex(3)}" for side in ("b", "c")}
+    runs: dict[str, list[dict[str, Any]]] = {"baseline": [], "current": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus = Path(tmp) / "records.jsonl"
+        corpus_info, _ = ingest.build_corpus(args.corpus, args.n, corpus)
+        corpus.chmod(0o644)
+        Path(tmp).chmod(0o755)
+        try:
+            urls = {
+                "baseline": _prepare(args.dsn, names["b"], args.baseline),
+                "current": _prepare(args.dsn, names["c"], None),
+            }
+            with psycopg.connect(urls["current"]) as conn:
+                measured_on = provenance(conn)
+            for r in range(args.rounds):
+                for side in ("baseline", "current") if r % 2 else ("current", "baseline"):
+                    runs[side].append(_round(urls[side], corpus, args.n))
+        finally:
+            with psycopg.connect(args.dsn, autocommit=True) as conn:
+                for name in names.values():
+                    conn.execute(
+                        sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                            sql.Identifier(name)
+                        )
+                    )
+    medians = {
+        side: {
+            "server_cpu_s_per_1000": _per_thousand(got, "server_cpu_s"),
+            "wall_s_per_1000": _per_thousand(got, "seconds"),
+        }
+        for side, got in runs.items()
+    }
+    base, cur = (medians[s]["server_cpu_s_per_1000"] for s in ("baseline", "current"))
+    result = {
+        "benchmark": "bulk ingestion: the installed schema against an earlier revision",
+        **measured_on,
+        "settings": {
+            "baseline": args.baseline,
+            "n": args.n,
+            "rounds": args.rounds,
+            "corpus": corpus_info,
+            "path": "Ingestor.ingest_path, bulk path, one batch of n, as a writer (RLS on),"
+            " a fresh project per round, alternating which database goes first",
+        },
+        "runs": runs,
+        "median": medians,
+        "server_cpu_ratio_current_to_baseline": round(cur / base, 3) if base and cur else None,
+        "load_average_at_end": load_average(),
+    }
+    args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(medians))
+    return result
+
+
+if __name__ == "__main__":
+    main()
