@@ -49,6 +49,8 @@ __all__ = [
     "RRF_FORMULA",
     "RRF_K",
     "TRUST_LABEL",
+    "VECTOR_INDEX_MIN_ROWS",
+    "VECTOR_SEARCHES",
     "WEIGHT_SOURCES",
     "candidate_cap",
     "identifier_error",
@@ -110,6 +112,17 @@ def candidate_cap(requested_limit: int) -> int:
 
 # Sensitivity, least sensitive first (the order of the SQL enum pyretrieve.classification).
 CLASSIFICATION_ORDER: Final = ("public", "internal", "confidential", "restricted")
+
+# --------------------------------------------------------------------- vector leg
+
+# How a vector leg searched, as vector_candidates reports it on every row and the explanation
+# repeats: the exact scan of the scope, or the scope's own HNSW index.
+VECTOR_SEARCHES: Final = ("exact", "hnsw")
+# maintain_vector_indexes' default: a scope gets its own HNSW index of a model from this many
+# active embeddings of it, and loses it below half as many (so a scope near the line does not
+# flap). Measured in evals/bench/vector-index.json: the exact scan is 1.6 times slower than
+# the index at 10,000 rows, 3.6 times at 30,000 and 14 times at 100,000, with recall 1.
+VECTOR_INDEX_MIN_ROWS: Final = 20_000
 
 # ----------------------------------------------------------------- fusion and scores
 

@@ -120,6 +120,7 @@ def explain_result(
             "rank": vector.rank,
             "distance": vector.distance,
             "metric": "cosine_distance",
+            "search": vector.search.value,
             "contribution": vector_part.contribution,
             "weight": fusion.weights.vector,
         }

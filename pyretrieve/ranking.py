@@ -314,6 +314,7 @@ def retrieval_id(
                     hex_digest(c.content_digest),
                     c.vector_generation,
                     c.lexical_generation,
+                    c.search.value,
                 ]
                 for c in sorted(vector, key=lambda c: c.rank)
             ]

@@ -56,6 +56,7 @@ __all__ = [
     "SemanticPolicy",
     "SemanticStatus",
     "VectorCandidate",
+    "VectorSearch",
     "Weights",
     "WeightsSource",
     "canonical_json",
@@ -160,6 +161,14 @@ class Fusion(StrEnum):
 
     RRF = "rrf"
     DBSF = "dbsf"
+
+
+class VectorSearch(StrEnum):
+    """How the vector leg searched (``pyretrieve.contract.VECTOR_SEARCHES``): the exact scan of
+    the scope (recall 1), or the scope's own HNSW index (approximate)."""
+
+    EXACT = "exact"
+    HNSW = "hnsw"
 
 
 class WeightsSource(StrEnum):
@@ -523,6 +532,7 @@ class VectorCandidate:
     source_digest: bytes
     vector_generation: int
     lexical_generation: int
+    search: VectorSearch
 
     @classmethod
     def from_row(cls, row: Mapping[str, object]) -> VectorCandidate:
@@ -537,6 +547,7 @@ _VECTOR_SPEC: Final[Mapping[str, _Parser]] = {
     "source_digest": _p_digest,
     "vector_generation": _p_generation,
     "lexical_generation": _p_generation,
+    "search": _p_enum(VectorSearch),
 }
 
 

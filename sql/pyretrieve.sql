@@ -341,6 +341,26 @@ CREATE TABLE pyretrieve.embeddings (
 CREATE INDEX embeddings_scope_idx ON pyretrieve.embeddings (workspace_id, project_id, model_id);
 ALTER TABLE pyretrieve.embeddings ALTER COLUMN embedding SET STORAGE MAIN;
 
+-- How many embeddings each scope holds of each model, as an append-only log: every statement
+-- that inserts embeddings adds one row per scope and model with the number it inserted (no
+-- embedding is ever deleted, and an update keeps its scope and model). maintain_vector_indexes
+-- sums it to give each scope its own HNSW index where its size says. No search reads it, and
+-- only admins may (through that function): it counts hidden rows too, as the index holds them.
+CREATE TABLE pyretrieve.embedding_count_log (
+    workspace_id  pyretrieve.identifier NOT NULL,
+    project_id    pyretrieve.identifier NOT NULL,
+    -- The highest vector generation the statement stamped in the scope, and the row's place
+    -- among that statement's rows: unique without a sequence of its own. Generation 0 holds
+    -- what existed before the log (migration 0020).
+    generation    bigint NOT NULL,
+    position      integer NOT NULL,
+    model_id      text NOT NULL,
+    embeddings    bigint NOT NULL,
+    PRIMARY KEY (workspace_id, project_id, generation, position)
+);
+COMMENT ON TABLE pyretrieve.embedding_count_log IS
+    'The embeddings each statement inserted, per scope and model, maintained by a trigger: summed, each scope''s number of embeddings of each model (every classification and state), which maintain_vector_indexes reads to place the scopes'' own HNSW indexes. Admins only; no search reads it.';
+
 CREATE TABLE pyretrieve.grants (
     workspace_id     pyretrieve.identifier NOT NULL,
     grant_id         uuid NOT NULL DEFAULT gen_random_uuid(),
@@ -811,6 +831,32 @@ CREATE TRIGGER embeddings_bump_update AFTER UPDATE ON pyretrieve.embeddings
     REFERENCING NEW TABLE AS changed
     FOR EACH STATEMENT EXECUTE FUNCTION pyretrieve.bump_scope_vector();
 
+-- The count log's rows for one statement's new embeddings: one per scope and model, carrying
+-- the highest generation the statement stamped in the scope (unique to the statement).
+CREATE FUNCTION pyretrieve.count_embeddings()
+RETURNS trigger
+LANGUAGE plpgsql SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    INSERT INTO pyretrieve.embedding_count_log (workspace_id, project_id, generation, position,
+                                                model_id, embeddings)
+    SELECT g.workspace_id, g.project_id,
+           max(g.generation) OVER (PARTITION BY g.workspace_id, g.project_id),
+           (row_number() OVER (PARTITION BY g.workspace_id, g.project_id
+                               ORDER BY g.model_id COLLATE "C"))::integer,
+           g.model_id, g.embeddings
+      FROM (SELECT r.workspace_id, r.project_id, r.model_id,
+                   max(r.vector_generation) AS generation, count(*) AS embeddings
+              FROM changed r
+             GROUP BY r.workspace_id, r.project_id, r.model_id) g;
+    RETURN NULL;
+END;
+$$;
+CREATE TRIGGER embeddings_count AFTER INSERT ON pyretrieve.embeddings
+    REFERENCING NEW TABLE AS changed
+    FOR EACH STATEMENT EXECUTE FUNCTION pyretrieve.count_embeddings();
+
 
 -- ==== sql/schema/30_policies.sql ====
 -- ---------------------------------------------------------------------------------------------
@@ -829,6 +875,7 @@ ALTER TABLE pyretrieve.scope_configs     ENABLE ROW LEVEL SECURITY, FORCE ROW LE
 ALTER TABLE pyretrieve.generation_log    ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 ALTER TABLE pyretrieve.postings          ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 ALTER TABLE pyretrieve.statistics_log    ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+ALTER TABLE pyretrieve.embedding_count_log ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 ALTER TABLE pyretrieve.fragments         ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 ALTER TABLE pyretrieve.embedding_models  ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 ALTER TABLE pyretrieve.embeddings        ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
@@ -993,6 +1040,15 @@ CREATE POLICY embeddings_update ON pyretrieve.embeddings FOR UPDATE TO pyretriev
     WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
        AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
        AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w));
+
+-- The embeddings' count log: written by the embeddings' trigger in the write scope alone, read
+-- by admins alone (maintain_vector_indexes). A decision or a write binding admits no row of it,
+-- so no search and no writer learns a scope's size, hidden rows included, from it.
+CREATE POLICY embedding_count_log_read ON pyretrieve.embedding_count_log FOR SELECT TO pyretrieve_api
+    USING ((SELECT pyretrieve.caller_in('pyretrieve_admin')));
+CREATE POLICY embedding_count_log_insert ON pyretrieve.embedding_count_log FOR INSERT TO pyretrieve_api
+    WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w));
 
 -- Models are configuration, not tenant data.
 CREATE POLICY embedding_models_read ON pyretrieve.embedding_models FOR SELECT
@@ -1419,7 +1475,8 @@ CREATE FUNCTION pyretrieve.approximate_vector_candidates(
     p_decision pyretrieve.decisions, p_model text, p_embedding public.vector, p_limit integer,
     p_scope_serial integer, p_dimension integer)
 RETURNS TABLE (rank integer, fragment_id uuid, content_digest bytea, distance double precision,
-               source_digest bytea, vector_generation bigint, lexical_generation bigint)
+               source_digest bytea, vector_generation bigint, lexical_generation bigint,
+               search text)
 LANGUAGE plpgsql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
@@ -1468,7 +1525,7 @@ BEGIN
     )
     SELECT (row_number() OVER (ORDER BY t.distance, t.content_digest, t.fragment_id))::integer,
            t.fragment_id, t.content_digest, t.distance, t.source_digest, t.vector_generation,
-           t.lexical_generation
+           t.lexical_generation, 'hnsw'::text
       FROM top t
      ORDER BY 1$q$, p_dimension, p_scope_serial)
     USING p_model, p_embedding, p_decision.workspace_id::text, p_decision.project_id::text,
@@ -1476,7 +1533,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION pyretrieve.approximate_vector_candidates(pyretrieve.decisions, text, public.vector, integer, integer, integer) IS
-    'The vector leg over a scope''s own HNSW index (internal to vector_candidates, which calls it when the index exists): the decision''s filters applied during an iterative, strictly ordered index scan (ef_search 600), then the content-bound tie-break.';
+    'The vector leg over a scope''s own HNSW index (internal to vector_candidates, which calls it when the index exists): the decision''s filters applied during an iterative, strictly ordered index scan (ef_search 600), then the content-bound tie-break. Every row says search ''hnsw''.';
 
 -- plan_cache_mode: PL/pgSQL caches the plan of RETURN QUERY and, from the sixth call in a
 -- session, may switch to a generic plan that knows neither the scope nor the model. Scopes of
@@ -1485,7 +1542,8 @@ COMMENT ON FUNCTION pyretrieve.approximate_vector_candidates(pyretrieve.decision
 -- of the primary key, 20x slower. A custom plan costs well under a millisecond to make.
 CREATE FUNCTION pyretrieve.vector_candidates(p_decision uuid, p_model text, p_embedding public.vector, p_limit integer)
 RETURNS TABLE (rank integer, fragment_id uuid, content_digest bytea, distance double precision,
-               source_digest bytea, vector_generation bigint, lexical_generation bigint)
+               source_digest bytea, vector_generation bigint, lexical_generation bigint,
+               search text)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_custom_plan
@@ -1567,13 +1625,13 @@ BEGIN
     )
     SELECT (row_number() OVER (ORDER BY t.distance, t.content_digest, t.fragment_id))::integer,
            t.fragment_id, t.content_digest, t.distance, t.source_digest, t.vector_generation,
-           t.lexical_generation
+           t.lexical_generation, 'exact'::text
       FROM top t
      ORDER BY 1;
 END;
 $$;
 COMMENT ON FUNCTION pyretrieve.vector_candidates(uuid, text, public.vector, integer) IS
-    'Vector candidates for the bound decision: cosine distance to p_embedding over the scope''s embeddings of model p_model, exact, or through the scope''s own HNSW index of that model when an admin created one (create_vector_index; recall measured in evals/bench), 1-based ranks in a total order (distance, then content digest, then fragment id). Returns rank, fragment_id, content_digest, distance, source_digest (digest of the text the embedding was computed from), vector_generation, lexical_generation. Raises PR011 for a wrong dimension, NaN/Inf or zero public.vector, PR012 for an unknown model. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+    'Vector candidates for the bound decision: cosine distance to p_embedding over the scope''s embeddings of model p_model, exact, or through the scope''s own HNSW index of that model when an admin created one (create_vector_index; recall measured in evals/bench), 1-based ranks in a total order (distance, then content digest, then fragment id). Returns rank, fragment_id, content_digest, distance, source_digest (digest of the text the embedding was computed from), vector_generation, lexical_generation and search (''exact'' for the exact scan, ''hnsw'' through the scope''s index; the same for every row of a call, and it depends on this scope alone). Raises PR011 for a wrong dimension, NaN/Inf or zero public.vector, PR012 for an unknown model. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
 
 CREATE FUNCTION pyretrieve.fragments(p_decision uuid, p_ids uuid[])
 RETURNS TABLE (
@@ -2017,7 +2075,7 @@ BEGIN
     ), vec AS (
         SELECT (x->>'rank')::integer AS rank, (x->>'fragment_id')::uuid AS fragment_id,
                (x->>'distance')::double precision AS distance,
-               (x->>'vector_generation')::bigint AS vector_generation
+               (x->>'vector_generation')::bigint AS vector_generation, x->>'search' AS search
           FROM jsonb_array_elements(coalesce(v_vector, '[]'::jsonb)) x
     ), rec AS (
         SELECT r.*
@@ -2025,7 +2083,7 @@ BEGIN
                    SELECT l.fragment_id FROM lex l UNION SELECT v.fragment_id FROM vec v)) r
     ), joined AS (
         SELECT r.*, l.rank AS lexical_rank, l.score AS lexical_score, l.terms AS lexical_terms,
-               v.rank AS vector_rank, v.distance, v.vector_generation,
+               v.rank AS vector_rank, v.distance, v.vector_generation, v.search AS vector_search,
                1.0::double precision - v.distance AS vector_input,
                CASE WHEN v_fusion = 'dbsf' AND l.rank IS NOT NULL THEN
                    CASE WHEN NOT (v_lhi > v_llo) THEN 0.5::double precision
@@ -2100,7 +2158,7 @@ BEGIN
                           ELSE '{}'::jsonb END END,
                    'vector', CASE WHEN t.vector_rank IS NULL THEN NULL ELSE jsonb_build_object(
                        'rank', t.vector_rank, 'distance', pyretrieve.json_double(t.distance),
-                       'metric', 'cosine_distance',
+                       'metric', 'cosine_distance', 'search', t.vector_search,
                        'contribution', pyretrieve.json_double(t.vector_contribution),
                        'weight', pyretrieve.json_double(v_wv))
                        || CASE WHEN v_fusion = 'dbsf' THEN jsonb_build_object('normalization', jsonb_build_object(
@@ -3109,6 +3167,71 @@ END;
 $$;
 COMMENT ON FUNCTION pyretrieve.drop_vector_index(text, text, text) IS
     'Drop a scope''s own HNSW index of one model (create_vector_index); the scope''s vector leg is exact again. True when an index was dropped. Admins only; PR020 for an unknown scope, PR012 for an unknown model. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+
+-- The automatic choice of the vector leg's path: the leg takes a scope's own index when it
+-- exists (vector_candidates), and this keeps the indexes where the measured line puts them. A
+-- scope gets an index of a model from p_min_rows embeddings of it, and loses it below half as
+-- many, so that a scope near the line does not flap. The count is of every row the index would
+-- hold, of every classification and state: what the index and the exact scan cost depends on.
+-- Building an index blocks writes to the embeddings while it runs; p_dry_run says what would be
+-- done and does nothing.
+CREATE FUNCTION pyretrieve.maintain_vector_indexes(
+    p_min_rows integer DEFAULT 20000, p_dry_run boolean DEFAULT false)
+RETURNS TABLE (workspace_id text, project_id text, model_id text, embeddings bigint,
+               action text, applied boolean)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    r record;
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    IF p_min_rows IS NULL OR p_min_rows < 2 OR p_dry_run IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'min_rows must be at least 2';
+    END IF;
+    FOR r IN
+        WITH counts AS MATERIALIZED (
+            SELECT c.workspace_id, c.project_id, c.model_id, sum(c.embeddings)::bigint AS embeddings
+              FROM pyretrieve.embedding_count_log c
+             GROUP BY c.workspace_id, c.project_id, c.model_id
+        ), pairs AS (
+            SELECT p.workspace_id, p.project_id, p.scope_serial, m.model_id,
+                   coalesce(c.embeddings, 0) AS embeddings,
+                   pg_catalog.to_regclass(pg_catalog.format('pyretrieve.embeddings_hnsw_s%s_m%s',
+                                          p.scope_serial, m.model_serial)) IS NOT NULL AS indexed
+              FROM pyretrieve.projects p
+             CROSS JOIN pyretrieve.embedding_models m
+              LEFT JOIN counts c
+                ON c.workspace_id = p.workspace_id AND c.project_id = p.project_id
+               AND c.model_id = m.model_id
+        )
+        SELECT x.workspace_id::text AS workspace_id, x.project_id::text AS project_id,
+               x.scope_serial, x.model_id::text AS model_id, x.embeddings,
+               CASE WHEN NOT x.indexed THEN 'create'
+                    WHEN x.embeddings < p_min_rows / 2 THEN 'drop'
+                    ELSE 'keep' END AS action
+          FROM pairs x
+         WHERE x.indexed OR x.embeddings >= p_min_rows
+         ORDER BY x.workspace_id, x.project_id, x.model_id
+    LOOP
+        IF NOT p_dry_run AND r.action = 'create' THEN
+            PERFORM pyretrieve.create_scope_vector_index(r.scope_serial, r.model_id);
+        ELSIF NOT p_dry_run AND r.action = 'drop' THEN
+            PERFORM pyretrieve.drop_scope_vector_index(r.scope_serial, r.model_id);
+        END IF;
+        workspace_id := r.workspace_id;
+        project_id := r.project_id;
+        model_id := r.model_id;
+        embeddings := r.embeddings;
+        action := r.action;
+        applied := r.action <> 'keep' AND NOT p_dry_run;
+        RETURN NEXT;
+    END LOOP;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.maintain_vector_indexes(integer, boolean) IS
+    'Choose each scope''s vector search path from its size: every workspace/project holding at least p_min_rows embeddings of a model (default 20,000, where evals/bench/vector-index.json puts the line) gets its own HNSW index of that model (as create_vector_index), and an indexed scope holding fewer than half as many loses it (as drop_vector_index). The count is every embedding of the scope and model, of every classification and state (what the index holds), from pyretrieve.embedding_count_log. Returns one row per scope and model with an index or due one: embeddings, action (create, drop or keep) and whether it was applied; p_dry_run applies nothing. Run it as a maintenance job (with pg_cron, say); building an index blocks writes to the embeddings while it runs. Admins only; PR010 for p_min_rows below 2. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
 
 CREATE FUNCTION pyretrieve.grant_access(
     p_principal regrole,
@@ -4355,7 +4478,8 @@ GRANT USAGE ON TYPE pyretrieve.statistics_delta TO pyretrieve_api;
 GRANT SELECT ON pyretrieve.installation, pyretrieve.workspaces, pyretrieve.projects,
     pyretrieve.fragments, pyretrieve.embedding_models, pyretrieve.embeddings, pyretrieve.grants,
     pyretrieve.decisions, pyretrieve.write_bindings, pyretrieve.postings,
-    pyretrieve.generation_log, pyretrieve.scope_configs, pyretrieve.statistics_log
+    pyretrieve.generation_log, pyretrieve.scope_configs, pyretrieve.statistics_log,
+    pyretrieve.embedding_count_log
     TO pyretrieve_api;
 GRANT INSERT (workspace_id, principal, project_id, purpose, grant_id, ceiling, max_age, semantic_policy,
               requested_limit, candidate_limit, query_digest, semantic_intent, embedding_digest)
@@ -4369,7 +4493,8 @@ GRANT INSERT (workspace_id, project_id, fragment_id, model_id, embedding, source
       UPDATE (embedding, source_digest, fragment_state)
     ON pyretrieve.embeddings TO pyretrieve_api;
 GRANT INSERT, DELETE ON pyretrieve.postings TO pyretrieve_api;
-GRANT INSERT ON pyretrieve.generation_log, pyretrieve.scope_configs, pyretrieve.statistics_log
+GRANT INSERT ON pyretrieve.generation_log, pyretrieve.scope_configs, pyretrieve.statistics_log,
+    pyretrieve.embedding_count_log
     TO pyretrieve_api;
 -- create_project's insert draws the new scope's serial (the column's default).
 GRANT USAGE ON SEQUENCE pyretrieve.scope_serial_seq TO pyretrieve_api;
@@ -4463,6 +4588,7 @@ GRANT EXECUTE ON FUNCTION
     pyretrieve.set_bm25(text, text, double precision, double precision),
     pyretrieve.create_vector_index(text, text, text),
     pyretrieve.drop_vector_index(text, text, text),
+    pyretrieve.maintain_vector_indexes(integer, boolean),
     pyretrieve.list_projects(),
     pyretrieve.list_grants(),
     pyretrieve.decision_partitions(),
@@ -5477,7 +5603,7 @@ SET LOCAL ROLE pyretrieve_owner;
 SELECT pg_catalog.count(*) AS decision_partitions FROM pyretrieve.ensure_decision_partitions();
 
 INSERT INTO pyretrieve.installation (schema_version, created_vector)
-VALUES ('0019', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
+VALUES ('0020', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
 
 RESET ROLE;
 -- pyretrieve_api created the API functions; it may not create anything else.

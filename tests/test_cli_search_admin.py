@@ -217,6 +217,9 @@ def test_an_admin_gives_a_scope_its_own_vector_index_and_drops_it(scope: Databas
     assert during.exit_code == 0, during.output
     ids = [r["fragment"]["fragment_id"] for r in json.loads(before.output)["results"]]
     assert [r["fragment"]["fragment_id"] for r in json.loads(during.output)["results"]] == ids
+    # Each result says how its vector leg searched: exactly before, through the index now.
+    assert _vector_searches(before.output) == {"exact"}
+    assert _vector_searches(during.output) == {"hnsw"}
     assert "HIDDEN-SENTINEL" not in during.output
     # Only an admin, and only for a scope that exists.
     denied = cli(scope, "alice", "models", "index", "hash-ngram-v1", "-w", WS, "-p", PJ, "--drop")
@@ -230,3 +233,47 @@ def test_an_admin_gives_a_scope_its_own_vector_index_and_drops_it(scope: Databas
     assert "dropped" in dropped.output
     again = cli(scope, "adam", "models", "index", "hash-ngram-v1", "-w", WS, "-p", PJ, "--drop")
     assert "had none" in again.output
+
+
+def _vector_searches(output: str) -> set[str]:
+    return {
+        r["modalities"]["vector"]["search"]
+        for r in json.loads(output)["results"]
+        if r["modalities"]["vector"] is not None
+    }
+
+
+def test_maintain_indexes_puts_each_scopes_index_where_its_size_says(scope: Database) -> None:
+    assert grant_alice(scope).exit_code == 0
+
+    def maintain(nick: str, *args: str) -> Any:
+        return cli(scope, nick, "models", "maintain-indexes", *args)
+
+    planned = maintain("adam", "--min-rows", "2", "--dry-run")
+    assert planned.exit_code == 0, planned.output
+    assert _row_of(planned.output) == (WS, "create", "False")
+    assert _vector_searches(search(scope, "--json").output) == {"exact"}
+    made = maintain("adam", "--min-rows", "2")
+    assert made.exit_code == 0, made.output
+    assert _row_of(made.output) == (WS, "create", "True")
+    assert _vector_searches(search(scope, "--json").output) == {"hnsw"}
+    dropped = maintain("adam", "--min-rows", "1000000")
+    assert _row_of(dropped.output) == (WS, "drop", "True")
+    assert _vector_searches(search(scope, "--json").output) == {"exact"}
+    denied = maintain("alice")
+    assert denied.exit_code == 2
+    assert denied.output.startswith("error [VES_MEMORY_ACCESS_DENIED]")
+    too_low = maintain("adam", "--min-rows", "1")
+    assert too_low.exit_code == 2
+    assert "--min-rows" in too_low.output
+
+
+def _row_of(output: str) -> tuple[str, str, str]:
+    """The workspace, action and applied cells of the one scope row of the table."""
+    rows = [
+        [cell.strip() for cell in line.split("│")[1:-1]]
+        for line in output.splitlines()
+        if line.startswith("│") and PJ in line
+    ]
+    assert len(rows) == 1, output
+    return rows[0][0], rows[0][4], rows[0][5]

@@ -187,7 +187,8 @@ def models_index(
 ) -> None:
     """Give one workspace/project its own HNSW index of MODEL; its vector leg then searches
     through it instead of exactly (worth it above about 20,000 rows of the scope, see
-    docs/architecture.md). Building it blocks writes to the embeddings while it runs."""
+    docs/architecture.md; maintain-indexes does this for every scope). Building it blocks
+    writes to the embeddings while it runs."""
     check_names(workspace=workspace, project=project)
     with (
         connect(dsn or ctx.obj["dsn"]) as conn,
@@ -203,6 +204,37 @@ def models_index(
         click.echo(f"{workspace}/{project}: approximate index of {model} {done}")
     else:
         click.echo(f"{workspace}/{project}: approximate index of {model} ({row and row['name']})")
+
+
+@models.command("maintain-indexes")
+@click.option(
+    "--min-rows",
+    type=click.IntRange(min=2),
+    default=contract.VECTOR_INDEX_MIN_ROWS,
+    show_default=True,
+    help="A scope gets its own index from this many embeddings of a model, and loses it below"
+    " half as many.",
+)
+@click.option("--dry-run", is_flag=True, help="Say what would be done; build and drop nothing.")
+@as_option
+@dsn_option
+@click.pass_context
+@handle_errors
+def models_maintain_indexes(
+    ctx: click.Context, min_rows: int, dry_run: bool, principal: str | None, dsn: str | None
+) -> None:
+    """Give every scope holding at least --min-rows embeddings of a model its own HNSW index of
+    it, and take the index from scopes below half as many. Run it as a maintenance job;
+    building an index blocks writes to the embeddings while it runs."""
+    with (
+        connect(dsn or ctx.obj["dsn"]) as conn,
+        transaction(conn, principal or ctx.obj["principal"]),
+    ):
+        rows = conn.execute(queries.MAINTAIN_VECTOR_INDEXES, (min_rows, dry_run)).fetchall()
+    _table(
+        ["workspace_id", "project_id", "model_id", "embeddings", "action", "applied"],
+        [dict(r) for r in rows],
+    )
 
 
 def check_names(**names: str) -> None:

@@ -63,6 +63,7 @@ __all__ = [
     "LIST_GRANTS",
     "LIST_MODELS",
     "LIST_PROJECTS",
+    "MAINTAIN_VECTOR_INDEXES",
     "MAY_ACT_AS",
     "MODEL_DEFAULTS",
     "PIN_SEARCH_PATH",
@@ -216,6 +217,12 @@ CREATE_VECTOR_INDEX: Final = (
 DROP_VECTOR_INDEX: Final = (
     "SELECT pyretrieve.drop_vector_index(p_workspace => %s, p_project => %s, p_model => %s)"
     " AS dropped"
+)
+# maintain_vector_indexes(min_rows, dry_run): each scope's index where its size puts it, one
+# row per scope and model with an index or due one.
+MAINTAIN_VECTOR_INDEXES: Final = (
+    "SELECT workspace_id, project_id, model_id, embeddings, action, applied"
+    " FROM pyretrieve.maintain_vector_indexes(p_min_rows => %s, p_dry_run => %s)"
 )
 # create_workspace(workspace).
 CREATE_WORKSPACE: Final = "SELECT pyretrieve.create_workspace(p_workspace => %s)"

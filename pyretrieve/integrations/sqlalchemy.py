@@ -287,6 +287,7 @@ _VECTOR = SqlFunction(
         ("source_digest", LargeBinary()),
         ("vector_generation", BigInteger()),
         ("lexical_generation", BigInteger()),
+        ("search", Text()),
     ),
 )
 _FRAGMENTS = SqlFunction(
@@ -446,8 +447,8 @@ def vector_candidates(
 ) -> TableValuedAlias:
     """``pyretrieve.vector_candidates`` under the bound ``decision``: ``rank``,
     ``fragment_id``, ``content_digest``, ``distance``, ``source_digest``,
-    ``vector_generation``, ``lexical_generation``. The embedding is validated here as the
-    client validates one (:class:`~pyretrieve.InvalidEmbedding`)."""
+    ``vector_generation``, ``lexical_generation``, ``search`` (``exact`` or ``hnsw``). The
+    embedding is validated here as the client validates one (:class:`~pyretrieve.InvalidEmbedding`)."""
     return _VECTOR.table(locals())
 
 

@@ -253,6 +253,26 @@ CREATE TABLE pyretrieve.embeddings (
 CREATE INDEX embeddings_scope_idx ON pyretrieve.embeddings (workspace_id, project_id, model_id);
 ALTER TABLE pyretrieve.embeddings ALTER COLUMN embedding SET STORAGE MAIN;
 
+-- How many embeddings each scope holds of each model, as an append-only log: every statement
+-- that inserts embeddings adds one row per scope and model with the number it inserted (no
+-- embedding is ever deleted, and an update keeps its scope and model). maintain_vector_indexes
+-- sums it to give each scope its own HNSW index where its size says. No search reads it, and
+-- only admins may (through that function): it counts hidden rows too, as the index holds them.
+CREATE TABLE pyretrieve.embedding_count_log (
+    workspace_id  pyretrieve.identifier NOT NULL,
+    project_id    pyretrieve.identifier NOT NULL,
+    -- The highest vector generation the statement stamped in the scope, and the row's place
+    -- among that statement's rows: unique without a sequence of its own. Generation 0 holds
+    -- what existed before the log (migration 0020).
+    generation    bigint NOT NULL,
+    position      integer NOT NULL,
+    model_id      text NOT NULL,
+    embeddings    bigint NOT NULL,
+    PRIMARY KEY (workspace_id, project_id, generation, position)
+);
+COMMENT ON TABLE pyretrieve.embedding_count_log IS
+    'The embeddings each statement inserted, per scope and model, maintained by a trigger: summed, each scope''s number of embeddings of each model (every classification and state), which maintain_vector_indexes reads to place the scopes'' own HNSW indexes. Admins only; no search reads it.';
+
 CREATE TABLE pyretrieve.grants (
     workspace_id     pyretrieve.identifier NOT NULL,
     grant_id         uuid NOT NULL DEFAULT gen_random_uuid(),

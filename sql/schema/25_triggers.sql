@@ -218,3 +218,29 @@ CREATE TRIGGER embeddings_bump_update AFTER UPDATE ON pyretrieve.embeddings
     REFERENCING NEW TABLE AS changed
     FOR EACH STATEMENT EXECUTE FUNCTION pyretrieve.bump_scope_vector();
 
+-- The count log's rows for one statement's new embeddings: one per scope and model, carrying
+-- the highest generation the statement stamped in the scope (unique to the statement).
+CREATE FUNCTION pyretrieve.count_embeddings()
+RETURNS trigger
+LANGUAGE plpgsql SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    INSERT INTO pyretrieve.embedding_count_log (workspace_id, project_id, generation, position,
+                                                model_id, embeddings)
+    SELECT g.workspace_id, g.project_id,
+           max(g.generation) OVER (PARTITION BY g.workspace_id, g.project_id),
+           (row_number() OVER (PARTITION BY g.workspace_id, g.project_id
+                               ORDER BY g.model_id COLLATE "C"))::integer,
+           g.model_id, g.embeddings
+      FROM (SELECT r.workspace_id, r.project_id, r.model_id,
+                   max(r.vector_generation) AS generation, count(*) AS embeddings
+              FROM changed r
+             GROUP BY r.workspace_id, r.project_id, r.model_id) g;
+    RETURN NULL;
+END;
+$$;
+CREATE TRIGGER embeddings_count AFTER INSERT ON pyretrieve.embeddings
+    REFERENCING NEW TABLE AS changed
+    FOR EACH STATEMENT EXECUTE FUNCTION pyretrieve.count_embeddings();
+

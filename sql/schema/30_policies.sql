@@ -14,6 +14,7 @@ ALTER TABLE pyretrieve.scope_configs     ENABLE ROW LEVEL SECURITY, FORCE ROW LE
 ALTER TABLE pyretrieve.generation_log    ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 ALTER TABLE pyretrieve.postings          ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 ALTER TABLE pyretrieve.statistics_log    ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+ALTER TABLE pyretrieve.embedding_count_log ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 ALTER TABLE pyretrieve.fragments         ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 ALTER TABLE pyretrieve.embedding_models  ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 ALTER TABLE pyretrieve.embeddings        ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
@@ -178,6 +179,15 @@ CREATE POLICY embeddings_update ON pyretrieve.embeddings FOR UPDATE TO pyretriev
     WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
        AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
        AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w));
+
+-- The embeddings' count log: written by the embeddings' trigger in the write scope alone, read
+-- by admins alone (maintain_vector_indexes). A decision or a write binding admits no row of it,
+-- so no search and no writer learns a scope's size, hidden rows included, from it.
+CREATE POLICY embedding_count_log_read ON pyretrieve.embedding_count_log FOR SELECT TO pyretrieve_api
+    USING ((SELECT pyretrieve.caller_in('pyretrieve_admin')));
+CREATE POLICY embedding_count_log_insert ON pyretrieve.embedding_count_log FOR INSERT TO pyretrieve_api
+    WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w));
 
 -- Models are configuration, not tenant data.
 CREATE POLICY embedding_models_read ON pyretrieve.embedding_models FOR SELECT

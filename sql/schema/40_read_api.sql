@@ -352,7 +352,8 @@ CREATE FUNCTION pyretrieve.approximate_vector_candidates(
     p_decision pyretrieve.decisions, p_model text, p_embedding public.vector, p_limit integer,
     p_scope_serial integer, p_dimension integer)
 RETURNS TABLE (rank integer, fragment_id uuid, content_digest bytea, distance double precision,
-               source_digest bytea, vector_generation bigint, lexical_generation bigint)
+               source_digest bytea, vector_generation bigint, lexical_generation bigint,
+               search text)
 LANGUAGE plpgsql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
@@ -401,7 +402,7 @@ BEGIN
     )
     SELECT (row_number() OVER (ORDER BY t.distance, t.content_digest, t.fragment_id))::integer,
            t.fragment_id, t.content_digest, t.distance, t.source_digest, t.vector_generation,
-           t.lexical_generation
+           t.lexical_generation, 'hnsw'::text
       FROM top t
      ORDER BY 1$q$, p_dimension, p_scope_serial)
     USING p_model, p_embedding, p_decision.workspace_id::text, p_decision.project_id::text,
@@ -409,7 +410,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION pyretrieve.approximate_vector_candidates(pyretrieve.decisions, text, public.vector, integer, integer, integer) IS
-    'The vector leg over a scope''s own HNSW index (internal to vector_candidates, which calls it when the index exists): the decision''s filters applied during an iterative, strictly ordered index scan (ef_search 600), then the content-bound tie-break.';
+    'The vector leg over a scope''s own HNSW index (internal to vector_candidates, which calls it when the index exists): the decision''s filters applied during an iterative, strictly ordered index scan (ef_search 600), then the content-bound tie-break. Every row says search ''hnsw''.';
 
 -- plan_cache_mode: PL/pgSQL caches the plan of RETURN QUERY and, from the sixth call in a
 -- session, may switch to a generic plan that knows neither the scope nor the model. Scopes of
@@ -418,7 +419,8 @@ COMMENT ON FUNCTION pyretrieve.approximate_vector_candidates(pyretrieve.decision
 -- of the primary key, 20x slower. A custom plan costs well under a millisecond to make.
 CREATE FUNCTION pyretrieve.vector_candidates(p_decision uuid, p_model text, p_embedding public.vector, p_limit integer)
 RETURNS TABLE (rank integer, fragment_id uuid, content_digest bytea, distance double precision,
-               source_digest bytea, vector_generation bigint, lexical_generation bigint)
+               source_digest bytea, vector_generation bigint, lexical_generation bigint,
+               search text)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_custom_plan
@@ -500,13 +502,13 @@ BEGIN
     )
     SELECT (row_number() OVER (ORDER BY t.distance, t.content_digest, t.fragment_id))::integer,
            t.fragment_id, t.content_digest, t.distance, t.source_digest, t.vector_generation,
-           t.lexical_generation
+           t.lexical_generation, 'exact'::text
       FROM top t
      ORDER BY 1;
 END;
 $$;
 COMMENT ON FUNCTION pyretrieve.vector_candidates(uuid, text, public.vector, integer) IS
-    'Vector candidates for the bound decision: cosine distance to p_embedding over the scope''s embeddings of model p_model, exact, or through the scope''s own HNSW index of that model when an admin created one (create_vector_index; recall measured in evals/bench), 1-based ranks in a total order (distance, then content digest, then fragment id). Returns rank, fragment_id, content_digest, distance, source_digest (digest of the text the embedding was computed from), vector_generation, lexical_generation. Raises PR011 for a wrong dimension, NaN/Inf or zero public.vector, PR012 for an unknown model. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+    'Vector candidates for the bound decision: cosine distance to p_embedding over the scope''s embeddings of model p_model, exact, or through the scope''s own HNSW index of that model when an admin created one (create_vector_index; recall measured in evals/bench), 1-based ranks in a total order (distance, then content digest, then fragment id). Returns rank, fragment_id, content_digest, distance, source_digest (digest of the text the embedding was computed from), vector_generation, lexical_generation and search (''exact'' for the exact scan, ''hnsw'' through the scope''s index; the same for every row of a call, and it depends on this scope alone). Raises PR011 for a wrong dimension, NaN/Inf or zero public.vector, PR012 for an unknown model. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
 
 CREATE FUNCTION pyretrieve.fragments(p_decision uuid, p_ids uuid[])
 RETURNS TABLE (

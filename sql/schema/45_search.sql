@@ -401,7 +401,7 @@ BEGIN
     ), vec AS (
         SELECT (x->>'rank')::integer AS rank, (x->>'fragment_id')::uuid AS fragment_id,
                (x->>'distance')::double precision AS distance,
-               (x->>'vector_generation')::bigint AS vector_generation
+               (x->>'vector_generation')::bigint AS vector_generation, x->>'search' AS search
           FROM jsonb_array_elements(coalesce(v_vector, '[]'::jsonb)) x
     ), rec AS (
         SELECT r.*
@@ -409,7 +409,7 @@ BEGIN
                    SELECT l.fragment_id FROM lex l UNION SELECT v.fragment_id FROM vec v)) r
     ), joined AS (
         SELECT r.*, l.rank AS lexical_rank, l.score AS lexical_score, l.terms AS lexical_terms,
-               v.rank AS vector_rank, v.distance, v.vector_generation,
+               v.rank AS vector_rank, v.distance, v.vector_generation, v.search AS vector_search,
                1.0::double precision - v.distance AS vector_input,
                CASE WHEN v_fusion = 'dbsf' AND l.rank IS NOT NULL THEN
                    CASE WHEN NOT (v_lhi > v_llo) THEN 0.5::double precision
@@ -484,7 +484,7 @@ BEGIN
                           ELSE '{}'::jsonb END END,
                    'vector', CASE WHEN t.vector_rank IS NULL THEN NULL ELSE jsonb_build_object(
                        'rank', t.vector_rank, 'distance', pyretrieve.json_double(t.distance),
-                       'metric', 'cosine_distance',
+                       'metric', 'cosine_distance', 'search', t.vector_search,
                        'contribution', pyretrieve.json_double(t.vector_contribution),
                        'weight', pyretrieve.json_double(v_wv))
                        || CASE WHEN v_fusion = 'dbsf' THEN jsonb_build_object('normalization', jsonb_build_object(

@@ -335,6 +335,71 @@ $$;
 COMMENT ON FUNCTION pyretrieve.drop_vector_index(text, text, text) IS
     'Drop a scope''s own HNSW index of one model (create_vector_index); the scope''s vector leg is exact again. True when an index was dropped. Admins only; PR020 for an unknown scope, PR012 for an unknown model. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
 
+-- The automatic choice of the vector leg's path: the leg takes a scope's own index when it
+-- exists (vector_candidates), and this keeps the indexes where the measured line puts them. A
+-- scope gets an index of a model from p_min_rows embeddings of it, and loses it below half as
+-- many, so that a scope near the line does not flap. The count is of every row the index would
+-- hold, of every classification and state: what the index and the exact scan cost depends on.
+-- Building an index blocks writes to the embeddings while it runs; p_dry_run says what would be
+-- done and does nothing.
+CREATE FUNCTION pyretrieve.maintain_vector_indexes(
+    p_min_rows integer DEFAULT 20000, p_dry_run boolean DEFAULT false)
+RETURNS TABLE (workspace_id text, project_id text, model_id text, embeddings bigint,
+               action text, applied boolean)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    r record;
+BEGIN
+    PERFORM pyretrieve.require_admin();
+    IF p_min_rows IS NULL OR p_min_rows < 2 OR p_dry_run IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'min_rows must be at least 2';
+    END IF;
+    FOR r IN
+        WITH counts AS MATERIALIZED (
+            SELECT c.workspace_id, c.project_id, c.model_id, sum(c.embeddings)::bigint AS embeddings
+              FROM pyretrieve.embedding_count_log c
+             GROUP BY c.workspace_id, c.project_id, c.model_id
+        ), pairs AS (
+            SELECT p.workspace_id, p.project_id, p.scope_serial, m.model_id,
+                   coalesce(c.embeddings, 0) AS embeddings,
+                   pg_catalog.to_regclass(pg_catalog.format('pyretrieve.embeddings_hnsw_s%s_m%s',
+                                          p.scope_serial, m.model_serial)) IS NOT NULL AS indexed
+              FROM pyretrieve.projects p
+             CROSS JOIN pyretrieve.embedding_models m
+              LEFT JOIN counts c
+                ON c.workspace_id = p.workspace_id AND c.project_id = p.project_id
+               AND c.model_id = m.model_id
+        )
+        SELECT x.workspace_id::text AS workspace_id, x.project_id::text AS project_id,
+               x.scope_serial, x.model_id::text AS model_id, x.embeddings,
+               CASE WHEN NOT x.indexed THEN 'create'
+                    WHEN x.embeddings < p_min_rows / 2 THEN 'drop'
+                    ELSE 'keep' END AS action
+          FROM pairs x
+         WHERE x.indexed OR x.embeddings >= p_min_rows
+         ORDER BY x.workspace_id, x.project_id, x.model_id
+    LOOP
+        IF NOT p_dry_run AND r.action = 'create' THEN
+            PERFORM pyretrieve.create_scope_vector_index(r.scope_serial, r.model_id);
+        ELSIF NOT p_dry_run AND r.action = 'drop' THEN
+            PERFORM pyretrieve.drop_scope_vector_index(r.scope_serial, r.model_id);
+        END IF;
+        workspace_id := r.workspace_id;
+        project_id := r.project_id;
+        model_id := r.model_id;
+        embeddings := r.embeddings;
+        action := r.action;
+        applied := r.action <> 'keep' AND NOT p_dry_run;
+        RETURN NEXT;
+    END LOOP;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.maintain_vector_indexes(integer, boolean) IS
+    'Choose each scope''s vector search path from its size: every workspace/project holding at least p_min_rows embeddings of a model (default 20,000, where evals/bench/vector-index.json puts the line) gets its own HNSW index of that model (as create_vector_index), and an indexed scope holding fewer than half as many loses it (as drop_vector_index). The count is every embedding of the scope and model, of every classification and state (what the index holds), from pyretrieve.embedding_count_log. Returns one row per scope and model with an index or due one: embeddings, action (create, drop or keep) and whether it was applied; p_dry_run applies nothing. Run it as a maintenance job (with pg_cron, say); building an index blocks writes to the embeddings while it runs. Admins only; PR010 for p_min_rows below 2. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+
 CREATE FUNCTION pyretrieve.grant_access(
     p_principal regrole,
     p_workspace text,

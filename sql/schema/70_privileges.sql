@@ -33,7 +33,8 @@ GRANT USAGE ON TYPE pyretrieve.statistics_delta TO pyretrieve_api;
 GRANT SELECT ON pyretrieve.installation, pyretrieve.workspaces, pyretrieve.projects,
     pyretrieve.fragments, pyretrieve.embedding_models, pyretrieve.embeddings, pyretrieve.grants,
     pyretrieve.decisions, pyretrieve.write_bindings, pyretrieve.postings,
-    pyretrieve.generation_log, pyretrieve.scope_configs, pyretrieve.statistics_log
+    pyretrieve.generation_log, pyretrieve.scope_configs, pyretrieve.statistics_log,
+    pyretrieve.embedding_count_log
     TO pyretrieve_api;
 GRANT INSERT (workspace_id, principal, project_id, purpose, grant_id, ceiling, max_age, semantic_policy,
               requested_limit, candidate_limit, query_digest, semantic_intent, embedding_digest)
@@ -47,7 +48,8 @@ GRANT INSERT (workspace_id, project_id, fragment_id, model_id, embedding, source
       UPDATE (embedding, source_digest, fragment_state)
     ON pyretrieve.embeddings TO pyretrieve_api;
 GRANT INSERT, DELETE ON pyretrieve.postings TO pyretrieve_api;
-GRANT INSERT ON pyretrieve.generation_log, pyretrieve.scope_configs, pyretrieve.statistics_log
+GRANT INSERT ON pyretrieve.generation_log, pyretrieve.scope_configs, pyretrieve.statistics_log,
+    pyretrieve.embedding_count_log
     TO pyretrieve_api;
 -- create_project's insert draws the new scope's serial (the column's default).
 GRANT USAGE ON SEQUENCE pyretrieve.scope_serial_seq TO pyretrieve_api;
@@ -141,6 +143,7 @@ GRANT EXECUTE ON FUNCTION
     pyretrieve.set_bm25(text, text, double precision, double precision),
     pyretrieve.create_vector_index(text, text, text),
     pyretrieve.drop_vector_index(text, text, text),
+    pyretrieve.maintain_vector_indexes(integer, boolean),
     pyretrieve.list_projects(),
     pyretrieve.list_grants(),
     pyretrieve.decision_partitions(),

@@ -343,3 +343,16 @@ def test_the_discovery_pool_and_candidates_are_the_clients(catalog: dict[str, st
     # Both reach search(): the pool as its limit, the candidates as each leg's cap.
     assert "p_limit => c_pool" in _flat(discover)
     assert "p_candidate_limit => c_candidates" in _flat(discover)
+
+
+def test_the_vector_index_line_and_search_labels_are_the_contracts(
+    catalog: dict[str, str],
+) -> None:
+    maintain = catalog["function:maintain_vector_indexes"]
+    assert f"p_min_rows integer DEFAULT {contract.VECTOR_INDEX_MIN_ROWS}," in maintain
+    # The exact leg and the indexed leg each label their rows with one of the contract's.
+    labels = re.findall(r"'(\w+)'::text\s+FROM top t", catalog["function:vector_candidates"])
+    labels += re.findall(
+        r"'(\w+)'::text\s+FROM top t", catalog["function:approximate_vector_candidates"]
+    )
+    assert sorted(labels) == sorted(contract.VECTOR_SEARCHES)

@@ -868,3 +868,92 @@ def test_upgrading_to_0018_logs_each_scopes_statistics_and_keeps_every_score(
         assert gone == (None,)
     finally:
         drop_database(server, name)
+
+
+def test_upgrading_to_0020_counts_each_scopes_embeddings_and_labels_the_vector_leg(
+    server: Server, template_db: str
+) -> None:
+    """0020 counts each scope's embeddings of each model in a log: the upgrade backfills it
+    from the embeddings (past RLS, as the installer), later writes keep it exact, the vector
+    leg's rows say how it searched, and maintenance places the scope's index from the count;
+    the downgrade removes the log and the label."""
+    name = create_database(server, None)
+    dsn = server.dsn(name)
+    app = server.dsn(name, user=role("authenticator"), password=PASSWORD)
+    counted = """
+        SELECT workspace_id, project_id, model_id, {n} FROM pyretrieve.{t}
+         GROUP BY 1, 2, 3 ORDER BY 1, 2, 3"""
+
+    def log_matches(admin: psycopg.Connection[Any]) -> bool:
+        log = admin.execute(counted.format(n="sum(embeddings)", t="embedding_count_log"))
+        rows = admin.execute(counted.format(n="count(*)::numeric", t="embeddings")).fetchall()
+        return bool(rows) and log.fetchall() == rows
+
+    def put(conn: psycopg.Connection[Any], project: str, i: int) -> None:
+        body = f"zebra {project} {i}"
+        row = conn.execute(
+            "SELECT pyretrieve.put_fragment('acme', %s, %s)", (project, body)
+        ).fetchone()
+        assert row is not None
+        conn.execute(
+            "SELECT pyretrieve.put_embedding('acme', %s, %s, 'm3', %s::public.vector,"
+            " sha256(convert_to(%s, 'UTF8')))",
+            (project, row[0], f"[1,{i},0.5]", body),
+        )
+
+    try:
+        migrate.upgrade(dsn, "pyretrieve_0019")
+        with psycopg.connect(app, autocommit=True) as conn:
+            with acting_as(conn, "adam"):
+                conn.execute("SELECT pyretrieve.create_workspace('acme')")
+                conn.execute("SELECT pyretrieve.register_model('m3', 3)")
+                for project in ("docs", "notes"):
+                    conn.execute("SELECT pyretrieve.create_project('acme', %s)", (project,))
+                    conn.execute(
+                        "SELECT pyretrieve.grant_access(%s::regrole, 'acme', %s, 'ingest',"
+                        " 'restricted')",
+                        (role("wally"), project),
+                    )
+                conn.execute(
+                    "SELECT pyretrieve.grant_access(%s::regrole, 'acme', 'docs', 'bench',"
+                    " 'restricted')",
+                    (role("alice"),),
+                )
+            for project, n in (("docs", 5), ("notes", 2)):
+                with acting_as(conn, "wally"):
+                    for i in range(n):
+                        put(conn, project, i)
+            migrate.upgrade(dsn)
+            with psycopg.connect(dsn) as admin:
+                assert log_matches(admin)
+            with acting_as(conn, "wally"):
+                put(conn, "docs", 5)
+            with psycopg.connect(dsn) as admin:
+                assert log_matches(admin)
+            with acting_as(conn, "adam"):
+                rows = conn.execute(
+                    "SELECT project_id, embeddings, action FROM"
+                    " pyretrieve.maintain_vector_indexes(p_min_rows => 6)"
+                ).fetchall()
+            assert [tuple(r) for r in rows] == [("docs", 6, "create")]
+            with acting_as(conn, "alice"):
+                d = conn.execute(
+                    "SELECT decision_id FROM pyretrieve.authorize('acme', 'docs', 'bench',"
+                    " sha256('q'::bytea), 'optional', NULL, 10)"
+                ).fetchone()
+                assert d is not None
+                labels = conn.execute(
+                    "SELECT DISTINCT search FROM pyretrieve.vector_candidates(%s, 'm3',"
+                    " '[1,1,1]'::public.vector, 10)",
+                    (d[0],),
+                ).fetchall()
+            assert labels == [("hnsw",)]
+        migrate.downgrade(dsn, "pyretrieve_0019")
+        with psycopg.connect(dsn) as admin:
+            gone = admin.execute(
+                "SELECT to_regclass('pyretrieve.embedding_count_log'),"
+                " to_regprocedure('pyretrieve.maintain_vector_indexes(integer, boolean)')"
+            ).fetchone()
+        assert gone == (None, None)
+    finally:
+        drop_database(server, name)

@@ -9,6 +9,8 @@ setup only); the searches run as alice through the SQL API.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
 import time
 import uuid
@@ -22,7 +24,19 @@ import numpy as np
 import psycopg
 import pytest
 
-from tests.conftest import Database, Server, acting_as, create_database, drop_database, role
+from pyretrieve import contract
+from pyretrieve.client import Retriever, build_request
+from pyretrieve.types import Scope, canonical_json
+from pyretrieve.vectors import canonical_embedding, to_pgvector_text
+from tests.conftest import (
+    Database,
+    Server,
+    acting_as,
+    create_database,
+    drop_database,
+    role,
+    rolled_back,
+)
 from tests.db.seed import PURPOSE, authorize, vec, vector
 
 Conn = psycopg.Connection[Any]
@@ -114,8 +128,10 @@ def load_scope(
             "COPY pyretrieve.embeddings (workspace_id, project_id, fragment_id, model_id,"
             " embedding, source_digest) FROM STDIN"
         ) as copy:
-            for fid, v in zip(ids, vectors, strict=True):
-                copy.write_row((ws, project, fid, MODEL, vec(v), b"\x00" * 32))
+            for i, (fid, v) in enumerate(zip(ids, vectors, strict=True)):
+                # Each embedding is of its fragment's own text, so search() uses the leg.
+                digest = hashlib.sha256(f"{ws} {project} row {i}".encode()).digest()
+                copy.write_row((ws, project, fid, MODEL, vec(v), digest))
     c.ids[project if ws == "corp" else f"{ws}/{project}"] = ids
     c.vectors[project if ws == "corp" else f"{ws}/{project}"] = vectors
     c.authorised[project if ws == "corp" else f"{ws}/{project}"] = kinds < 0
@@ -388,3 +404,144 @@ def test_dropping_the_index_under_load_falls_back_to_exact_without_an_error(
     assert after_drop, "no search ran after the drop"
     for n, rows in after_drop:
         assert rows == exact[n]
+
+
+# ------------------------------------------------- how the leg searched, said on every row
+
+
+def vector_labels(
+    c: Corpus, project: str, query: np.ndarray
+) -> tuple[set[str], list[str], list[str]]:
+    """As alice, in one transaction: the search labels of vector_candidates' rows, and the
+    vector part of each explanation of SQL search() (in a rolled-back savepoint) and of the
+    Python client, as canonical JSON."""
+    values = list(map(float, query))
+    text = to_pgvector_text(canonical_embedding(values))
+    with c.db.connect() as conn, acting_as(conn, "alice"):
+        with rolled_back(conn):
+            d = authorize(conn, "corp", project, limit=100)
+            labels = {r["search"] for r in vector(conn, d["decision_id"], values, 100, model=MODEL)}
+        with rolled_back(conn):
+            rows = conn.execute(
+                "SELECT explanation FROM pyretrieve.search(p_workspace => 'corp',"
+                " p_project => %s, p_purpose => %s, p_query => 'row',"
+                " p_embedding => %s::public.vector, p_model => %s, p_limit => 10)",
+                (project, PURPOSE, text, MODEL),
+            ).fetchall()
+        request = build_request(
+            "row", scope=Scope(workspace="corp", project=project, purpose=PURPOSE),
+            limit=10, embedding=values, model=MODEL,
+        )  # fmt: skip
+        result = Retriever(conn)._execute_in_transaction(conn, request)
+    sql_parts = [canonical_json(r["explanation"]["modalities"]["vector"]) for r in rows]
+    py_parts = [canonical_json(r.to_plain()["modalities"]["vector"]) for r in result.results]
+    return labels, sql_parts, py_parts
+
+
+def test_every_row_and_explanation_says_how_the_vector_leg_searched(corpus: Corpus) -> None:
+    """Exact without the scope's index, hnsw through it: on every row of the leg, in every
+    explanation of SQL search() and of the client (the same bytes), and never because of
+    another scope's index."""
+    query = clustered(np.random.default_rng(31), corpus.centers, 1)[0]
+    with scope_index(corpus, "corp", "mid"):  # another scope's index changes nothing here
+        exact = vector_labels(corpus, "big", query)
+    with scope_index(corpus, "corp", "big"):
+        indexed = vector_labels(corpus, "big", query)
+    for (labels, sql_parts, py_parts), want in ((exact, "exact"), (indexed, "hnsw")):
+        assert labels == {want}
+        assert sql_parts == py_parts
+        assert len(sql_parts) == 10
+        parts = [json.loads(part) for part in sql_parts]
+        assert any(parts), "no result came from the vector leg"
+        assert {part["search"] for part in parts if part is not None} == {want}
+    assert set(contract.VECTOR_SEARCHES) == {"exact", "hnsw"}
+
+
+# ------------------------------------------------------- the automatic choice of the path
+
+
+def maintain(c: Corpus, min_rows: int, *, dry_run: bool = False) -> list[dict[str, Any]]:
+    with c.db.connect(autocommit=True) as conn, acting_as(conn, "adam"):
+        return [
+            dict(r)
+            for r in conn.execute(
+                "SELECT * FROM pyretrieve.maintain_vector_indexes(p_min_rows => %s,"
+                " p_dry_run => %s)",
+                (min_rows, dry_run),
+            ).fetchall()
+        ]
+
+
+def scope_indexes(c: Corpus) -> set[str]:
+    with c.db.connect() as conn:
+        rows = conn.execute(
+            "SELECT indexname FROM pg_indexes WHERE schemaname = 'pyretrieve'"
+            " AND indexname LIKE 'embeddings_hnsw_s%%'"
+        ).fetchall()
+    return {r["indexname"] for r in rows}
+
+
+def test_maintenance_indexes_the_scopes_above_the_line_and_unindexes_those_far_below(
+    corpus: Corpus,
+) -> None:
+    """With the line at 900 embeddings the two scopes above it (big 2,400 and mid 1,000, every
+    classification and state counted, as the index holds them all) get an index each, and
+    the foreign 160-row scope none; a dry run first changes nothing; a second run keeps them;
+    with the line at 4,000 mid (under half of it) loses its index and big (between half and
+    the line) keeps it; the vector leg follows the indexes."""
+    assert scope_indexes(corpus) == set()
+    query = clustered(np.random.default_rng(41), corpus.centers, 1)[0]
+    try:
+        planned = maintain(corpus, 900, dry_run=True)
+        assert [(r["project_id"], r["action"], r["applied"]) for r in planned] == [
+            ("big", "create", False), ("mid", "create", False),
+        ]  # fmt: skip
+        assert scope_indexes(corpus) == set()
+        for r in planned:
+            assert r["embeddings"] == SCOPES[r["project_id"]], r
+            assert (r["workspace_id"], r["model_id"]) == ("corp", MODEL)
+        done = maintain(corpus, 900)
+        assert [(r["project_id"], r["action"], r["applied"]) for r in done] == [
+            ("big", "create", True), ("mid", "create", True),
+        ]  # fmt: skip
+        assert len(scope_indexes(corpus)) == 2
+        assert vector_labels(corpus, "big", query)[0] == {"hnsw"}
+        assert vector_labels(corpus, "small", query)[0] == {"exact"}
+        again = maintain(corpus, 900)
+        assert [(r["project_id"], r["action"], r["applied"]) for r in again] == [
+            ("big", "keep", False), ("mid", "keep", False),
+        ]  # fmt: skip
+        shrunk = maintain(corpus, 4000)
+        assert [(r["project_id"], r["action"], r["applied"]) for r in shrunk] == [
+            ("big", "keep", False), ("mid", "drop", True),
+        ]  # fmt: skip
+        assert vector_labels(corpus, "mid", query)[0] == {"exact"}
+        assert [(r["project_id"], r["action"]) for r in maintain(corpus, 5000)] == [("big", "drop")]
+        assert scope_indexes(corpus) == set()
+        assert vector_labels(corpus, "big", query)[0] == {"exact"}
+    finally:
+        for project in SCOPES:
+            with corpus.db.connect(autocommit=True) as conn, acting_as(conn, "adam"):
+                conn.execute(
+                    "SELECT pyretrieve.drop_vector_index('corp', %s, %s)", (project, MODEL)
+                )
+
+
+def test_only_admins_maintain_the_indexes_and_a_bad_line_is_refused(corpus: Corpus) -> None:
+    """A reader or a writer may not run the maintenance, even as a dry run (it names every
+    scope's size, hidden rows included); a bad line is refused before anything runs."""
+    with corpus.db.connect(autocommit=True) as conn:
+        for nick in ("alice", "wally"):
+            for statement in (
+                "SELECT * FROM pyretrieve.maintain_vector_indexes()",
+                "SELECT * FROM pyretrieve.maintain_vector_indexes(p_dry_run => true)",
+            ):
+                with pytest.raises(psycopg.errors.InsufficientPrivilege), acting_as(conn, nick):
+                    conn.execute(statement)
+        for bad in (None, 1, -5):
+            with pytest.raises(psycopg.Error) as refused, acting_as(conn, "adam"):
+                conn.execute(
+                    "SELECT * FROM pyretrieve.maintain_vector_indexes(p_min_rows => %s)", (bad,)
+                )
+            assert refused.value.sqlstate == "PR010"
+    assert scope_indexes(corpus) == set()

@@ -102,6 +102,7 @@ def vector_row(record: Mapping[str, Any], rank: int, **overrides: Any) -> dict[s
         "source_digest": record["content_digest"],
         "vector_generation": 3,
         "lexical_generation": record["lexical_generation"],
+        "search": "exact",
     }
     row.update(overrides)
     return row

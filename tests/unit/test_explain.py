@@ -140,6 +140,7 @@ def test_explanation_modalities_present_and_absent() -> None:
             "rank": 1,
             "distance": 0.1,
             "metric": "cosine_distance",
+            "search": "exact",
             "contribution": 1.0 / 61,
             "weight": 1.0,
         },
