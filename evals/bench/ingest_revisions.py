@@ -1,7 +1,7 @@
 """Bulk ingestion at the installed schema against an earlier schema revision, interleaved.
 
 Usage: python -m evals.bench.ingest_revisions --dsn DSN [--baseline pyretrieve_0016]
-       [--n 1000] [--rounds 10] [--corpus PATH] [--out PATH]
+       [--n 1000] [--rounds 10] [--embeddings] [--corpus PATH] [--out PATH]
 
 Two databases of the server at ``--dsn`` (a superuser DSN; its database is only used to create
 and drop them) get the schema: one upgraded to ``--baseline``, one to the head. Each round
@@ -9,8 +9,10 @@ ingests the same N records (SciFact abstracts by default, as ``evals.bench.inges
 them) into a fresh project of each database through ``Ingestor.ingest_path`` on the bulk path,
 as a writer (RLS on), alternating which goes first. The server backend's CPU time per batch is
 the figure that other load on a shared machine disturbs least; wall time is kept beside it.
-Writes ``evals/bench/ingest-revisions.json`` with the medians per 1,000 fragments and their
-ratio, the commit, settings and load. A measurement, not a test: nothing here asserts a speed.
+With ``--embeddings`` every record also carries a precomputed 384-d unit vector, written in
+the same batch (default output ``ingest-revisions-embeddings.json``). Writes
+``evals/bench/ingest-revisions.json`` with the medians per 1,000 fragments and their ratio, the
+commit, settings and load. A measurement, not a test: nothing here asserts a speed.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from pyretrieve.db import migrate
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "evals" / "bench" / "ingest-revisions.json"
+OUT_EMBEDDINGS = ROOT / "evals" / "bench" / "ingest-revisions-embeddings.json"
 
 
 def _database(dsn: str, name: str) -> str:
@@ -51,7 +54,9 @@ def _prepare(dsn: str, name: str, revision: str | None) -> str:
     return url
 
 
-def _round(url: str, corpus: Path, batch: int) -> dict[str, Any]:
+def _round(
+    url: str, corpus: Path, batch: int, embedder: ingest.PrecomputedEmbedder | None
+) -> dict[str, Any]:
     project = f"r{secrets.token_hex(4)}"
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("SELECT pyretrieve.create_project(%s, %s)", (ingest.WORKSPACE, project))
@@ -59,9 +64,13 @@ def _round(url: str, corpus: Path, batch: int) -> dict[str, Any]:
             "SELECT pyretrieve.grant_access(%s::regrole, %s, %s, 'ingest', 'internal')",
             (ingest.WRITER, ingest.WORKSPACE, project),
         )
-    report, server, _ = ingest.timed(url, corpus, project, path="bulk", batch_size=batch)
+    report, server, _ = ingest.timed(
+        url, corpus, project, path="bulk", batch_size=batch, embedder=embedder
+    )
     if report.inserted != report.read:
         raise SystemExit(f"{report.inserted} of {report.read} records written")
+    if embedder is not None and report.embedded != report.read:
+        raise SystemExit(f"{report.embedded} of {report.read} records embedded")
     return {"fragments": report.read, "seconds": report.seconds, "server_cpu_s": server}
 
 
@@ -76,14 +85,23 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--baseline", default="pyretrieve_0016", help="an Alembic revision")
     parser.add_argument("--n", type=int, default=1000, help="records per round and database")
     parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument(
+        "--embeddings", action="store_true", help="each record with a precomputed 384-d vector"
+    )
     parser.add_argument("--corpus", type=Path, default=ingest.DEFAULT_CORPUS)
-    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
+    out = args.out or (OUT_EMBEDDINGS if args.embeddings else OUT)
     names = {side: f"pyretrieve_ingrev_{side}_{secrets.token_hex(3)}" for side in ("b", "c")}
     runs: dict[str, list[dict[str, Any]]] = {"baseline": [], "current": []}
     with tempfile.TemporaryDirectory() as tmp:
         corpus = Path(tmp) / "records.jsonl"
-        corpus_info, _ = ingest.build_corpus(args.corpus, args.n, corpus)
+        corpus_info, bodies = ingest.build_corpus(args.corpus, args.n, corpus)
+        embedder = (
+            ingest.PrecomputedEmbedder(ingest.MODEL_NO_INDEX, ingest.vectors_for(bodies))
+            if args.embeddings
+            else None
+        )
         corpus.chmod(0o644)
         Path(tmp).chmod(0o755)
         try:
@@ -95,7 +113,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 measured_on = provenance(conn)
             for r in range(args.rounds):
                 for side in ("baseline", "current") if r % 2 else ("current", "baseline"):
-                    runs[side].append(_round(urls[side], corpus, args.n))
+                    runs[side].append(_round(urls[side], corpus, args.n, embedder))
         finally:
             with psycopg.connect(args.dsn, autocommit=True) as conn:
                 for name in names.values():
@@ -122,13 +140,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "corpus": corpus_info,
             "path": "Ingestor.ingest_path, bulk path, one batch of n, as a writer (RLS on),"
             " a fresh project per round, alternating which database goes first",
+            "embeddings": (
+                f"precomputed {ingest.DIMENSION}-d unit vectors of model {ingest.MODEL_NO_INDEX}"
+                " (no per-model index), in the same batches"
+                if args.embeddings
+                else None
+            ),
         },
         "runs": runs,
         "median": medians,
         "server_cpu_ratio_current_to_baseline": round(cur / base, 3) if base and cur else None,
         "load_average_at_end": load_average(),
     }
-    args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(medians))
     return result
 
