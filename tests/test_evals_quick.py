@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("ir_measures", reason="the evals extra is not installed")
@@ -84,7 +85,27 @@ def test_scale_quick(fresh_dsn: str) -> None:
     assert "Scope HNSW indexes" in scale.render(result)
     assert all(isinstance(t["met"], bool) for t in result["targets"])
     assert result["memory"]["python_peak_rss_mb"] > 0
+    phases = result["memory"]["python_rss_mb_by_phase"]
+    assert {"generate", "load fragments", "load embeddings"} <= set(phases)
+    assert any(name.endswith("recall oracle") for name in phases)
+    assert all(0 < p["start"] <= p["peak"] for p in phases.values())
     assert scale.render(result).startswith("# Performance at scale")
+
+
+def test_the_naive_way_ranks_a_scope_read_in_chunks_as_it_ranks_it_whole() -> None:
+    rng = np.random.default_rng(5)
+    ids = list(range(1_000))
+    words = ["alpha", "beta", "gamma", "delta", "epsilon"]
+    bodies = [" ".join(rng.choice(words, 4)) for _ in ids]
+    matrix = rng.standard_normal((len(ids), 16)).astype(np.float32)
+    vector = rng.standard_normal(16).astype(np.float32)
+    whole = scale.naive_rank("beta gamma", vector, ids, bodies, matrix)
+    chunks = [
+        (ids[i : i + 77], bodies[i : i + 77], matrix[i : i + 77]) for i in range(0, 1_000, 77)
+    ]
+    assert len(whole) == scale.LIMIT
+    assert scale.naive_rank_chunks("beta gamma", vector, chunks) == whole
+    assert scale.naive_rank_chunks("beta gamma", vector, []) == []
 
 
 def test_weight_cross_validation_scores_each_fold_at_a_weight_chosen_elsewhere() -> None:

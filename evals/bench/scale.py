@@ -47,7 +47,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -312,8 +312,14 @@ def _sizes(conn: psycopg.Connection[Any]) -> dict[str, Any]:
 
 
 def load(
-    dsn: str, s: Settings, principals: Principals, plans: list[ScopePlan], sample: ScopePlan
+    dsn: str,
+    s: Settings,
+    principals: Principals,
+    plans: list[ScopePlan],
+    sample: ScopePlan,
+    memory: MemorySampler | None = None,
 ) -> dict[str, Any]:
+    phase = memory.phase if memory is not None else _no_phase
     vocabulary = _vocabulary(s)
     gen = synth.Generator(
         vocabulary, clusters=s.clusters or max(16, s.fragments // 500), seed=s.seed
@@ -345,7 +351,8 @@ def load(
             conn.execute("SELECT pyretrieve.register_model(%s, %s)", (MODEL, synth.DIMENSION))
 
         started = time.perf_counter()
-        generate(gen, [sample, *plans], tmp)
+        with phase("generate"):
+            generate(gen, [sample, *plans], tmp)
         out["generate_seconds"] = round(time.perf_counter() - started, 2)
 
         # Fragments and their embeddings in the same batches, on the sample scope.
@@ -384,9 +391,11 @@ def load(
                 .embedded
             )
 
-        out["fragments"] = _parallel(dsn, plans, s.threads, put_fragments)
+        with phase("load fragments"):
+            out["fragments"] = _parallel(dsn, plans, s.threads, put_fragments)
         print(f"fragments: {out['fragments']}", file=sys.stderr)
-        out["embeddings"] = _parallel(dsn, plans, s.threads, put_embeddings)
+        with phase("load embeddings"):
+            out["embeddings"] = _parallel(dsn, plans, s.threads, put_embeddings)
         print(f"embeddings: {out['embeddings']}", file=sys.stderr)
         a, b = out["fragments"]["per_s"], out["embeddings"]["per_s"]
         out["fragments_with_embeddings_per_s"] = round(1 / (1 / a + 1 / b), 1)
@@ -820,19 +829,53 @@ def naive_rank(
     matrix: NDArray[np.float32],
 ) -> list[Any]:
     """In-process ranking of a whole scope: cosine over the matrix, term overlap, RRF."""
+    return naive_rank_chunks(text, vector, [(ids, bodies, matrix)])
+
+
+def naive_rank_chunks(
+    text: str,
+    vector: NDArray[np.float32],
+    chunks: Iterable[tuple[Sequence[Any], Sequence[str], NDArray[np.float32]]],
+) -> list[Any]:
+    """:func:`naive_rank` over a scope read in chunks: every row is scored as it arrives and
+    only its id and two scores are kept, so the scope is never held whole."""
+    terms = set(_WORD.findall(text.lower()))
+    norm = float(np.linalg.norm(vector))
+    ids: list[Any] = []
+    sims: list[NDArray[np.float32]] = []
+    overlaps: list[NDArray[np.int64]] = []
+    for chunk_ids, bodies, matrix in chunks:
+        ids.extend(chunk_ids)
+        sims.append(matrix @ vector / (np.linalg.norm(matrix, axis=1) * norm))
+        overlaps.append(
+            np.fromiter(
+                (len(terms.intersection(_WORD.findall(b.lower()))) for b in bodies),
+                dtype=np.int64,
+                count=len(bodies),
+            )
+        )
     if not ids:
         return []
-    sims = matrix @ vector / (np.linalg.norm(matrix, axis=1) * float(np.linalg.norm(vector)))
-    by_vector = np.argsort(-sims, kind="stable")[:CANDIDATES]
-    terms = set(_WORD.findall(text.lower()))
-    overlap = np.fromiter(
-        (len(terms.intersection(_WORD.findall(b.lower()))) for b in bodies),
-        dtype=np.int64,
-        count=len(bodies),
-    )
+    sim = np.concatenate(sims)
+    overlap = np.concatenate(overlaps)
+    by_vector = np.argsort(-sim, kind="stable")[:CANDIDATES]
     matched = np.flatnonzero(overlap)
     by_terms = matched[np.argsort(-overlap[matched], kind="stable")][:CANDIDATES]
     return _rrf([ids[i] for i in by_terms], [ids[i] for i in by_vector])
+
+
+# Rows per fetch of the naive way and of the recall oracle: a chunk, never the whole scope.
+CHUNK_ROWS = 5_000
+
+
+def _chunks(
+    cur: psycopg.Cursor[Any], columns: int
+) -> Iterator[tuple[list[Any], list[str], NDArray[np.float32]]]:
+    """(ids, bodies, float32 matrix) per CHUNK_ROWS rows of a (id, [body,] embedding) query."""
+    while rows := cur.fetchmany(CHUNK_ROWS):
+        matrix = np.stack([r[columns - 1].to_numpy() for r in rows]).astype(np.float32)
+        bodies = [r[1] for r in rows] if columns == 3 else []
+        yield [r[0] for r in rows], bodies, matrix
 
 
 def _naive(w: Worker, plan: ScopePlan, q: Query) -> float:
@@ -842,19 +885,13 @@ def _naive(w: Worker, plan: ScopePlan, q: Query) -> float:
     with w.conn.transaction():
         _authorize(w, plan, q)
         # Principals hold no table privilege: the naive way reads the rows the reader's decision
-        # admits as pyretrieve_api (the role the SQL API runs as), under the same RLS.
+        # admits as pyretrieve_api (the role the SQL API runs as), under the same RLS. A named
+        # cursor streams them, a chunk at a time.
         w.conn.execute("SET LOCAL ROLE pyretrieve_api")
-        with w.conn.cursor(binary=True) as cur:
+        with w.conn.cursor(name="naive", binary=True) as cur:
             register_vector_info(cur, w.vector_info)  # type: ignore[arg-type]
-            rows = cur.execute(_NAIVE_FETCH, (plan.workspace, plan.project, MODEL)).fetchall()
-    ids = [r[0] for r in rows]
-    bodies = [r[1] for r in rows]
-    matrix = (
-        np.stack([r[2].to_numpy() for r in rows]).astype(np.float32)
-        if rows
-        else np.zeros((0, synth.DIMENSION), np.float32)
-    )
-    naive_rank(q.text, q.vector, ids, bodies, matrix)
+            cur.execute(_NAIVE_FETCH, (plan.workspace, plan.project, MODEL))
+            naive_rank_chunks(q.text, q.vector, _chunks(cur, 3))
     return time.perf_counter() - started
 
 
@@ -877,6 +914,11 @@ METHODS: dict[str, Callable[[Worker, ScopePlan, Query], float]] = {
 # ---------------------------------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def _no_phase(name: str) -> Iterator[None]:
+    yield
+
+
 class MemorySampler:
     """Peak resident memory of this process (RSS) and of the server's processes (PSS sum)."""
 
@@ -893,10 +935,30 @@ class MemorySampler:
                 self._postmaster = psutil.Process(backend_pid).parent()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
+        # Per phase: the process's RSS when it began and its peak during it. RSS seldom falls
+        # back, so a phase's growth (peak minus start) is what that phase added.
+        self.phases: dict[str, dict[str, int]] = {}
+        self._phase: str | None = None
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Attribute the process's memory growth inside the block to ``name``."""
+        rss = self._psutil.Process().memory_info().rss
+        self.phases[name] = {"start": rss, "peak": rss}
+        outer, self._phase = self._phase, name
+        try:
+            yield
+        finally:
+            self.sample()
+            self._phase = outer
 
     def sample(self) -> None:
         me = self._psutil.Process()
-        self.python_peak = max(self.python_peak, me.memory_info().rss)
+        rss = me.memory_info().rss
+        self.python_peak = max(self.python_peak, rss)
+        if self._phase is not None:
+            current = self.phases[self._phase]
+            current["peak"] = max(current["peak"], rss)
         if self._postmaster is None:
             return
         total = 0
@@ -930,6 +992,14 @@ class MemorySampler:
                 / mb,
                 1,
             ),
+            "python_rss_mb_by_phase": {
+                name: {
+                    "start": round(p["start"] / mb, 1),
+                    "peak": round(p["peak"] / mb, 1),
+                    "growth": round((p["peak"] - p["start"]) / mb, 1),
+                }
+                for name, p in self.phases.items()
+            },
             "server_peak_pss_mb": None
             if self.server_peak is None
             else round(self.server_peak / mb, 1),
@@ -984,18 +1054,25 @@ def recall_at_100(
     from pgvector.psycopg.vector import register_vector_info
 
     w = workers[0]
-    with psycopg.connect(dsn, autocommit=True) as admin, admin.cursor(binary=True) as cur:
+    # The oracle: every query's cosine similarity to every authorised row, in float64, read a
+    # chunk at a time (the scope is never held whole).
+    vecs = np.stack([q.vector.astype(np.float64) for q in queries])
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    ids: list[Any] = []
+    parts: list[NDArray[np.float64]] = []
+    with psycopg.connect(dsn) as admin, admin.cursor(name="oracle", binary=True) as cur:
         register_vector_info(cur, w.vector_info)  # type: ignore[arg-type]
-        rows = cur.execute(_EXACT_ROWS, _hand_params(plan, queries[0])).fetchall()
-    ids = [r[0] for r in rows]
-    matrix = np.array([r[1].to_numpy() for r in rows], dtype=np.float64).reshape(len(rows), -1)
-    norms = np.linalg.norm(matrix, axis=1)
+        cur.execute(_EXACT_ROWS, _hand_params(plan, queries[0]))
+        for chunk_ids, _, matrix in _chunks(cur, 2):
+            m = matrix.astype(np.float64)
+            ids.extend(chunk_ids)
+            parts.append((m @ vecs.T) / np.linalg.norm(m, axis=1)[:, None])
+    similarity = np.concatenate(parts) if parts else np.zeros((0, len(queries)))
     values = []
     same = {"lexical": 0, "vector": 0}
     jit: dict[str, dict[str, list[float]]] = {k: {"default": [], "off": []} for k in same}
-    for q in queries:
-        vec = q.vector.astype(np.float64)
-        sims = matrix @ vec / (norms * np.linalg.norm(vec))
+    for n, q in enumerate(queries):
+        sims = similarity[:, n]
         exact = {ids[i] for i in np.argsort(-sims, kind="stable")[:CANDIDATES]}
         with w.conn.transaction():
             decision = _authorize(w, plan, q)
@@ -1043,8 +1120,13 @@ def recall_at_100(
 
 
 def measure(
-    dsn: str, s: Settings, principals: Principals, probes: Sequence[ScopePlan]
+    dsn: str,
+    s: Settings,
+    principals: Principals,
+    probes: Sequence[ScopePlan],
+    memory: MemorySampler | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    phase = memory.phase if memory is not None else _no_phase
     vocabulary = _vocabulary(s)
     gen = synth.Generator(
         vocabulary, clusters=s.clusters or max(16, s.fragments // 500), seed=s.seed
@@ -1087,10 +1169,11 @@ def measure(
                 "scope": plan.name,
                 "rows": plan.rows,
                 "fraction": round(plan.rows / s.fragments, 5),
-                "recall_at_100": recall_at_100(
-                    dsn, workers, plan, queries[: min(20, len(queries))]
-                ),
             }
+            with phase(f"{plan.label} recall oracle"):
+                scope_out["recall_at_100"] = recall_at_100(
+                    dsn, workers, plan, queries[: min(20, len(queries))]
+                )
             # Warm-up: every method over a few queries; its median sizes the bursts.
             estimate: dict[str, float] = {}
             for name, method in METHODS.items():
@@ -1098,27 +1181,30 @@ def measure(
                 estimate[name] = float(np.median(times))
             results: dict[str, dict[str, Any]] = {}
             for c in s.concurrency:
-                running = [n for n in METHODS if n != "naive" or c <= s.naive_max_clients]
-                samples = {name: Samples() for name in running}
-                for r in range(s.rounds):
-                    names = list(running)
-                    turn = r % len(names)
-                    for name in [*names[turn:], *names[:turn]]:
-                        calls = int(s.burst_seconds * min(c, 2) / (c * max(estimate[name], 1e-4)))
-                        calls = max(1 if c > 1 else 3, min(s.max_calls, calls))
-                        if s.quick:
-                            calls = min(calls, 3)
-                        latencies, wall = _burst(
-                            pool, workers, METHODS[name], plan, queries, c, calls, r * 997
-                        )
-                        samples[name].latencies += latencies
-                        samples[name].calls += len(latencies)
-                        samples[name].wall += wall
-                for name, got in samples.items():
-                    results.setdefault(name, {})[str(c)] = {
-                        **summary_ms(got.latencies),
-                        "throughput_qps": round(got.calls / got.wall, 1) if got.wall else None,
-                    }
+                with phase(f"{plan.label} at {c} clients"):
+                    running = [n for n in METHODS if n != "naive" or c <= s.naive_max_clients]
+                    samples = {name: Samples() for name in running}
+                    for r in range(s.rounds):
+                        names = list(running)
+                        turn = r % len(names)
+                        for name in [*names[turn:], *names[:turn]]:
+                            calls = int(
+                                s.burst_seconds * min(c, 2) / (c * max(estimate[name], 1e-4))
+                            )
+                            calls = max(1 if c > 1 else 3, min(s.max_calls, calls))
+                            if s.quick:
+                                calls = min(calls, 3)
+                            latencies, wall = _burst(
+                                pool, workers, METHODS[name], plan, queries, c, calls, r * 997
+                            )
+                            samples[name].latencies += latencies
+                            samples[name].calls += len(latencies)
+                            samples[name].wall += wall
+                    for name, got in samples.items():
+                        results.setdefault(name, {})[str(c)] = {
+                            **summary_ms(got.latencies),
+                            "throughput_qps": round(got.calls / got.wall, 1) if got.wall else None,
+                        }
             scope_out["methods"] = results
             print(
                 f"{plan.label:>9} {plan.rows:>7} rows: "
@@ -1593,11 +1679,11 @@ def run(s: Settings, dsn: str | None = None) -> dict[str, Any]:
         local = facts["server"]["local_socket"]
         memory = stack.enter_context(MemorySampler(backend[0] if backend and local else None))
         started = time.perf_counter()
-        loaded = load(url, s, principals, plans, sample)
+        loaded = load(url, s, principals, plans, sample, memory)
         loaded["total_seconds"] = round(time.perf_counter() - started, 1)
         print(f"loaded in {loaded['total_seconds']} s", file=sys.stderr)
         started = time.perf_counter()
-        scopes, hand = measure(url, s, principals, probes)
+        scopes, hand = measure(url, s, principals, probes, memory)
         measure_seconds = round(time.perf_counter() - started, 1)
     for scope in scopes:
         # Which probe scopes searched through their own HNSW index.
