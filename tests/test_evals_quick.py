@@ -81,7 +81,10 @@ def test_scale_quick(fresh_dsn: str) -> None:
     assert [x["rows"] for x in indexed] == [400]
     assert indexed[0]["vector_index"]["index"].startswith("embeddings_hnsw_s")
     assert indexed[0]["vector_index"]["build_seconds"] > 0
-    assert list(result["load"]["vector_indexes"]["scopes"]) == [indexed[0]["scope"]]
+    # The scopes the maintenance chose: every one of at least 300 embeddings, the probe among them.
+    chosen = result["load"]["vector_indexes"]["scopes"]
+    assert indexed[0]["scope"] in chosen
+    assert all(c["rows"] >= 300 for c in chosen.values())
     assert "Scope HNSW indexes" in scale.render(result)
     assert all(isinstance(t["met"], bool) for t in result["targets"])
     assert result["memory"]["python_peak_rss_mb"] > 0

@@ -153,7 +153,7 @@ class Settings:
     # The naive way holds every authorised row of the scope in each client at once: at 64
     # clients and a 200,000-row scope that is tens of GB. It runs at this many clients at most.
     naive_max_clients: int = 4
-    # Probe scopes of at least this many rows get their own HNSW index (create_vector_index)
+    # Scopes of at least this many embeddings get their own HNSW index (maintain_vector_indexes)
     # after loading, as an admin would on the measured advice; None: every scope exact.
     vector_index_above: int | None = 20_000
     text: str = "scifact"
@@ -420,37 +420,44 @@ def load(
 def vector_indexes(
     conn: psycopg.Connection[Any], s: Settings, principals: Principals, plans: list[ScopePlan]
 ) -> dict[str, Any]:
-    """Each probe scope of at least ``s.vector_index_above`` rows gets its own HNSW index,
-    built by the admin through the SQL API; returns the build time and size of each."""
+    """The scopes the shipped maintenance would index (``maintain_vector_indexes`` with the
+    line at ``s.vector_index_above``, a dry run, as the admin), each then built by the admin
+    with ``create_vector_index`` and timed; returns the build time and size of each."""
     built: dict[str, Any] = {}
     if s.vector_index_above is None:
         return {"above_rows": None, "scopes": built}
-    for plan in plans:
-        if not plan.label or plan.rows < s.vector_index_above:
-            continue
+    labels = {plan.name: plan.label for plan in plans}
+    with acting_as(conn, principals.admin):
+        due = conn.execute(
+            "SELECT workspace_id, project_id, embeddings FROM pyretrieve.maintain_vector_indexes("
+            " p_min_rows => %s, p_dry_run => true) WHERE action = 'create' AND model_id = %s",
+            (s.vector_index_above, MODEL),
+        ).fetchall()
+    for workspace, project, embeddings in due:
         with acting_as(conn, principals.admin):
             conn.execute("SET LOCAL maintenance_work_mem = '2GB'")
             started = time.perf_counter()
             row = conn.execute(
-                "SELECT pyretrieve.create_vector_index(%s, %s, %s)",
-                (plan.workspace, plan.project, MODEL),
+                "SELECT pyretrieve.create_vector_index(%s, %s, %s)", (workspace, project, MODEL)
             ).fetchone()
             seconds = time.perf_counter() - started
         assert row is not None
         size = conn.execute(
             "SELECT pg_relation_size(format('pyretrieve.%%I', %s::text)::regclass)", (str(row[0]),)
         ).fetchone()
-        built[plan.name] = {
-            "label": plan.label,
-            "rows": plan.rows,
+        name = f"{workspace}/{project}"
+        built[name] = {
+            "label": labels.get(name),
+            "rows": int(embeddings),
             "index": str(row[0]),
             "build_seconds": round(seconds, 2),
             "mb": round(int(size[0]) / 2**20, 1) if size else None,
         }
-        print(f"vector index {plan.name}: {built[plan.name]}", file=sys.stderr)
+        print(f"vector index {name}: {built[name]}", file=sys.stderr)
     return {
         "above_rows": s.vector_index_above,
-        "settings": "pyretrieve.create_vector_index as admin, maintenance_work_mem 2GB",
+        "settings": "the scopes maintain_vector_indexes(p_min_rows => above_rows) chose (dry"
+        " run), each built with pyretrieve.create_vector_index as admin, maintenance_work_mem 2GB",
         "scopes": built,
     }
 
@@ -1600,8 +1607,8 @@ def _index_lines(ld: dict[str, Any]) -> list[str]:
     return [
         f"- Scope HNSW indexes ({ld['vector_indexes']['settings']}): "
         + "; ".join(
-            f"{x['label']} ({x['rows']:,} rows) {x['build_seconds']} s, {x['mb']} MB"
-            for x in built.values()
+            f"{x['label'] or name} ({x['rows']:,} rows) {x['build_seconds']} s, {x['mb']} MB"
+            for name, x in built.items()
         )
         + "."
     ]
@@ -1725,9 +1732,10 @@ def run(s: Settings, dsn: str | None = None) -> dict[str, Any]:
         "scopes": scopes,
         "targets": targets(s.fragments, scopes, loaded, peak),
         "deviations": [
-            "No per-model HNSW index (none is built since migration 0016). Probe scopes of at"
-            f" least {s.vector_index_above} rows get their own HNSW index after loading"
-            " (create_vector_index as admin, timed in load.vector_indexes), so their vector"
+            "No per-model HNSW index (none is built since migration 0016). Scopes of at"
+            f" least {s.vector_index_above} embeddings get their own HNSW index after loading"
+            " (the scopes maintain_vector_indexes chooses, each built with create_vector_index"
+            " as admin and timed in load.vector_indexes), so their vector"
             " leg and recall are the indexed ones; the hand-written vector statement stays the"
             " exact scan, so rls.vector / hand.vector there compares the index with the exact"
             " scan, not RLS with its absence."
