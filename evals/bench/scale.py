@@ -1792,7 +1792,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         type=int,
         default=20_000,
         metavar="ROWS",
-        help="give probe scopes of at least ROWS rows their own HNSW index after loading",
+        help="after loading, give scopes of at least ROWS embeddings their own HNSW index, as"
+        " maintain_vector_indexes chooses",
     )
     parser.add_argument(
         "--no-hnsw-build", action="store_true", help="build no HNSW index: every scope exact"
