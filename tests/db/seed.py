@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -233,6 +234,34 @@ def retract(
     """retract_fragment as writer ``nick`` in its own transaction."""
     with acting_as(conn, nick):
         conn.execute("SELECT pyretrieve.retract_fragment(%s, %s, %s)", (ws, project, fid))
+
+
+def concurrent_writers(
+    db: Database, nick: str, writers: int, write: Callable[[psycopg.Connection[Any], int], None]
+) -> list[BaseException]:
+    """``write(conn, n)`` for n in range(writers), each on its own connection in one transaction
+    as the principal ``nick``, with ``lock_timeout`` 2 s; every writer has written before any
+    commits, so a shared row would make the others wait past the timeout. Returns the errors."""
+    started = threading.Barrier(writers)
+    errors: list[BaseException] = []
+
+    def run(n: int) -> None:
+        try:
+            with db.connect() as c:
+                c.execute("SET lock_timeout = '2s'")
+                with c.transaction():
+                    c.execute(f'SET LOCAL ROLE "{role(nick)}"')
+                    write(c, n)
+                    started.wait(timeout=10)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(writers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    return errors
 
 
 def _rows(cur: psycopg.Cursor[Any]) -> list[dict[str, Any]]:

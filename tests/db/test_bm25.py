@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import threading
 from collections import Counter
 from datetime import datetime, timedelta
 from typing import Any
@@ -16,6 +15,7 @@ import pytest
 from pyretrieve import ranking
 from pyretrieve.types import SemanticStatus, Weights
 from tests.conftest import Database, acting_as, role, rolled_back
+from tests.db.seed import concurrent_writers
 
 Conn = psycopg.Connection[Any]
 PURPOSE = "support"
@@ -301,31 +301,15 @@ def test_concurrent_writers_do_not_wait_on_common_terms(db: Database, conn: Conn
     block one another: there is no shared statistics or counter row."""
     setup(conn)
     writers = 4
-    started = threading.Barrier(writers)
-    errors: list[BaseException] = []
 
-    def write(n: int) -> None:
-        try:
-            with db.connect() as c:
-                c.execute("SET lock_timeout = '2s'")
-                with c.transaction():
-                    c.execute(f'SET LOCAL ROLE "{role("wally")}"')
-                    for i in range(5):
-                        c.execute(
-                            "SELECT pyretrieve.put_fragment('acme', 'docs', %s)",
-                            (f"the zebra and the savanna, writer {n} note {i}",),
-                        )
-                    # Every writer has written before any commits: a shared row would now
-                    # make the others wait past lock_timeout.
-                    started.wait(timeout=10)
-        except BaseException as exc:
-            errors.append(exc)
+    def write(c: Conn, n: int) -> None:
+        for i in range(5):
+            c.execute(
+                "SELECT pyretrieve.put_fragment('acme', 'docs', %s)",
+                (f"the zebra and the savanna, writer {n} note {i}",),
+            )
 
-    threads = [threading.Thread(target=write, args=(n,)) for n in range(writers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=30)
+    errors = concurrent_writers(db, "wally", writers, write)
     assert errors == []
     docs = visible_documents(conn)
     assert len(docs) == len(CORPUS) + writers * 5

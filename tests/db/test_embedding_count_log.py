@@ -7,7 +7,6 @@ no decision or write binding admits a row of it (it counts hidden rows too).
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import psycopg
@@ -16,7 +15,7 @@ import pytest
 from pyretrieve.embedders.hashing import HashNgramEmbedder
 from pyretrieve.ingest import Ingestor
 from tests.conftest import Database, acting_as, at_second_wall, role
-from tests.db.seed import authorize, grant, put, sha, vec
+from tests.db.seed import authorize, concurrent_writers, grant, put, sha, vec
 
 Conn = psycopg.Connection[Any]
 SMALL = "count-3d"
@@ -119,28 +118,14 @@ def test_concurrent_writers_keep_the_log_exact(db: Database, conn: Conn) -> None
     still equals the embeddings."""
     setup_scopes(conn)
     writers = 4
-    started = threading.Barrier(writers)
-    errors: list[BaseException] = []
 
-    def write(n: int) -> None:
-        try:
-            with db.connect() as c:
-                c.execute("SET lock_timeout = '2s'")
-                with c.transaction():
-                    c.execute(f'SET LOCAL ROLE "{role("wally")}"')
-                    for i in range(5):
-                        body = f"zebra writer {n} note {i}"
-                        fid = put(c, "acme", "docs", body)
-                        put_embedding(c, "docs", fid, body, [1.0, float(n), float(i)])
-                    started.wait(timeout=10)
-        except BaseException as exc:
-            errors.append(exc)
+    def write(c: Conn, n: int) -> None:
+        for i in range(5):
+            body = f"zebra writer {n} note {i}"
+            fid = put(c, "acme", "docs", body)
+            put_embedding(c, "docs", fid, body, [1.0, float(n), float(i)])
 
-    threads = [threading.Thread(target=write, args=(n,)) for n in range(writers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
+    errors = concurrent_writers(db, "wally", writers, write)
     assert errors == []
     assert assert_log_matches_embeddings(db) == {("acme", "docs", SMALL, writers * 5)}
 

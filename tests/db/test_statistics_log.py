@@ -6,7 +6,6 @@ the fragments it admits (the second wall), so no hidden fragment moves N or the 
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 from uuid import UUID
 
@@ -15,7 +14,7 @@ import pytest
 
 from pyretrieve.ingest import Ingestor
 from tests.conftest import Database, acting_as, at_second_wall, role
-from tests.db.seed import authorize, grant, lexical, put
+from tests.db.seed import authorize, concurrent_writers, grant, lexical, put
 
 Conn = psycopg.Connection[Any]
 
@@ -126,33 +125,18 @@ def test_concurrent_writers_keep_the_log_exact(db: Database, conn: Conn) -> None
     none fails, and the log still sums to the active fragments."""
     setup_scopes(conn)
     writers = 4
-    started = threading.Barrier(writers)
-    errors: list[BaseException] = []
 
-    def write(n: int) -> None:
-        try:
-            with db.connect() as c:
-                c.execute("SET lock_timeout = '2s'")
-                with c.transaction():
-                    c.execute(f'SET LOCAL ROLE "{role("wally")}"')
-                    ids = [
-                        put(c, "acme", "docs", f"zebra writer {n} note {i}", observed=None)
-                        for i in range(6)
-                    ]
-                    c.execute(
-                        "SELECT pyretrieve.supersede_fragment('acme', 'docs', %s, %s)",
-                        (ids[0], f"zebra writer {n} note 0, revised"),
-                    )
-                    c.execute("SELECT pyretrieve.retract_fragment('acme', 'docs', %s)", (ids[1],))
-                    started.wait(timeout=10)
-        except BaseException as exc:
-            errors.append(exc)
+    def write(c: Conn, n: int) -> None:
+        ids = [
+            put(c, "acme", "docs", f"zebra writer {n} note {i}", observed=None) for i in range(6)
+        ]
+        c.execute(
+            "SELECT pyretrieve.supersede_fragment('acme', 'docs', %s, %s)",
+            (ids[0], f"zebra writer {n} note 0, revised"),
+        )
+        c.execute("SELECT pyretrieve.retract_fragment('acme', 'docs', %s)", (ids[1],))
 
-    threads = [threading.Thread(target=write, args=(n,)) for n in range(writers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
+    errors = concurrent_writers(db, "wally", writers, write)
     assert errors == []
     assert_log_matches_fragments(db)
     with db.admin() as admin:
