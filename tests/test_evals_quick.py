@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("ir_measures", reason="the evals extra is not installed")
 
-from evals.bench import lexical_revisions, scale, vector_index
+from evals.bench import lexical_lengths, lexical_revisions, scale, vector_index
 from evals.bench.runtime import DATASETS
 from evals.quality import cli as quality
 from evals.quality import report, weights
@@ -346,3 +346,27 @@ def test_ingest_revisions_quick(server: Server, template_db: str, tmp_path: Path
             "SELECT count(*) FROM pg_database WHERE datname LIKE 'pyretrieve_ingrev_%'"
         ).fetchone()
     assert left == (0,)
+
+
+def test_lexical_lengths_quick(fresh_dsn: str, tmp_path: Path) -> None:
+    """Each query cut to 1, 2 and 4+ lexemes: every length is timed, and the share of postings
+    read grows with the query (the leg reads every posting of each of its terms)."""
+    _lexrev_scope(fresh_dsn)
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text(
+        '{"_id": "1", "text": "the rotating keys of every document about credentials"}\n'
+        '{"_id": "2", "text": "keys"}\n'
+    )
+    result = lexical_lengths.main(
+        [
+            *("--dsn", fresh_dsn, "--workspace", "lexrev", "--project", "docs"),
+            *("--queries", str(queries), "--lengths", "1,2,4", "--rounds", "1"),
+            *("--out", str(tmp_path / "out.json")),
+        ]
+    )
+    by = result["by_length"]
+    assert [by[k]["queries"] for k in ("1", "2", "4+")] == [2, 1, 1]
+    assert all(by[k]["n"] == by[k]["queries"] and by[k]["p50"] > 0 for k in by)
+    shares = [by[k]["postings_read_share_mean"] for k in ("1", "2", "4+")]
+    assert 0 < shares[0] < shares[1] < shares[2] <= 1
+    assert result["settings"]["scope_postings"] > 0
