@@ -148,6 +148,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "cut": "each query's first words holding exactly k distinct lexemes; the last"
             " length is the whole query when it holds at least that many",
             "order": "one decision per call, every cut of the plan in turn, reversed on odd rounds",
+            "reads": "every posting of each query term in the scope (the leg does not prune), so"
+            " postings_read_share_mean is the query terms' share of the scope's postings",
         },
         "by_length": by_length,
         "load_average_at_end": load_average(),
