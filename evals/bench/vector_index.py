@@ -1,7 +1,7 @@
 """The vector leg with and without a scope's own HNSW index, side by side in one run.
 
 Usage: python -m evals.bench.vector_index [--sizes 2000,10000,30000,100000] [--queries 40]
-       [--dsn DSN] [--out PATH]
+       [--clusters 200] [--dsn DSN] [--out PATH]
 
 One database holds one scope per size, each with about a tenth of its rows hidden from the
 reader (above its ceiling), plus a foreign workspace of 30,000 rows: 384-d clustered
@@ -237,11 +237,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--dsn", help="a database (superuser); default: a throwaway server")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--foreign-rows", type=int, default=FOREIGN_ROWS)
+    parser.add_argument(
+        "--clusters",
+        type=int,
+        default=CLUSTERS,
+        help="topic clusters of the synthetic vectors (more: less contrast between neighbours)",
+    )
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
     sizes = sorted(int(s) for s in args.sizes.split(","))
     vocabulary = synth.zipf_vocabulary(1000)
-    gen = synth.Generator(vocabulary, clusters=CLUSTERS, seed=args.seed)
+    gen = synth.Generator(vocabulary, clusters=args.clusters, seed=args.seed)
     queries = [v for _, v in gen.queries("vix", args.queries)]
     with _database(args.dsn) as dsn, psycopg.connect(dsn, autocommit=True) as setup:
         principals = Principals.create(setup, "vix")
@@ -261,7 +267,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         "seed": args.seed,
                         "limit": LIMIT,
                         "dimension": synth.DIMENSION,
-                        "clusters": CLUSTERS,
+                        "clusters": args.clusters,
                         "hidden_share": HIDDEN_SHARE,
                         "foreign_scope_rows": args.foreign_rows,
                         "maintenance_work_mem_for_the_build": MAINTENANCE_WORK_MEM,
