@@ -119,8 +119,8 @@ CLASSIFICATION_ORDER: Final = ("public", "internal", "confidential", "restricted
 # repeats: the exact scan of the scope, or the scope's own HNSW index.
 VECTOR_SEARCHES: Final = ("exact", "hnsw")
 # maintain_vector_indexes' default: a scope gets its own HNSW index of a model from this many
-# active embeddings of it, and loses it below half as many (so a scope near the line does not
-# flap). Measured in evals/bench/vector-index.json: the exact scan is 1.6 times slower than
+# embeddings of it (of every classification and state, as the index holds them), and loses it
+# below half as many (so a scope near the line does not flap). Measured in evals/bench/vector-index.json: the exact scan is 1.6 times slower than
 # the index at 10,000 rows, 3.6 times at 30,000 and 14 times at 100,000, with recall 1.
 VECTOR_INDEX_MIN_ROWS: Final = 20_000
 

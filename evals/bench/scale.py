@@ -876,13 +876,12 @@ CHUNK_ROWS = 5_000
 
 
 def _chunks(
-    cur: psycopg.Cursor[Any], columns: int
+    cur: psycopg.Cursor[Any], *, bodies: bool
 ) -> Iterator[tuple[list[Any], list[str], NDArray[np.float32]]]:
-    """(ids, bodies, float32 matrix) per CHUNK_ROWS rows of a (id, [body,] embedding) query."""
+    """(ids, bodies, float32 matrix) per CHUNK_ROWS rows of an (id, [body,] embedding) query."""
     while rows := cur.fetchmany(CHUNK_ROWS):
-        matrix = np.stack([r[columns - 1].to_numpy() for r in rows]).astype(np.float32)
-        bodies = [r[1] for r in rows] if columns == 3 else []
-        yield [r[0] for r in rows], bodies, matrix
+        matrix = np.stack([r[-1].to_numpy() for r in rows]).astype(np.float32)
+        yield [r[0] for r in rows], [r[1] for r in rows] if bodies else [], matrix
 
 
 def _naive(w: Worker, plan: ScopePlan, q: Query) -> float:
@@ -898,7 +897,7 @@ def _naive(w: Worker, plan: ScopePlan, q: Query) -> float:
         with w.conn.cursor(name="naive", binary=True) as cur:
             register_vector_info(cur, w.vector_info)  # type: ignore[arg-type]
             cur.execute(_NAIVE_FETCH, (plan.workspace, plan.project, MODEL))
-            naive_rank_chunks(q.text, q.vector, _chunks(cur, 3))
+            naive_rank_chunks(q.text, q.vector, _chunks(cur, bodies=True))
     return time.perf_counter() - started
 
 
@@ -1070,7 +1069,7 @@ def recall_at_100(
     with psycopg.connect(dsn) as admin, admin.cursor(name="oracle", binary=True) as cur:
         register_vector_info(cur, w.vector_info)  # type: ignore[arg-type]
         cur.execute(_EXACT_ROWS, _hand_params(plan, queries[0]))
-        for chunk_ids, _, matrix in _chunks(cur, 2):
+        for chunk_ids, _, matrix in _chunks(cur, bodies=False):
             m = matrix.astype(np.float64)
             ids.extend(chunk_ids)
             parts.append((m @ vecs.T) / np.linalg.norm(m, axis=1)[:, None])

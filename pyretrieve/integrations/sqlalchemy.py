@@ -448,7 +448,8 @@ def vector_candidates(
     """``pyretrieve.vector_candidates`` under the bound ``decision``: ``rank``,
     ``fragment_id``, ``content_digest``, ``distance``, ``source_digest``,
     ``vector_generation``, ``lexical_generation``, ``search`` (``exact`` or ``hnsw``). The
-    embedding is validated here as the client validates one (:class:`~pyretrieve.InvalidEmbedding`)."""
+    embedding is validated here as the client validates one
+    (:class:`~pyretrieve.InvalidEmbedding`)."""
     return _VECTOR.table(locals())
 
 

@@ -20,7 +20,7 @@ from pyretrieve import contract
 from pyretrieve.db import errors as db_errors
 from pyretrieve.errors import InvalidFusion
 from pyretrieve.tools import select
-from pyretrieve.types import Classification
+from pyretrieve.types import Classification, VectorSearch
 from tests.conftest import Database, Server, acting_as, create_database, drop_database
 
 
@@ -356,3 +356,5 @@ def test_the_vector_index_line_and_search_labels_are_the_contracts(
         r"'(\w+)'::text\s+FROM top t", catalog["function:approximate_vector_candidates"]
     )
     assert sorted(labels) == sorted(contract.VECTOR_SEARCHES)
+    # The client parses the label into its enum: the same values, in the contract's order.
+    assert [s.value for s in VectorSearch] == list(contract.VECTOR_SEARCHES)

@@ -24,7 +24,6 @@ import numpy as np
 import psycopg
 import pytest
 
-from pyretrieve import contract
 from pyretrieve.client import Retriever, build_request
 from pyretrieve.types import Scope, canonical_json
 from pyretrieve.vectors import canonical_embedding, to_pgvector_text
@@ -454,7 +453,6 @@ def test_every_row_and_explanation_says_how_the_vector_leg_searched(corpus: Corp
         parts = [json.loads(part) for part in sql_parts]
         assert any(parts), "no result came from the vector leg"
         assert {part["search"] for part in parts if part is not None} == {want}
-    assert set(contract.VECTOR_SEARCHES) == {"exact", "hnsw"}
 
 
 # ------------------------------------------------------- the automatic choice of the path
