@@ -112,13 +112,25 @@ def _database_name(dsn: str) -> str:
     return f"database {row[0]} (schema {row[1]})"
 
 
+# The lexical index of every revision: a row per posting (up to 0020), or blocks, their
+# tombstones and the fragments' document-number key (0021).
+LEXICAL_RELATIONS = ("postings", "lexical_blocks", "lexical_tombstones")
+
+
 def _lexical_storage(conn: psycopg.Connection[Any]) -> dict[str, int]:
-    """Bytes of the postings table and of each of its indexes."""
+    """Bytes of the lexical index's tables (with their TOAST) and of each of their indexes,
+    and of the fragments' document-number key where there is one."""
     rows = conn.execute(
-        "SELECT c.relname::text, pg_relation_size(c.oid) FROM pg_class c"
-        " WHERE c.oid = 'pyretrieve.postings'::regclass OR c.oid IN ("
-        "   SELECT i.indexrelid FROM pg_index i WHERE i.indrelid = 'pyretrieve.postings'::regclass)"
-        " ORDER BY 1"
+        "SELECT c.relname::text, pg_table_size(c.oid) FROM pg_class c"
+        " WHERE c.relnamespace = 'pyretrieve'::regnamespace AND c.relkind = 'r'"
+        "   AND c.relname = ANY (%s)"
+        " UNION ALL"
+        " SELECT i.relname::text, pg_relation_size(i.oid) FROM pg_index x"
+        "   JOIN pg_class t ON t.oid = x.indrelid JOIN pg_class i ON i.oid = x.indexrelid"
+        " WHERE t.relnamespace = 'pyretrieve'::regnamespace"
+        "   AND (t.relname = ANY (%s) OR i.relname = 'fragments_docno_key')"
+        " ORDER BY 1",
+        (list(LEXICAL_RELATIONS), list(LEXICAL_RELATIONS)),
     ).fetchall()
     return {str(name): int(size) for name, size in rows}
 

@@ -12,7 +12,8 @@ ALTER TABLE pyretrieve.workspaces        ENABLE ROW LEVEL SECURITY, FORCE ROW LE
 ALTER TABLE pyretrieve.projects          ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 ALTER TABLE pyretrieve.scope_configs     ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 ALTER TABLE pyretrieve.generation_log    ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
-ALTER TABLE pyretrieve.postings          ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+ALTER TABLE pyretrieve.lexical_blocks    ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+ALTER TABLE pyretrieve.lexical_tombstones ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 ALTER TABLE pyretrieve.statistics_log    ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 ALTER TABLE pyretrieve.embedding_count_log ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 ALTER TABLE pyretrieve.fragments         ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
@@ -108,26 +109,56 @@ CREATE POLICY fragments_update ON pyretrieve.fragments FOR UPDATE TO pyretrieve_
        AND (superseded_by IS NULL
             OR pyretrieve.visible_successor(workspace_id, project_id, superseded_by)));
 
--- Postings: the fragments' filters on the columns they carry (only active fragments have
--- postings), so a decision admits exactly the postings of the fragments it admits.
-CREATE POLICY postings_read ON pyretrieve.postings FOR SELECT TO pyretrieve_api
+-- The lexical index. A block is admitted by a decision when its classification is within the
+-- ceiling and its time range meets the decision's window (some fragment in it may be admitted);
+-- the lexical leg reads a block whole only when the window holds the whole range and no
+-- tombstone lies in it, and otherwise checks each posting against its fragment, under the
+-- fragments' policy. Under a write scope, the blocks of the writer's classifications: the
+-- fragments' triggers append, lock (FOR UPDATE, hence the UPDATE policy; no column is ever
+-- updated) and rewrite them there.
+CREATE POLICY lexical_blocks_read ON pyretrieve.lexical_blocks FOR SELECT TO pyretrieve_api
     USING (workspace_id = coalesce((SELECT d.workspace_id FROM pyretrieve.bound_decision() d),
                                    (SELECT w.workspace_id FROM pyretrieve.bound_write() w))
        AND project_id = coalesce((SELECT d.project_id FROM pyretrieve.bound_decision() d),
                                  (SELECT w.project_id FROM pyretrieve.bound_write() w))
        AND ((classification <= (SELECT d.ceiling FROM pyretrieve.bound_decision() d)
-            AND observed_at <= (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)
-            AND observed_at >= coalesce((SELECT d.evaluated_at - d.max_age FROM pyretrieve.bound_decision() d),
-                                        '-infinity'::timestamptz)
-            AND (expires_at IS NULL OR expires_at > (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)))
+            AND min_observed_at <= (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)
+            AND max_observed_at >= coalesce((SELECT d.evaluated_at - d.max_age FROM pyretrieve.bound_decision() d),
+                                            '-infinity'::timestamptz)
+            AND (max_expires_at IS NULL OR max_expires_at > (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)))
          OR (classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w
                                  WHERE NOT EXISTS (SELECT 1 FROM pyretrieve.bound_decision())))
             IS TRUE));
-CREATE POLICY postings_insert ON pyretrieve.postings FOR INSERT TO pyretrieve_api
+CREATE POLICY lexical_blocks_insert ON pyretrieve.lexical_blocks FOR INSERT TO pyretrieve_api
     WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
        AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
        AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w));
-CREATE POLICY postings_delete ON pyretrieve.postings FOR DELETE TO pyretrieve_api
+CREATE POLICY lexical_blocks_lock ON pyretrieve.lexical_blocks FOR UPDATE TO pyretrieve_api
+    USING (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w))
+    WITH CHECK (false);
+CREATE POLICY lexical_blocks_delete ON pyretrieve.lexical_blocks FOR DELETE TO pyretrieve_api
+    USING (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w));
+-- Tombstones: a decision reads those of its scope and classifications (one in a block's range
+-- makes the leg check that block fragment by fragment); a writer's triggers add and drop those
+-- of its classifications.
+CREATE POLICY lexical_tombstones_read ON pyretrieve.lexical_tombstones FOR SELECT TO pyretrieve_api
+    USING (workspace_id = coalesce((SELECT d.workspace_id FROM pyretrieve.bound_decision() d),
+                                   (SELECT w.workspace_id FROM pyretrieve.bound_write() w))
+       AND project_id = coalesce((SELECT d.project_id FROM pyretrieve.bound_decision() d),
+                                 (SELECT w.project_id FROM pyretrieve.bound_write() w))
+       AND (classification <= (SELECT d.ceiling FROM pyretrieve.bound_decision() d)
+         OR (classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w
+                                 WHERE NOT EXISTS (SELECT 1 FROM pyretrieve.bound_decision())))
+            IS TRUE));
+CREATE POLICY lexical_tombstones_insert ON pyretrieve.lexical_tombstones FOR INSERT TO pyretrieve_api
+    WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w));
+CREATE POLICY lexical_tombstones_delete ON pyretrieve.lexical_tombstones FOR DELETE TO pyretrieve_api
     USING (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
        AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
        AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w));

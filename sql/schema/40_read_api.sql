@@ -195,6 +195,8 @@ RETURNS TABLE (rank integer, fragment_id uuid, content_digest bytea, score doubl
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET client_min_messages = warning
+-- The terms' numbers are written as text: the shortest text that reads back as the same double.
+SET extra_float_digits = 1
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -251,16 +253,23 @@ BEGIN
     --   idf(t)   = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))
     --   norm(d)  = k1 * (1 - b + b * |d| / avgdl)
     --   score(d) = sum over query terms t in d of qtf(t) * idf(t) * tf(t,d) * (k1 + 1) / (tf(t,d) + norm(d))
-    -- Every predicate is stated explicitly (the scope as parameters for the primary key) and
+    -- Every predicate is stated explicitly (the scope as parameters for the primary keys) and
     -- RLS applies it again. Sums run in lexeme order (bytewise) so the float result never depends
     -- on the plan.
     RETURN QUERY
     WITH ql AS MATERIALIZED (
-        SELECT u.lexeme, max(greatest(cardinality(u.positions), 1))::double precision AS qtf
-          FROM pyretrieve.scope_configs c
-         CROSS JOIN LATERAL unnest(to_tsvector(c.ts_config, p_query)) AS u
-         WHERE c.workspace_id = d.workspace_id AND c.project_id = d.project_id
-         GROUP BY u.lexeme
+        -- The query's lexemes, numbered in bytewise order (the order every sum runs in), each
+        -- with its tombstones' document numbers (one probe of their key per term).
+        SELECT q.lexeme, q.qtf, (row_number() OVER (ORDER BY q.lexeme COLLATE "C"))::integer AS ti,
+               (SELECT array_agg(x.docno)
+                  FROM pyretrieve.lexical_tombstones x
+                 WHERE x.workspace_id = d.workspace_id AND x.project_id = d.project_id
+                   AND x.lexeme = q.lexeme AND x.classification <= d.ceiling) AS tombstones
+          FROM (SELECT u.lexeme, max(greatest(cardinality(u.positions), 1))::double precision AS qtf
+                  FROM pyretrieve.scope_configs c
+                 CROSS JOIN LATERAL unnest(to_tsvector(c.ts_config, p_query)) AS u
+                 WHERE c.workspace_id = d.workspace_id AND c.project_id = d.project_id
+                 GROUP BY u.lexeme) q
     ), st AS MATERIALIZED (
         -- The admitted fragments' count and average length, from the statistics log: a few rows
         -- per writing statement rather than one index entry per fragment. The average is the
@@ -274,64 +283,126 @@ BEGIN
            AND s.observed_at <= d.evaluated_at
            AND (d.max_age IS NULL OR s.observed_at >= d.evaluated_at - d.max_age)
            AND (s.expires_at IS NULL OR s.expires_at > d.evaluated_at)
-    ), hits AS MATERIALIZED (
-        -- Each term's postings apart (an index-only scan of the key), with its document
-        -- frequency counted over them alone: no sort of every posting by term.
-        SELECT p.fragment_id, ql.lexeme, p.tf, p.doc_length, ql.qtf, p.df
+    ), bl AS MATERIALIZED (
+        -- The blocks of the query's terms the decision may admit (a classification within the
+        -- ceiling, a time range that meets the window: one key range per term), each marked
+        -- whole when the decision admits every posting in it: the window holds its whole time
+        -- range and none of the term's tombstones lies in its range.
+        SELECT ql.ti, b.first_docno, b.last_docno, b.postings, b.docnos, b.entries,
+               (b.max_observed_at <= d.evaluated_at
+                AND (d.max_age IS NULL OR b.min_observed_at >= d.evaluated_at - d.max_age)
+                AND (b.min_expires_at IS NULL OR b.min_expires_at > d.evaluated_at)
+                AND (ql.tombstones IS NULL
+                     OR NOT EXISTS (SELECT 1 FROM unnest(ql.tombstones) AS x(docno)
+                                     WHERE x.docno BETWEEN b.first_docno AND b.last_docno))) AS whole
           FROM ql
          CROSS JOIN LATERAL (
-               SELECT p.fragment_id, p.tf::double precision AS tf,
-                      p.doc_length::double precision AS doc_length,
-                      (count(*) OVER ())::double precision AS df
-                 FROM pyretrieve.postings p
-                WHERE p.workspace_id = d.workspace_id AND p.project_id = d.project_id
-                  AND p.lexeme = ql.lexeme
-                  AND p.classification <= d.ceiling
-                  AND p.observed_at <= d.evaluated_at
-                  AND (d.max_age IS NULL OR p.observed_at >= d.evaluated_at - d.max_age)
-                  AND (p.expires_at IS NULL OR p.expires_at > d.evaluated_at)) p
-    ), parts AS NOT MATERIALIZED (
-        SELECT h.fragment_id, h.lexeme, h.tf, h.qtf, b.idf, b.norm,
-               h.qtf * b.idf * (h.tf * (v_k1 + 1.0)) / (h.tf + b.norm) AS contribution
-          FROM hits h
+               SELECT b.first_docno, b.last_docno, b.postings, b.docnos, b.entries,
+                      b.min_observed_at, b.max_observed_at, b.min_expires_at
+                 FROM pyretrieve.lexical_blocks b
+                WHERE b.workspace_id = d.workspace_id AND b.project_id = d.project_id
+                  AND b.lexeme = ql.lexeme
+                  AND b.classification <= d.ceiling
+                  AND b.min_observed_at <= d.evaluated_at
+                  AND (d.max_age IS NULL OR b.max_observed_at >= d.evaluated_at - d.max_age)
+                  AND (b.max_expires_at IS NULL OR b.max_expires_at > d.evaluated_at)) b
+    ), part AS MATERIALIZED (
+        -- The postings of blocks admitted in part, each checked against its fragment: the
+        -- decision's filter stated here, and the fragments' read policy again.
+        SELECT bl.ti, u.docno, u.entry
+          FROM bl
+         CROSS JOIN LATERAL unnest(bl.docnos, bl.entries) AS u(docno, entry)
+         WHERE NOT bl.whole
+           AND EXISTS (SELECT 1 FROM pyretrieve.fragments f
+                        WHERE f.workspace_id = d.workspace_id AND f.project_id = d.project_id
+                          AND f.docno = u.docno
+                          AND f.state = 'active'
+                          AND f.classification <= d.ceiling
+                          AND f.observed_at <= d.evaluated_at
+                          AND (d.max_age IS NULL OR f.observed_at >= d.evaluated_at - d.max_age)
+                          AND (f.expires_at IS NULL OR f.expires_at > d.evaluated_at))
+    ), df AS MATERIALIZED (
+        -- Each term's document frequency over the admitted fragments: whole blocks by their
+        -- counts, the others by their checked postings.
+        SELECT x.ti, sum(x.n)::double precision AS df
+          FROM (SELECT bl.ti, bl.postings::bigint AS n FROM bl WHERE bl.whole
+                UNION ALL
+                SELECT part.ti, count(*) FROM part GROUP BY part.ti) x
+         GROUP BY x.ti
+    ), w AS MATERIALIZED (
+        -- Each term's idf and weight qtf * idf, with the constants of its parts.
+        SELECT ql.ti, ql.lexeme, ql.qtf, i.idf, ql.qtf * i.idf AS wq
+          FROM ql
+          JOIN df ON df.ti = ql.ti
          CROSS JOIN st
-         CROSS JOIN LATERAL (
-               SELECT ln(1.0 + (st.n - h.df + 0.5) / (h.df + 0.5)) AS idf,
-                      v_k1 * (1.0 - v_b + v_b * h.doc_length / st.avgdl) AS norm) b
+         CROSS JOIN LATERAL (SELECT ln(1.0 + (st.n - df.df + 0.5) / (df.df + 0.5)) AS idf) i
     ), scored AS MATERIALIZED (
-        -- Each fragment's score, summed in bytewise lexeme order so the float result never
-        -- depends on the plan. Only the score: the parts of it are listed for the returned rows
-        -- alone (terms, below), from the same expressions, so they add up to it exactly.
-        -- Listing them for every matching fragment made the leg twice as slow at 100,000 rows.
-        SELECT pt.fragment_id, sum(pt.contribution ORDER BY pt.lexeme COLLATE "C") AS score
-          FROM parts pt
-         GROUP BY pt.fragment_id
+        -- Each fragment's score: its terms' parts summed in bytewise lexeme order, over input
+        -- sorted by fragment and term (so no group is sorted again), so the float result never
+        -- depends on the plan. A part is qtf * idf * (tf * (k1 + 1)) / (tf + norm) with
+        -- norm = k1 * (1 - b + b * length / avgdl), each operation in that order.
+        SELECT h.docno, sum(h.part ORDER BY h.ti) AS score
+          FROM (SELECT p.docno, p.ti,
+                       w.wq * (p.tf * (v_k1 + 1.0)) / (p.tf + v_k1 * (1.0 - v_b + v_b * p.len / st.avgdl)) AS part
+                  FROM (SELECT y.ti, y.docno, (((y.entry >> 24) & 255) + 1)::double precision AS tf,
+                               (y.entry & 16777215)::double precision AS len
+                          FROM (SELECT bl.ti, unnest(bl.docnos) AS docno, unnest(bl.entries) AS entry
+                                  FROM bl WHERE bl.whole
+                                UNION ALL
+                                SELECT part.ti, part.docno, part.entry FROM part) y) p
+                  JOIN w ON w.ti = p.ti
+                 CROSS JOIN st
+                 ORDER BY p.docno, p.ti) h
+         GROUP BY h.docno
     ), top AS MATERIALIZED (
         -- Every fragment scoring at least the p_limit-th best score competes for the last
         -- places on the content-bound tie-break, so the cut is exact and plan-independent;
         -- the threshold is a sub-select, computed once.
-        SELECT s.fragment_id, s.score, f.content_digest, f.lexical_generation
+        SELECT s.docno, s.score, f.fragment_id, f.content_digest, f.lexical_generation
           FROM scored s
           JOIN pyretrieve.fragments f
-            ON f.workspace_id = d.workspace_id AND f.fragment_id = s.fragment_id
+            ON f.workspace_id = d.workspace_id AND f.project_id = d.project_id AND f.docno = s.docno
          WHERE s.score >= (SELECT min(x.score)
                              FROM (SELECT sc.score FROM scored sc ORDER BY sc.score DESC LIMIT p_limit) x)
+           AND f.state = 'active'
+           AND f.classification <= d.ceiling
+           AND f.observed_at <= d.evaluated_at
+           AND (d.max_age IS NULL OR f.observed_at >= d.evaluated_at - d.max_age)
+           AND (f.expires_at IS NULL OR f.expires_at > d.evaluated_at)
          ORDER BY s.score DESC, f.content_digest, f.fragment_id
          LIMIT p_limit
+    ), top_docnos AS MATERIALIZED (
+        SELECT array_agg(t.docno ORDER BY t.docno) AS docnos FROM top t
     ), terms AS MATERIALIZED (
-        SELECT pt.fragment_id,
-               jsonb_agg(jsonb_build_object(
-                   'term', pt.lexeme, 'idf', pt.idf, 'tf', pt.tf::integer,
-                   'query_tf', pt.qtf::integer, 'length_norm', pt.norm,
-                   'contribution', pt.contribution) ORDER BY pt.lexeme COLLATE "C") AS terms
-          FROM parts pt
-         WHERE pt.fragment_id IN (SELECT t.fragment_id FROM top t)
-         GROUP BY pt.fragment_id
+        -- The explanation's terms of the returned rows alone: each row's posting of each term,
+        -- found by binary search (width_bucket) in the blocks whose range holds it, and its part
+        -- from the same expressions as its score, so the parts add up to it exactly. The JSON
+        -- is written as text (floats as their shortest exact text, the setting pinned above):
+        -- jsonb_build_object cost several times as much.
+        SELECT y.docno,
+               ('[' || string_agg(
+                   '{"term": ' || to_json(w.lexeme)::text || ', "idf": ' || w.idf::text
+                   || ', "tf": ' || y.tf::integer::text || ', "query_tf": ' || w.qtf::integer::text
+                   || ', "length_norm": ' || y.norm::text || ', "contribution": '
+                   || (w.wq * (y.tf * (v_k1 + 1.0)) / (y.tf + y.norm))::text || '}',
+                   ', ' ORDER BY w.ti) || ']')::jsonb AS terms
+          FROM (SELECT bl.ti, td.docnos[k.k] AS docno,
+                       (((bl.entries[i.i] >> 24) & 255) + 1)::double precision AS tf,
+                       v_k1 * (1.0 - v_b + v_b * (bl.entries[i.i] & 16777215)::double precision / st.avgdl) AS norm
+                  FROM bl
+                 CROSS JOIN top_docnos td
+                 CROSS JOIN st
+                 CROSS JOIN LATERAL generate_series(width_bucket(bl.first_docno - 1, td.docnos) + 1,
+                                                    width_bucket(bl.last_docno, td.docnos)) AS k(k)
+                 CROSS JOIN LATERAL (SELECT width_bucket(td.docnos[k.k], bl.docnos) AS i) i
+                 WHERE bl.docnos[i.i] = td.docnos[k.k]) y
+          JOIN w ON w.ti = y.ti
+         GROUP BY y.docno
     )
     SELECT (row_number() OVER (ORDER BY t.score DESC, t.content_digest, t.fragment_id))::integer,
            t.fragment_id, t.content_digest, t.score, t.lexical_generation, tm.terms
       FROM top t
-      JOIN terms tm ON tm.fragment_id = t.fragment_id
+      JOIN terms tm ON tm.docno = t.docno
      ORDER BY 1;
 END;
 $$;

@@ -32,7 +32,8 @@ GRANT USAGE ON TYPE pyretrieve.statistics_delta TO pyretrieve_api;
 -- What the API functions (and the triggers they fire) read and write, as pyretrieve_api.
 GRANT SELECT ON pyretrieve.installation, pyretrieve.workspaces, pyretrieve.projects,
     pyretrieve.fragments, pyretrieve.embedding_models, pyretrieve.embeddings, pyretrieve.grants,
-    pyretrieve.decisions, pyretrieve.write_bindings, pyretrieve.postings,
+    pyretrieve.decisions, pyretrieve.write_bindings, pyretrieve.lexical_blocks,
+    pyretrieve.lexical_tombstones,
     pyretrieve.generation_log, pyretrieve.scope_configs, pyretrieve.statistics_log,
     pyretrieve.embedding_count_log
     TO pyretrieve_api;
@@ -47,7 +48,10 @@ GRANT UPDATE (state, superseded_by) ON pyretrieve.fragments TO pyretrieve_api;
 GRANT INSERT (workspace_id, project_id, fragment_id, model_id, embedding, source_digest),
       UPDATE (embedding, source_digest, fragment_state)
     ON pyretrieve.embeddings TO pyretrieve_api;
-GRANT INSERT, DELETE ON pyretrieve.postings TO pyretrieve_api;
+GRANT INSERT, DELETE ON pyretrieve.lexical_blocks, pyretrieve.lexical_tombstones TO pyretrieve_api;
+-- The triggers lock blocks (SELECT ... FOR UPDATE SKIP LOCKED) before they rewrite them, which
+-- takes UPDATE on a column; the update policy's check admits no new row, so none is updated.
+GRANT UPDATE (postings) ON pyretrieve.lexical_blocks TO pyretrieve_api;
 GRANT INSERT ON pyretrieve.generation_log, pyretrieve.scope_configs, pyretrieve.statistics_log,
     pyretrieve.embedding_count_log
     TO pyretrieve_api;
@@ -73,6 +77,7 @@ GRANT EXECUTE ON FUNCTION pyretrieve.caller(), pyretrieve.caller_in(name),
     pyretrieve.check_embedding(text, public.vector), pyretrieve.require_admin(),
     pyretrieve.scope_sequence(text, text), pyretrieve.tsvector_length(tsvector),
     pyretrieve.log_statistics(pyretrieve.statistics_delta[]),
+    pyretrieve.merge_lexical_blocks(text, text, text[], pyretrieve.classification[]),
     pyretrieve.create_scope_sequence(text, text),
     pyretrieve.create_scope_vector_index(integer, text), pyretrieve.drop_scope_vector_index(integer, text),
     pyretrieve.decision_partition_ranges(), pyretrieve.ensure_decision_partitions(integer, timestamptz),

@@ -28,12 +28,12 @@
 \pset pager off
 
 BEGIN;
-SELECT plan(588);
+SELECT plan(608);
 
 -- The installation.
 SELECT has_schema('pyretrieve');
 SELECT schema_owner_is('pyretrieve', 'pyretrieve_owner');
-SELECT is((SELECT schema_version FROM pyretrieve.installation), '0020', 'pyretrieve schema version is 0020');
+SELECT is((SELECT schema_version FROM pyretrieve.installation), '0021', 'pyretrieve schema version is 0021');
 
 -- Roles: the owner and three groups, none of which can log in or bypass row-level security;
 -- the owner does not inherit; a writer is a reader.
@@ -61,7 +61,7 @@ SELECT is_empty(
     'the pyretrieve roles are members of no other role');
 
 -- Tables: exactly these, owned by the owner, with row-level security enabled and forced.
-SELECT tables_are('pyretrieve', ARRAY['decisions', 'embedding_count_log', 'embedding_models', 'embeddings', 'fragments', 'generation_log', 'grants', 'installation', 'postings', 'projects', 'scope_configs', 'statistics_log', 'tool_rollouts', 'tools', 'workspaces', 'write_bindings'] || ARRAY(
+SELECT tables_are('pyretrieve', ARRAY['decisions', 'embedding_count_log', 'embedding_models', 'embeddings', 'fragments', 'generation_log', 'grants', 'installation', 'lexical_blocks', 'lexical_tombstones', 'projects', 'scope_configs', 'statistics_log', 'tool_rollouts', 'tools', 'workspaces', 'write_bindings'] || ARRAY(
     SELECT c.relname FROM pg_catalog.pg_inherits i JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid
      WHERE i.inhparent = 'pyretrieve.decisions'::regclass));
 SELECT is_empty(
@@ -84,7 +84,8 @@ SELECT table_owner_is('pyretrieve', 'fragments', 'pyretrieve_owner', 'pyretrieve
 SELECT table_owner_is('pyretrieve', 'generation_log', 'pyretrieve_owner', 'pyretrieve.generation_log is owned by pyretrieve_owner');
 SELECT table_owner_is('pyretrieve', 'grants', 'pyretrieve_owner', 'pyretrieve.grants is owned by pyretrieve_owner');
 SELECT table_owner_is('pyretrieve', 'installation', 'pyretrieve_owner', 'pyretrieve.installation is owned by pyretrieve_owner');
-SELECT table_owner_is('pyretrieve', 'postings', 'pyretrieve_owner', 'pyretrieve.postings is owned by pyretrieve_owner');
+SELECT table_owner_is('pyretrieve', 'lexical_blocks', 'pyretrieve_owner', 'pyretrieve.lexical_blocks is owned by pyretrieve_owner');
+SELECT table_owner_is('pyretrieve', 'lexical_tombstones', 'pyretrieve_owner', 'pyretrieve.lexical_tombstones is owned by pyretrieve_owner');
 SELECT table_owner_is('pyretrieve', 'projects', 'pyretrieve_owner', 'pyretrieve.projects is owned by pyretrieve_owner');
 SELECT table_owner_is('pyretrieve', 'scope_configs', 'pyretrieve_owner', 'pyretrieve.scope_configs is owned by pyretrieve_owner');
 SELECT table_owner_is('pyretrieve', 'statistics_log', 'pyretrieve_owner', 'pyretrieve.statistics_log is owned by pyretrieve_owner');
@@ -108,8 +109,10 @@ SELECT is((SELECT relrowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretriev
 SELECT is((SELECT relforcerowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.grants'::regclass), true, 'row-level security is forced on pyretrieve.grants');
 SELECT is((SELECT relrowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.installation'::regclass), true, 'row-level security is enabled on pyretrieve.installation');
 SELECT is((SELECT relforcerowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.installation'::regclass), true, 'row-level security is forced on pyretrieve.installation');
-SELECT is((SELECT relrowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.postings'::regclass), true, 'row-level security is enabled on pyretrieve.postings');
-SELECT is((SELECT relforcerowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.postings'::regclass), true, 'row-level security is forced on pyretrieve.postings');
+SELECT is((SELECT relrowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.lexical_blocks'::regclass), true, 'row-level security is enabled on pyretrieve.lexical_blocks');
+SELECT is((SELECT relforcerowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.lexical_blocks'::regclass), true, 'row-level security is forced on pyretrieve.lexical_blocks');
+SELECT is((SELECT relrowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.lexical_tombstones'::regclass), true, 'row-level security is enabled on pyretrieve.lexical_tombstones');
+SELECT is((SELECT relforcerowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.lexical_tombstones'::regclass), true, 'row-level security is forced on pyretrieve.lexical_tombstones');
 SELECT is((SELECT relrowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.projects'::regclass), true, 'row-level security is enabled on pyretrieve.projects');
 SELECT is((SELECT relforcerowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.projects'::regclass), true, 'row-level security is forced on pyretrieve.projects');
 SELECT is((SELECT relrowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.scope_configs'::regclass), true, 'row-level security is enabled on pyretrieve.scope_configs');
@@ -134,7 +137,8 @@ SELECT policies_are('pyretrieve', 'fragments', ARRAY['fragments_insert', 'fragme
 SELECT policies_are('pyretrieve', 'generation_log', ARRAY['generation_log_insert', 'generation_log_read']);
 SELECT policies_are('pyretrieve', 'grants', ARRAY['grants_admin_delete', 'grants_admin_insert', 'grants_admin_update', 'grants_own']);
 SELECT policies_are('pyretrieve', 'installation', ARRAY['installation_install', 'installation_read']);
-SELECT policies_are('pyretrieve', 'postings', ARRAY['postings_delete', 'postings_insert', 'postings_read']);
+SELECT policies_are('pyretrieve', 'lexical_blocks', ARRAY['lexical_blocks_delete', 'lexical_blocks_insert', 'lexical_blocks_lock', 'lexical_blocks_read']);
+SELECT policies_are('pyretrieve', 'lexical_tombstones', ARRAY['lexical_tombstones_delete', 'lexical_tombstones_insert', 'lexical_tombstones_read']);
 SELECT policies_are('pyretrieve', 'projects', ARRAY['projects_admin_insert', 'projects_admin_update', 'projects_read']);
 SELECT policies_are('pyretrieve', 'scope_configs', ARRAY['scope_configs_insert', 'scope_configs_read']);
 SELECT policies_are('pyretrieve', 'statistics_log', ARRAY['statistics_log_insert', 'statistics_log_read']);
@@ -188,12 +192,20 @@ SELECT policy_cmd_is('pyretrieve', 'installation', 'installation_install', 'ALL'
 SELECT policy_roles_are('pyretrieve', 'installation', 'installation_install', ARRAY['pyretrieve_owner']);
 SELECT policy_cmd_is('pyretrieve', 'installation', 'installation_read', 'SELECT', 'policy installation_read on pyretrieve.installation is for SELECT');
 SELECT policy_roles_are('pyretrieve', 'installation', 'installation_read', ARRAY['pyretrieve_api']);
-SELECT policy_cmd_is('pyretrieve', 'postings', 'postings_delete', 'DELETE', 'policy postings_delete on pyretrieve.postings is for DELETE');
-SELECT policy_roles_are('pyretrieve', 'postings', 'postings_delete', ARRAY['pyretrieve_api']);
-SELECT policy_cmd_is('pyretrieve', 'postings', 'postings_insert', 'INSERT', 'policy postings_insert on pyretrieve.postings is for INSERT');
-SELECT policy_roles_are('pyretrieve', 'postings', 'postings_insert', ARRAY['pyretrieve_api']);
-SELECT policy_cmd_is('pyretrieve', 'postings', 'postings_read', 'SELECT', 'policy postings_read on pyretrieve.postings is for SELECT');
-SELECT policy_roles_are('pyretrieve', 'postings', 'postings_read', ARRAY['pyretrieve_api']);
+SELECT policy_cmd_is('pyretrieve', 'lexical_blocks', 'lexical_blocks_delete', 'DELETE', 'policy lexical_blocks_delete on pyretrieve.lexical_blocks is for DELETE');
+SELECT policy_roles_are('pyretrieve', 'lexical_blocks', 'lexical_blocks_delete', ARRAY['pyretrieve_api']);
+SELECT policy_cmd_is('pyretrieve', 'lexical_blocks', 'lexical_blocks_insert', 'INSERT', 'policy lexical_blocks_insert on pyretrieve.lexical_blocks is for INSERT');
+SELECT policy_roles_are('pyretrieve', 'lexical_blocks', 'lexical_blocks_insert', ARRAY['pyretrieve_api']);
+SELECT policy_cmd_is('pyretrieve', 'lexical_blocks', 'lexical_blocks_lock', 'UPDATE', 'policy lexical_blocks_lock on pyretrieve.lexical_blocks is for UPDATE');
+SELECT policy_roles_are('pyretrieve', 'lexical_blocks', 'lexical_blocks_lock', ARRAY['pyretrieve_api']);
+SELECT policy_cmd_is('pyretrieve', 'lexical_blocks', 'lexical_blocks_read', 'SELECT', 'policy lexical_blocks_read on pyretrieve.lexical_blocks is for SELECT');
+SELECT policy_roles_are('pyretrieve', 'lexical_blocks', 'lexical_blocks_read', ARRAY['pyretrieve_api']);
+SELECT policy_cmd_is('pyretrieve', 'lexical_tombstones', 'lexical_tombstones_delete', 'DELETE', 'policy lexical_tombstones_delete on pyretrieve.lexical_tombstones is for DELETE');
+SELECT policy_roles_are('pyretrieve', 'lexical_tombstones', 'lexical_tombstones_delete', ARRAY['pyretrieve_api']);
+SELECT policy_cmd_is('pyretrieve', 'lexical_tombstones', 'lexical_tombstones_insert', 'INSERT', 'policy lexical_tombstones_insert on pyretrieve.lexical_tombstones is for INSERT');
+SELECT policy_roles_are('pyretrieve', 'lexical_tombstones', 'lexical_tombstones_insert', ARRAY['pyretrieve_api']);
+SELECT policy_cmd_is('pyretrieve', 'lexical_tombstones', 'lexical_tombstones_read', 'SELECT', 'policy lexical_tombstones_read on pyretrieve.lexical_tombstones is for SELECT');
+SELECT policy_roles_are('pyretrieve', 'lexical_tombstones', 'lexical_tombstones_read', ARRAY['pyretrieve_api']);
 SELECT policy_cmd_is('pyretrieve', 'projects', 'projects_admin_insert', 'INSERT', 'policy projects_admin_insert on pyretrieve.projects is for INSERT');
 SELECT policy_roles_are('pyretrieve', 'projects', 'projects_admin_insert', ARRAY['pyretrieve_api']);
 SELECT policy_cmd_is('pyretrieve', 'projects', 'projects_admin_update', 'UPDATE', 'policy projects_admin_update on pyretrieve.projects is for UPDATE');
@@ -231,7 +243,7 @@ SELECT policy_roles_are('pyretrieve', 'write_bindings', 'write_bindings_read', A
 
 -- Functions: exactly these; only active_sources, active_sources_like, audit_access, audit_findings, audit_functions, audit_keys, audit_objects, audit_policies, audit_privileges, audit_roles, audit_server, audit_tables, audit_views, authorize, bind_write_scope, create_model_index, create_project, create_scope_sequence, create_scope_vector_index, create_vector_index, create_workspace, created_now, decision_partitions, discover_tools, drop_decision_partition, drop_scope_vector_index, drop_vector_index, embeddings_needed, ensure_decision_partitions, fragments, grant_access, ingest_batch, ingest_state, lexical_candidates, list_decisions, list_grants, list_models, list_projects, maintain_vector_indexes, model_defaults, prune_decisions, put_embedding, put_fragment, put_tool, register_model, retract_fragment, revoke_access, schema_version, set_bm25, set_tool_rollout, stale_embeddings, supersede_fragment, tool_by_name, tool_entries, tool_rollout, tool_schemas and vector_candidates are SECURITY DEFINER, every function pins
 -- search_path = pg_catalog, pg_temp, and none is LEAKPROOF.
-SELECT functions_are('pyretrieve', ARRAY['active_sources', 'active_sources_like', 'admin_scope_serial', 'apply_request_timeouts', 'approximate_vector_candidates', 'audit_access', 'audit_disjuncts', 'audit_expression_calls', 'audit_findings', 'audit_functions', 'audit_keys', 'audit_objects', 'audit_policies', 'audit_privileges', 'audit_roles', 'audit_server', 'audit_tables', 'audit_views', 'authorize', 'bind_write_scope', 'bound_decision', 'bound_write', 'bump_scope_lexical', 'bump_scope_vector', 'caller', 'caller_in', 'check_caller', 'check_embedding', 'check_identifier', 'check_ts_config', 'content_digest', 'count_embeddings', 'create_model_index', 'create_project', 'create_scope_sequence', 'create_scope_vector_index', 'create_vector_index', 'create_workspace', 'created_now', 'dbsf_distribution', 'decision_partition_ranges', 'decision_partitions', 'discover_tools', 'drop_decision_partition', 'drop_scope_vector_index', 'drop_vector_index', 'effective_grant', 'embedding_digest', 'embeddings_needed', 'ensure_decision_partitions', 'error_code', 'fragments', 'grant_access', 'ingest_batch', 'ingest_state', 'iso_utc', 'json_double', 'lexical_candidates', 'list_decisions', 'list_grants', 'list_models', 'list_projects', 'log_statistics', 'maintain_vector_indexes', 'mirror_fragment', 'model_defaults', 'or_tsquery', 'postings_insert', 'postings_update', 'prune_decisions', 'put_embedding', 'put_fragment', 'put_tool', 'register_model', 'require_admin', 'require_decision', 'retract_fragment', 'revoke_access', 'schema_version', 'scope_sequence', 'search', 'set_bm25', 'set_tool_rollout', 'stale_embeddings', 'stamp_lexical_generation', 'stamp_vector_generation', 'supersede_fragment', 'tool_argument_lines', 'tool_by_name', 'tool_entity_words', 'tool_entries', 'tool_operation_words', 'tool_query_operations', 'tool_recommended_k', 'tool_rollout', 'tool_rollout_bucket', 'tool_schemas', 'tool_stop_words', 'tool_text', 'tool_words', 'tsvector_length', 'vector_candidates', 'visible_successor', 'writer_ceiling']);
+SELECT functions_are('pyretrieve', ARRAY['active_sources', 'active_sources_like', 'admin_scope_serial', 'apply_request_timeouts', 'approximate_vector_candidates', 'audit_access', 'audit_disjuncts', 'audit_expression_calls', 'audit_findings', 'audit_functions', 'audit_keys', 'audit_objects', 'audit_policies', 'audit_privileges', 'audit_roles', 'audit_server', 'audit_tables', 'audit_views', 'authorize', 'bind_write_scope', 'bound_decision', 'bound_write', 'bump_scope_lexical', 'bump_scope_vector', 'caller', 'caller_in', 'check_caller', 'check_embedding', 'check_identifier', 'check_ts_config', 'content_digest', 'count_embeddings', 'create_model_index', 'create_project', 'create_scope_sequence', 'create_scope_vector_index', 'create_vector_index', 'create_workspace', 'created_now', 'dbsf_distribution', 'decision_partition_ranges', 'decision_partitions', 'discover_tools', 'drop_decision_partition', 'drop_scope_vector_index', 'drop_vector_index', 'effective_grant', 'embedding_digest', 'embeddings_needed', 'ensure_decision_partitions', 'error_code', 'fragments', 'grant_access', 'ingest_batch', 'ingest_state', 'iso_utc', 'json_double', 'lexical_candidates', 'lexical_index_insert', 'lexical_index_update', 'list_decisions', 'list_grants', 'list_models', 'list_projects', 'log_statistics', 'maintain_vector_indexes', 'merge_lexical_blocks', 'mirror_fragment', 'model_defaults', 'or_tsquery', 'prune_decisions', 'put_embedding', 'put_fragment', 'put_tool', 'register_model', 'require_admin', 'require_decision', 'retract_fragment', 'revoke_access', 'schema_version', 'scope_sequence', 'search', 'set_bm25', 'set_tool_rollout', 'stale_embeddings', 'stamp_lexical_generation', 'stamp_vector_generation', 'supersede_fragment', 'tool_argument_lines', 'tool_by_name', 'tool_entity_words', 'tool_entries', 'tool_operation_words', 'tool_query_operations', 'tool_recommended_k', 'tool_rollout', 'tool_rollout_bucket', 'tool_schemas', 'tool_stop_words', 'tool_text', 'tool_words', 'tsvector_length', 'vector_candidates', 'visible_successor', 'writer_ceiling']);
 SELECT is_definer('pyretrieve', 'active_sources', ARRAY['text', 'text', 'text[]'], 'pyretrieve.active_sources(text, text, text[]) is SECURITY DEFINER');
 SELECT is_definer('pyretrieve', 'active_sources_like', ARRAY['text', 'text', 'text[]'], 'pyretrieve.active_sources_like(text, text, text[]) is SECURITY DEFINER');
 SELECT is_definer('pyretrieve', 'audit_access', ARRAY[]::text[], 'pyretrieve.audit_access() is SECURITY DEFINER');
@@ -620,6 +632,7 @@ SELECT results_eq(
     ('pyretrieve.list_projects()', 'pyretrieve_admin'),
     ('pyretrieve.log_statistics(pyretrieve.statistics_delta[])', 'pyretrieve_api'),
     ('pyretrieve.maintain_vector_indexes(integer, boolean)', 'pyretrieve_admin'),
+    ('pyretrieve.merge_lexical_blocks(text, text, text[], pyretrieve.classification[])', 'pyretrieve_api'),
     ('pyretrieve.model_defaults(text)', 'pyretrieve_admin'),
     ('pyretrieve.model_defaults(text)', 'pyretrieve_reader'),
     ('pyretrieve.model_defaults(text)', 'pyretrieve_writer'),
@@ -706,10 +719,14 @@ SELECT table_privs_are('pyretrieve', 'installation', 'public', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'installation', 'pyretrieve_admin', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'installation', 'pyretrieve_reader', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'installation', 'pyretrieve_writer', ARRAY[]::text[]);
-SELECT table_privs_are('pyretrieve', 'postings', 'public', ARRAY[]::text[]);
-SELECT table_privs_are('pyretrieve', 'postings', 'pyretrieve_admin', ARRAY[]::text[]);
-SELECT table_privs_are('pyretrieve', 'postings', 'pyretrieve_reader', ARRAY[]::text[]);
-SELECT table_privs_are('pyretrieve', 'postings', 'pyretrieve_writer', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'lexical_blocks', 'public', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'lexical_blocks', 'pyretrieve_admin', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'lexical_blocks', 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'lexical_blocks', 'pyretrieve_writer', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'lexical_tombstones', 'public', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'lexical_tombstones', 'pyretrieve_admin', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'lexical_tombstones', 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'lexical_tombstones', 'pyretrieve_writer', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'projects', 'public', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'projects', 'pyretrieve_admin', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'projects', 'pyretrieve_reader', ARRAY[]::text[]);
@@ -805,6 +822,7 @@ SELECT results_eq(
     ('grants', 'semantic_policy', 'pyretrieve_api', 'INSERT'),
     ('grants', 'semantic_policy', 'pyretrieve_api', 'UPDATE'),
     ('grants', 'workspace_id', 'pyretrieve_api', 'INSERT'),
+    ('lexical_blocks', 'postings', 'pyretrieve_api', 'UPDATE'),
     ('projects', 'bm25_b', 'pyretrieve_api', 'UPDATE'),
     ('projects', 'bm25_k1', 'pyretrieve_api', 'UPDATE'),
     ('projects', 'generation_seq', 'pyretrieve_api', 'INSERT'),
@@ -878,7 +896,7 @@ SELECT sequence_privs_are('pyretrieve', 'scope_serial_seq', 'pyretrieve_writer',
 
 -- Views: exactly these, each security_invoker (the caller's privileges and policies
 -- apply to what it reads), with their privileges per group and PUBLIC.
-SELECT views_are('pyretrieve', ARRAY['audit_access', 'audit_findings', 'audit_function_reach', 'audit_functions', 'audit_keys', 'audit_objects', 'audit_policies', 'audit_privileges', 'audit_roles', 'audit_server', 'audit_tables', 'audit_views', 'scope_generations']);
+SELECT views_are('pyretrieve', ARRAY['audit_access', 'audit_findings', 'audit_function_reach', 'audit_functions', 'audit_keys', 'audit_objects', 'audit_policies', 'audit_privileges', 'audit_roles', 'audit_server', 'audit_tables', 'audit_views', 'lexical_postings', 'scope_generations']);
 SELECT is_empty(
     $$SELECT c.relname FROM pg_catalog.pg_class c
        WHERE c.relnamespace = 'pyretrieve'::regnamespace AND c.relkind = 'v'
@@ -932,6 +950,10 @@ SELECT table_privs_are('pyretrieve', 'audit_views', 'public', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'audit_views', 'pyretrieve_admin', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'audit_views', 'pyretrieve_reader', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'audit_views', 'pyretrieve_writer', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'lexical_postings', 'public', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'lexical_postings', 'pyretrieve_admin', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'lexical_postings', 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'lexical_postings', 'pyretrieve_writer', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'scope_generations', 'public', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'scope_generations', 'pyretrieve_admin', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'scope_generations', 'pyretrieve_reader', ARRAY[]::text[]);

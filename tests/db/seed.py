@@ -399,3 +399,75 @@ def error_as(conn: psycopg.Connection[Any], nick: str | None, *steps: Step) -> p
     with pytest.raises(psycopg.Error) as exc:
         run()
     return exc.value
+
+
+# The lexical index's invariants, each a query of (workspace, project, what) rows that must
+# return nothing: the blocks less the tombstones hold exactly the postings of the active
+# fragments, and every block's summary is exact or, for the time range, a bound.
+LEXICAL_INDEX_CHECKS = {
+    "a posting that is not its fragment's (or of a fragment not active)": """
+        SELECT p.workspace_id, p.project_id, p.lexeme, p.docno, p.tf, p.doc_length,
+               p.classification
+          FROM pyretrieve.lexical_postings p
+        EXCEPT
+        SELECT f.workspace_id, f.project_id, u.lexeme, f.docno,
+               least(greatest(cardinality(u.positions), 1), 256), f.doc_length, f.classification
+          FROM pyretrieve.fragments f CROSS JOIN LATERAL unnest(f.tsv) u
+         WHERE f.state = 'active'""",
+    "an active fragment's posting missing": """
+        SELECT f.workspace_id, f.project_id, u.lexeme, f.docno
+          FROM pyretrieve.fragments f CROSS JOIN LATERAL unnest(f.tsv) u
+         WHERE f.state = 'active'
+        EXCEPT
+        SELECT p.workspace_id, p.project_id, p.lexeme, p.docno FROM pyretrieve.lexical_postings p""",
+    "a posting twice": """
+        SELECT p.workspace_id, p.project_id, p.lexeme, p.docno
+          FROM pyretrieve.lexical_blocks b
+         CROSS JOIN LATERAL unnest(b.docnos) AS p0(docno)
+         CROSS JOIN LATERAL (SELECT b.workspace_id, b.project_id, b.lexeme, p0.docno) p
+         GROUP BY 1, 2, 3, 4 HAVING count(*) > 1""",
+    "a tombstone of an active fragment, or of no posting": """
+        SELECT x.workspace_id, x.project_id, x.lexeme, x.docno
+          FROM pyretrieve.lexical_tombstones x
+         WHERE NOT EXISTS (SELECT 1 FROM pyretrieve.lexical_blocks b
+                            WHERE b.workspace_id = x.workspace_id AND b.project_id = x.project_id
+                              AND b.lexeme = x.lexeme AND b.classification = x.classification
+                              AND x.docno = ANY (b.docnos))
+            OR NOT EXISTS (SELECT 1 FROM pyretrieve.fragments f
+                            WHERE f.workspace_id = x.workspace_id AND f.project_id = x.project_id
+                              AND f.docno = x.docno AND f.state <> 'active')""",
+    "a block whose summary is wrong": """
+        SELECT b.workspace_id, b.project_id, b.lexeme, b.first_docno
+          FROM pyretrieve.lexical_blocks b
+         CROSS JOIN LATERAL (
+               SELECT min(u.d) AS lo, max(u.d) AS hi, count(DISTINCT u.d) AS n,
+                      max(((u.e >> 24) & 255) + 1) AS tf, min(u.e & 16777215) AS len,
+                      bool_and(u.d > coalesce(u.prev, -2147483648)) AS ascending
+                 FROM (SELECT d, e, lag(d) OVER (ORDER BY o) AS prev
+                         FROM unnest(b.docnos, b.entries) WITH ORDINALITY AS t(d, e, o)) u) s
+         WHERE (s.lo, s.hi, s.n, s.tf, s.len) IS DISTINCT FROM
+               (b.first_docno, b.last_docno, b.postings::bigint, b.max_tf, b.min_length)
+            OR NOT s.ascending""",
+    "a block whose time range does not bound its fragments": """
+        SELECT b.workspace_id, b.project_id, b.lexeme, b.first_docno
+          FROM pyretrieve.lexical_blocks b
+          JOIN pyretrieve.fragments f
+            ON f.workspace_id = b.workspace_id AND f.project_id = b.project_id
+           AND f.docno = ANY (b.docnos)
+         WHERE f.classification <> b.classification
+            OR f.observed_at NOT BETWEEN b.min_observed_at AND b.max_observed_at
+            OR (f.expires_at IS NULL AND b.max_expires_at IS NOT NULL)
+            OR (f.expires_at IS NOT NULL AND (f.expires_at < b.min_expires_at
+                                              OR b.min_expires_at IS NULL
+                                              OR f.expires_at > b.max_expires_at))""",
+}
+
+
+def lexical_index_errors(admin: psycopg.Connection[Any]) -> dict[str, list[Any]]:
+    """What breaks an invariant of the lexical index (read as the superuser, past RLS)."""
+    found = {}
+    for what, query in LEXICAL_INDEX_CHECKS.items():
+        rows = admin.execute(query).fetchall()
+        if rows:
+            found[what] = rows[:5]
+    return found

@@ -186,28 +186,48 @@ def test_a_role_switch_between_two_decisions_gains_nothing(conn: Conn) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# 2. The postings key oracle, forged and deleted postings
+# 2. The key oracle of the lexical index, forged and deleted postings
 # ---------------------------------------------------------------------------------------------
-def test_the_postings_key_oracle_answers_the_same_for_every_word(
+def test_the_lexical_index_key_oracle_answers_the_same_for_every_word(
     conn: Conn, world: Database
 ) -> None:
+    """A writer that knew a hidden fragment's document number (the worst case: it is never
+    returned) tries the keys of the lexical index's block and tombstone tables for words of the
+    hidden body and for an absent word: every attempt is refused alike, before any key check."""
     with world.admin() as admin:
         hidden = admin.execute(
-            "SELECT fragment_id FROM pyretrieve.fragments WHERE body = %s",
+            "SELECT docno FROM pyretrieve.fragments WHERE body = %s",
             (body("aa", "docs", "restricted"),),
         ).fetchone()
-    assert hidden is not None
-    answers = []
-    for word in ("restricted", "ledger", "absentword"):  # the first two are in the hidden body
-        err = error_as(
-            conn, "wally",
-            ("INSERT INTO pyretrieve.postings (workspace_id, project_id, lexeme, fragment_id, tf,"
-             " doc_length, classification, observed_at) VALUES ('aa', 'docs', %s, %s, 1, 1,"
-             " 'public', now())", (word, hidden["fragment_id"])),
-        )  # fmt: skip
-        answers.append((err.sqlstate, err.diag.message_primary))
-    assert answers[0][0] == "42501"
-    assert len(set(answers)) == 1
+        held = admin.execute(
+            "SELECT count(*) AS n FROM pyretrieve.lexical_postings"
+            " WHERE workspace_id = 'aa' AND project_id = 'docs' AND docno = %s"
+            "   AND lexeme IN ('restrict', 'ledger')",
+            (hidden["docno"],),
+        ).fetchone()
+    assert held["n"] == 2  # the two words are in the hidden fragment's postings
+    docno = hidden["docno"]
+    attempts = {
+        "blocks": lambda word: (
+            "INSERT INTO pyretrieve.lexical_blocks (workspace_id, project_id, lexeme,"
+            " classification, first_docno, last_docno, postings, max_tf, min_length,"
+            " min_observed_at, max_observed_at, docnos, entries) VALUES ('aa', 'docs', %s,"
+            " 'restricted', %s, %s, 1, 1, 1, now(), now(), ARRAY[%s], ARRAY[1])",
+            (word, docno, docno, docno),
+        ),
+        "tombstones": lambda word: (
+            "INSERT INTO pyretrieve.lexical_tombstones (workspace_id, project_id, lexeme,"
+            " classification, docno) VALUES ('aa', 'docs', %s, 'restricted', %s)",
+            (word, docno),
+        ),
+    }
+    for table, attempt in attempts.items():
+        answers = set()
+        for word in ("restrict", "ledger", "absentword"):
+            err = error_as(conn, "wally", attempt(word))
+            answers.add((err.sqlstate, err.diag.message_primary))
+        assert {a[0] for a in answers} == {"42501"}, table
+        assert len(answers) == 1, table
 
 
 # ---------------------------------------------------------------------------------------------

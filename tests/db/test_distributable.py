@@ -43,7 +43,8 @@ REQUEST_PATH = (
 # Tenant tables whose every read on the request path must name the workspace.
 TENANT_TABLES = (
     "fragments",
-    "postings",
+    "lexical_blocks",
+    "lexical_tombstones",
     "embeddings",
     "scope_configs",
     "projects",
@@ -203,7 +204,10 @@ def test_every_key_of_a_workspace_table_leads_with_workspace_id(db: Database) ->
         ).fetchall()
     assert keys, "no key of a workspace table found: the audit view or the schema is broken"
     tables = {k["table_name"] for k in keys}
-    assert {"pyretrieve.fragments", "pyretrieve.postings", "pyretrieve.embeddings"} <= tables
+    assert {
+        "pyretrieve.fragments", "pyretrieve.lexical_blocks", "pyretrieve.lexical_tombstones",
+        "pyretrieve.embeddings",
+    } <= tables  # fmt: skip
     assert any(k["kind"] == "UNIQUE INDEX" for k in keys), "the partial content key is missing"
     bad = [
         (k["table_name"], k["index_name"], k["key_columns"])
@@ -291,7 +295,7 @@ def test_removing_a_workspace_predicate_is_reported(
     "statement",
     [
         "SELECT 1 FROM pyretrieve.fragments f WHERE f.project_id = d.project_id",
-        "SELECT 1 FROM pyretrieve.postings WHERE lexeme = 'x'",
+        "SELECT 1 FROM pyretrieve.lexical_blocks WHERE lexeme = 'x'",
         # A join on workspace columns alone pins nothing.
         "SELECT 1 FROM pyretrieve.fragments f JOIN pyretrieve.embeddings e ON e.workspace_id = f.workspace_id",
         # One predicate for an alias used twice covers only one of the references.
@@ -358,6 +362,6 @@ def test_every_table_is_classified_exactly_once(db: Database) -> None:
     # to every node as a reference table.
     assert [t for t, k in kinds.items() if k == "distributed" and not has_workspace[t]] == []
     assert [t for t, k in kinds.items() if k == "reference" and has_workspace[t]] == []
-    assert {"fragments", "postings", "embeddings"} <= {
+    assert {"fragments", "lexical_blocks", "lexical_tombstones", "embeddings"} <= {
         t for t, k in kinds.items() if k == "distributed"
     }

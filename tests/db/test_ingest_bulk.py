@@ -132,8 +132,11 @@ def scope_state(db: Database, project: str) -> dict[str, Any]:
         postings = sorted(
             (key[r["fragment_id"]], r["lexeme"], r["tf"], r["doc_length"], r["cls"])
             for r in admin.execute(
-                "SELECT fragment_id, lexeme, tf, doc_length, classification::text AS cls"
-                " FROM pyretrieve.postings WHERE workspace_id = %s AND project_id = %s",
+                "SELECT f.fragment_id, p.lexeme, p.tf, p.doc_length, p.classification::text AS cls"
+                " FROM pyretrieve.lexical_postings p JOIN pyretrieve.fragments f"
+                "   ON f.workspace_id = p.workspace_id AND f.project_id = p.project_id"
+                "  AND f.docno = p.docno"
+                " WHERE p.workspace_id = %s AND p.project_id = %s",
                 (WS, project),
             )
         )
@@ -155,10 +158,11 @@ def written(db: Database, project: str) -> list[tuple[Any, ...]]:
         return admin.execute(
             "SELECT 'f', xmin::text, ctid::text FROM pyretrieve.fragments WHERE project_id = %s"
             " UNION ALL SELECT 'e', xmin::text, ctid::text FROM pyretrieve.embeddings WHERE project_id = %s"
-            " UNION ALL SELECT 'p', count(*)::text, max(xmin::text) FROM pyretrieve.postings WHERE project_id = %s"
+            " UNION ALL SELECT 'b', xmin::text, ctid::text FROM pyretrieve.lexical_blocks WHERE project_id = %s"
+            " UNION ALL SELECT 't', xmin::text, ctid::text FROM pyretrieve.lexical_tombstones WHERE project_id = %s"
             " UNION ALL SELECT 'g', count(*)::text, max(generation)::text FROM pyretrieve.generation_log"
             " WHERE project_id = %s ORDER BY 1, 2, 3",
-            (project, project, project, project),
+            (project, project, project, project, project),
         ).fetchall()
 
 
@@ -549,9 +553,12 @@ def test_postings_and_digests_are_derived_by_the_database_and_cannot_be_forged(
         )
     assert [(r["created"], r["embedded"]) for r in out] == [(True, True)]
     for statement in (
-        "INSERT INTO pyretrieve.postings VALUES ('acme', 'docs', 'harbour', gen_random_uuid(), 9, 9,"
-        " 'public', now(), NULL)",
-        "COPY pyretrieve.postings FROM STDIN",
+        "INSERT INTO pyretrieve.lexical_blocks (workspace_id, project_id, lexeme, classification,"
+        " first_docno, last_docno, postings, max_tf, min_length, min_observed_at, max_observed_at,"
+        " docnos, entries) VALUES ('acme', 'docs', 'harbour', 'public', 9, 9, 1, 9, 9, now(), now(),"
+        " '{9}', '{9}')",
+        "COPY pyretrieve.lexical_blocks FROM STDIN",
+        "COPY pyretrieve.lexical_tombstones FROM STDIN",
         "COPY pyretrieve.fragments (workspace_id, project_id, body) FROM STDIN",
         "UPDATE pyretrieve.embeddings SET source_digest = sha256('x')",
     ):
@@ -559,8 +566,10 @@ def test_postings_and_digests_are_derived_by_the_database_and_cannot_be_forged(
             conn.execute(statement)
     with scoped.admin() as admin:
         derived = admin.execute(
-            "SELECT (SELECT array_agg(p.lexeme || ':' || p.tf ORDER BY p.lexeme) FROM pyretrieve.postings p"
-            "         WHERE p.fragment_id = f.fragment_id) AS postings,"
+            "SELECT (SELECT array_agg(p.lexeme || ':' || p.tf ORDER BY p.lexeme)"
+            "          FROM pyretrieve.lexical_postings p"
+            "         WHERE p.workspace_id = f.workspace_id AND p.project_id = f.project_id"
+            "           AND p.docno = f.docno) AS postings,"
             "       (SELECT array_agg(u.lexeme || ':' || greatest(cardinality(u.positions), 1) ORDER BY u.lexeme)"
             "          FROM unnest(to_tsvector('english', f.body)) u) AS expected,"
             "       e.source_digest = f.content_digest AS digest_ok, f.content_digest"
@@ -593,7 +602,8 @@ def test_the_definer_reads_no_table_of_the_callers_pg_temp(
             "embeddings",
             "projects",
             "write_bindings",
-            "postings",
+            "lexical_blocks",
+            "lexical_tombstones",
             "pyretrieve_ingest_staging",
             "ingest_row",
             "embedding_models",

@@ -18,6 +18,7 @@ import pytest
 from pyretrieve.errors import DatabaseUnavailable, PyretrieveError, ServerUnreachable, Timeout
 from pyretrieve.ingest import Ingestor
 from tests.conftest import Database, acting_as, role
+from tests.db.seed import lexical_index_errors
 from tests.db.test_ingest_bulk import scope_state, setup, write_jsonl
 
 WS = "acme"
@@ -56,17 +57,16 @@ def wait_for_lock_wait(db: Database, application: str) -> int:
 
 
 def assert_postings_exact(db: Database, project: str) -> None:
-    """Every active fragment has exactly its tsvector's postings; no other fragment has any."""
+    """Every active fragment has exactly its tsvector's postings in the lexical index, no other
+    fragment has any, and every block's summary is right (``seed.lexical_index_errors``)."""
     with db.admin() as admin:
-        bad = admin.execute(
-            "SELECT f.fragment_id FROM pyretrieve.fragments f"
-            " WHERE f.project_id = %s AND coalesce((SELECT array_agg(p.lexeme ORDER BY p.lexeme)"
-            "   FROM pyretrieve.postings p WHERE p.fragment_id = f.fragment_id), '{}')"
-            " IS DISTINCT FROM CASE WHEN f.state = 'active' THEN (SELECT array_agg(u.lexeme"
-            "   ORDER BY u.lexeme) FROM unnest(f.tsv) u) ELSE '{}' END",
+        assert lexical_index_errors(admin) == {}
+        held = admin.execute(
+            "SELECT count(*) AS n FROM pyretrieve.lexical_postings WHERE project_id = %s",
             (project,),
-        ).fetchall()
-    assert bad == []
+        ).fetchone()
+    assert held is not None
+    assert held["n"] > 0
 
 
 def versions_of(db: Database, project: str) -> dict[str, str]:

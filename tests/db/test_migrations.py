@@ -603,7 +603,7 @@ def test_upgrading_a_populated_database_backfills_what_0003_derives(
             ).fetchone()
             assert forced == (0,)
             counts = admin.execute(
-                "SELECT (SELECT count(*) FROM pyretrieve.postings),"
+                "SELECT (SELECT count(*) FROM pyretrieve.lexical_postings),"
                 " (SELECT count(*) FROM pyretrieve.embeddings WHERE fragment_state = 'retracted')"
             ).fetchone()
             # zebra, cross, noon + zebra, secret; none for the retracted fragment.
@@ -955,5 +955,112 @@ def test_upgrading_to_0020_counts_each_scopes_embeddings_and_labels_the_vector_l
                 " to_regprocedure('pyretrieve.maintain_vector_indexes(integer, boolean)')"
             ).fetchone()
         assert gone == (None, None)
+    finally:
+        drop_database(server, name)
+
+
+def test_upgrading_to_0021_rebuilds_the_lexical_index_in_blocks_and_keeps_every_score(
+    server: Server, template_db: str
+) -> None:
+    """0021 moves the lexical index from a row per posting to blocks: the upgrade gives every
+    fragment its document number and builds each scope's blocks from its active fragments
+    (past RLS, as the installer), after which every row, score and term of the lexical leg is
+    what 0020 returned, writes keep the index exact, and the downgrade brings the postings
+    back with the same rows, scores and terms."""
+    from tests.db.seed import lexical_index_errors
+
+    name = create_database(server, None)
+    dsn = server.dsn(name)
+    app = server.dsn(name, user=role("authenticator"), password=PASSWORD)
+    query = "zebra herd grazing savanna river"
+
+    def leg(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
+        with acting_as(conn, "alice"):
+            d = conn.execute(
+                "SELECT decision_id FROM pyretrieve.authorize('acme', 'docs', 'bench',"
+                " sha256('q'::bytea), 'disabled', NULL, 100)"
+            ).fetchone()
+            assert d is not None
+            rows = conn.execute(
+                "SELECT fragment_id, score, terms FROM pyretrieve.lexical_candidates(%s, %s, 100)",
+                (d[0], query),
+            ).fetchall()
+        return [tuple(r) for r in rows]
+
+    try:
+        migrate.upgrade(dsn, "pyretrieve_0020")
+        with psycopg.connect(app, autocommit=True) as conn:
+            with acting_as(conn, "adam"):
+                conn.execute("SELECT pyretrieve.create_workspace('acme')")
+                conn.execute("SELECT pyretrieve.create_project('acme', 'docs')")
+                conn.execute("SELECT pyretrieve.create_project('acme', 'wiki')")
+                for project in ("docs", "wiki"):
+                    conn.execute(
+                        "SELECT pyretrieve.grant_access(%s::regrole, 'acme', %s, 'ingest',"
+                        " 'restricted')",
+                        (role("wally"), project),
+                    )
+                conn.execute(
+                    "SELECT pyretrieve.grant_access(%s::regrole, 'acme', 'docs', 'bench',"
+                    " 'internal', interval '30 days')",
+                    (role("alice"),),
+                )
+            with acting_as(conn, "wally"):
+                ids = [
+                    conn.execute(
+                        "SELECT pyretrieve.put_fragment('acme', %s, %s,"
+                        " %s::pyretrieve.classification, now() - %s::interval, %s)",
+                        (project, f"zebra herd {'grazing ' * (i % 4)}on savanna {i} river"[: 40 + i],
+                         cls, age, expiry),
+                    ).fetchone()[0]  # type: ignore[index]
+                    for i, (project, cls, age, expiry) in enumerate(
+                        [("docs", "internal", "1 day", None), ("docs", "public", "2 days", None),
+                         ("docs", "confidential", "1 day", None), ("docs", "internal", "40 days", None),
+                         ("docs", "internal", "3 days", "2999-01-01"), ("docs", "public", "1 day", None),
+                         ("wiki", "internal", "1 day", None)]
+                        * 25
+                    )
+                ]  # fmt: skip
+                conn.execute("SELECT pyretrieve.retract_fragment('acme', 'docs', %s)", (ids[0],))
+                conn.execute(
+                    "SELECT pyretrieve.supersede_fragment('acme', 'docs', %s, 'zebra river anew')",
+                    (ids[1],),
+                )
+            before = leg(conn)
+            assert len(before) > 20
+            migrate.upgrade(dsn)
+            with psycopg.connect(dsn, row_factory=psycopg.rows.dict_row) as admin:
+                assert lexical_index_errors(admin) == {}
+                held = admin.execute(
+                    "SELECT (SELECT count(*) FROM pyretrieve.lexical_blocks) AS blocks,"
+                    " (SELECT sum((n + 127) / 128) FROM (SELECT count(*) AS n"
+                    "    FROM pyretrieve.lexical_postings GROUP BY workspace_id, project_id,"
+                    "    lexeme, classification) g) AS fewest,"
+                    " (SELECT count(*) FROM pyretrieve.lexical_postings) AS postings"
+                    " FROM pyretrieve.installation"
+                ).fetchone()
+            assert held is not None
+            # Built whole: each lexeme's postings of a classification in the fewest blocks.
+            assert held["blocks"] == held["fewest"] < held["postings"]
+            assert leg(conn) == before
+            with acting_as(conn, "wally"):
+                conn.execute(
+                    "SELECT pyretrieve.supersede_fragment('acme', 'docs', %s, 'zebra herd anew')",
+                    (ids[2],),
+                )
+                conn.execute("SELECT pyretrieve.put_fragment('acme', 'docs', 'a savanna river')")
+            with psycopg.connect(dsn, row_factory=psycopg.rows.dict_row) as admin:
+                assert lexical_index_errors(admin) == {}
+            after = leg(conn)
+        migrate.downgrade(dsn, "pyretrieve_0020")
+        with psycopg.connect(dsn) as admin:
+            gone = admin.execute(
+                "SELECT to_regclass('pyretrieve.lexical_blocks'), to_regclass('pyretrieve.postings')"
+            ).fetchone()
+        assert gone is not None
+        assert gone[0] is None
+        assert gone[1] is not None
+        with psycopg.connect(app, autocommit=True) as conn:
+            assert leg(conn) == after
     finally:
         drop_database(server, name)

@@ -44,7 +44,8 @@ TENANT_TABLES = (
     "scope_configs",
     "generation_log",
     "fragments",
-    "postings",
+    "lexical_blocks",
+    "lexical_tombstones",
     "embeddings",
 )
 READERS_AND_WRITERS = ("alice", "bob", "carol", "wally", "walt")
@@ -263,7 +264,8 @@ def test_counts_after_binding_show_only_the_bound_scope(conn: Conn, s: Seeded, n
         authorize(conn, "acme", project)
         n = counts(conn)
         assert n.pop("generation_log") >= 1
-        n.pop("postings")
+        n.pop("lexical_blocks")
+        n.pop("lexical_tombstones")
         assert n == {
             "workspaces": 1,
             "projects": 1,
@@ -271,10 +273,23 @@ def test_counts_after_binding_show_only_the_bound_scope(conn: Conn, s: Seeded, n
             "fragments": len(expected),
             "embeddings": 0 if nick == "carol" else len(expected),
         }
-        # Postings exist exactly for the visible fragments (every seeded body has lexemes).
+        # The lexical index admits blocks of the scope up to the ceiling whose time range meets
+        # the window; of their postings, those of fragments the wall admits are exactly the
+        # visible fragments' (every seeded body has lexemes).
         second_wall(conn)
-        posted = conn.execute("SELECT DISTINCT fragment_id FROM pyretrieve.postings").fetchall()
+        posted = conn.execute(
+            "SELECT DISTINCT f.fragment_id FROM pyretrieve.lexical_blocks b"
+            " CROSS JOIN LATERAL unnest(b.docnos) AS p(docno)"
+            "  JOIN pyretrieve.fragments f ON f.workspace_id = b.workspace_id"
+            "   AND f.project_id = b.project_id AND f.docno = p.docno"
+        ).fetchall()
         assert {r["fragment_id"] for r in posted} == expected
+        classes = conn.execute(
+            "SELECT DISTINCT classification::text AS c FROM pyretrieve.lexical_blocks"
+        ).fetchall()
+        ceiling = {"alice": "confidential", "bob": "internal", "carol": "public"}[nick]
+        order = ["public", "internal", "confidential", "restricted"]
+        assert {r["c"] for r in classes} <= set(order[: order.index(ceiling) + 1])
         for table in TENANT_TABLES:
             scopes = conn.execute(
                 f"SELECT DISTINCT workspace_id::text AS w FROM pyretrieve.{table}"

@@ -596,7 +596,7 @@ def test_no_principal_reaches_a_table_through_sqlalchemy(
 ) -> None:
     db, _ = seeded
     tables = _pyretrieve_tables(db)
-    assert {"fragments", "embeddings", "grants", "decisions", "postings"} <= set(tables)
+    assert {"fragments", "embeddings", "grants", "decisions", "lexical_blocks"} <= set(tables)
     metadata = MetaData(schema="pyretrieve")
     for name, (kind, first) in tables.items():
         # Core constructs of the table: a select, and for a table an insert and an update (a

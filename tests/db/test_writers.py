@@ -114,10 +114,15 @@ READER_WRITES = [
     "DELETE FROM pyretrieve.embeddings",
     "INSERT INTO pyretrieve.generation_log (workspace_id, project_id, kind, generation)"
     " VALUES ('acme', 'docs', 'lexical', 1)",
-    "INSERT INTO pyretrieve.postings (workspace_id, project_id, lexeme, fragment_id, tf,"
-    " doc_length, classification, observed_at)"
-    " VALUES ('acme', 'docs', 'forged', gen_random_uuid(), 1, 1, 'public', now())",
-    "DELETE FROM pyretrieve.postings",
+    "INSERT INTO pyretrieve.lexical_blocks (workspace_id, project_id, lexeme, classification,"
+    " first_docno, last_docno, postings, max_tf, min_length, min_observed_at, max_observed_at,"
+    " docnos, entries)"
+    " VALUES ('acme', 'docs', 'forged', 'public', 1, 1, 1, 1, 1, now(), now(), '{1}', '{1}')",
+    "DELETE FROM pyretrieve.lexical_blocks",
+    "UPDATE pyretrieve.lexical_blocks SET postings = postings",
+    "INSERT INTO pyretrieve.lexical_tombstones (workspace_id, project_id, lexeme, classification,"
+    " docno) VALUES ('acme', 'docs', 'forged', 'public', 1)",
+    "DELETE FROM pyretrieve.lexical_tombstones",
     "INSERT INTO pyretrieve.scope_configs (workspace_id, project_id, ts_config)"
     " VALUES ('acme', 'docs', 'simple')",
     "INSERT INTO pyretrieve.grants (workspace_id, principal, project_id, purpose, ceiling)"
@@ -403,10 +408,11 @@ def test_unique_key_collision_never_reveals_a_hidden_fragment(
         # needs a table privilege no principal holds.
         with pytest.raises(psycopg.Error) as exc, conn.transaction():
             conn.execute(
-                "INSERT INTO pyretrieve.postings (workspace_id, project_id, lexeme, fragment_id,"
-                " tf, doc_length, classification, observed_at)"
-                " VALUES ('acme', 'docs', 'dagger', %s, 1, 1, 'public', now())",
-                (s.acme[hidden],),
+                "INSERT INTO pyretrieve.lexical_tombstones (workspace_id, project_id, lexeme,"
+                " classification, docno)"
+                " SELECT 'acme', 'docs', 'dagger', %s, docno FROM pyretrieve.fragments"
+                "  WHERE fragment_id = %s",
+                (hidden, s.acme[hidden]),
             )
     assert exc.value.sqlstate == "42501"
     assert s.acme[hidden] not in (via_api, public)
@@ -493,7 +499,9 @@ def test_writer_cannot_supersede_or_revive_by_hand(conn: Conn, s: Seeded) -> Non
          " WHERE fragment_id = %s", (s.acme["retracted"],)),
         ("UPDATE pyretrieve.fragments SET state = state", ()),
         ("UPDATE pyretrieve.embeddings SET embedding = '[0,0,0]'", ()),
-        ("DELETE FROM pyretrieve.postings", ()),
+        ("DELETE FROM pyretrieve.lexical_blocks", ()),
+        ("DELETE FROM pyretrieve.lexical_tombstones", ()),
+        ("UPDATE pyretrieve.lexical_blocks SET postings = 1", ()),
     ):  # fmt: skip
         err = failure(conn, "walt", statement, params)
         assert err.sqlstate == "42501", statement
