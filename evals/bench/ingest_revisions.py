@@ -1,7 +1,7 @@
 """Bulk ingestion at the installed schema against an earlier schema revision, interleaved.
 
 Usage: python -m evals.bench.ingest_revisions --dsn DSN [--baseline pyretrieve_0016]
-       [--n 1000] [--rounds 10] [--embeddings] [--corpus PATH] [--out PATH]
+       [--n 1000] [--rounds 10] [--embeddings] [--one-scope] [--corpus PATH] [--out PATH]
 
 Two databases of the server at ``--dsn`` (a superuser DSN; its database is only used to create
 and drop them) get the schema: one upgraded to ``--baseline``, one to the head. Each round
@@ -10,7 +10,10 @@ them) into a fresh project of each database through ``Ingestor.ingest_path`` on 
 as a writer (RLS on), alternating which goes first. The server backend's CPU time per batch is
 the figure that other load on a shared machine disturbs least; wall time is kept beside it.
 With ``--embeddings`` every record also carries a precomputed 384-d unit vector, written in
-the same batch (default output ``ingest-revisions-embeddings.json``). Writes
+the same batch (default output ``ingest-revisions-embeddings.json``). With ``--one-scope`` every
+round writes the next N records into the same project of each database, so the scope grows and
+each batch joins an index that holds the earlier ones (default output
+``ingest-revisions-one-scope.json``). Writes
 ``evals/bench/ingest-revisions.json`` with the medians per 1,000 fragments and their ratio, the
 commit, settings and load. A measurement, not a test: nothing here asserts a speed.
 """
@@ -35,6 +38,7 @@ from pyretrieve.db import migrate
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "evals" / "bench" / "ingest-revisions.json"
 OUT_EMBEDDINGS = ROOT / "evals" / "bench" / "ingest-revisions-embeddings.json"
+OUT_ONE_SCOPE = ROOT / "evals" / "bench" / "ingest-revisions-one-scope.json"
 
 
 def _database(dsn: str, name: str) -> str:
@@ -54,9 +58,7 @@ def _prepare(dsn: str, name: str, revision: str | None) -> str:
     return url
 
 
-def _round(
-    url: str, corpus: Path, batch: int, embedder: ingest.PrecomputedEmbedder | None
-) -> dict[str, Any]:
+def _project(url: str) -> str:
     project = f"r{secrets.token_hex(4)}"
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("SELECT pyretrieve.create_project(%s, %s)", (ingest.WORKSPACE, project))
@@ -64,6 +66,29 @@ def _round(
             "SELECT pyretrieve.grant_access(%s::regrole, %s, %s, 'ingest', 'internal')",
             (ingest.WRITER, ingest.WORKSPACE, project),
         )
+    return project
+
+
+def _slices(corpus: Path, n: int, rounds: int) -> list[Path]:
+    """The corpus file cut into ``rounds`` files of ``n`` records each, beside it."""
+    lines = corpus.read_text(encoding="utf-8").splitlines(keepends=True)
+    out = []
+    for r in range(rounds):
+        part = corpus.with_name(f"round{r}.jsonl")
+        part.write_text("".join(lines[r * n : (r + 1) * n]), encoding="utf-8")
+        part.chmod(0o644)
+        out.append(part)
+    return out
+
+
+def _round(
+    url: str,
+    corpus: Path,
+    batch: int,
+    embedder: ingest.PrecomputedEmbedder | None,
+    project: str | None = None,
+) -> dict[str, Any]:
+    project = project or _project(url)
     report, server, _ = ingest.timed(
         url, corpus, project, path="bulk", batch_size=batch, embedder=embedder
     )
@@ -88,15 +113,23 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--embeddings", action="store_true", help="each record with a precomputed 384-d vector"
     )
+    parser.add_argument(
+        "--one-scope",
+        action="store_true",
+        help="every round writes the next n records into one project per database",
+    )
     parser.add_argument("--corpus", type=Path, default=ingest.DEFAULT_CORPUS)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
-    out = args.out or (OUT_EMBEDDINGS if args.embeddings else OUT)
+    out = args.out or (
+        OUT_ONE_SCOPE if args.one_scope else OUT_EMBEDDINGS if args.embeddings else OUT
+    )
     names = {side: f"pyretrieve_ingrev_{side}_{secrets.token_hex(3)}" for side in ("b", "c")}
     runs: dict[str, list[dict[str, Any]]] = {"baseline": [], "current": []}
     with tempfile.TemporaryDirectory() as tmp:
         corpus = Path(tmp) / "records.jsonl"
-        corpus_info, bodies = ingest.build_corpus(args.corpus, args.n, corpus)
+        total = args.n * (args.rounds if args.one_scope else 1)
+        corpus_info, bodies = ingest.build_corpus(args.corpus, total, corpus)
         embedder = (
             ingest.PrecomputedEmbedder(ingest.MODEL_NO_INDEX, ingest.vectors_for(bodies))
             if args.embeddings
@@ -111,9 +144,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             }
             with psycopg.connect(urls["current"]) as conn:
                 measured_on = provenance(conn)
+            scopes = {side: _project(url) for side, url in urls.items()} if args.one_scope else {}
+            files = _slices(corpus, args.n, args.rounds) if args.one_scope else []
             for r in range(args.rounds):
                 for side in ("baseline", "current") if r % 2 else ("current", "baseline"):
-                    runs[side].append(_round(urls[side], corpus, args.n, embedder))
+                    runs[side].append(
+                        _round(
+                            urls[side],
+                            files[r] if files else corpus,
+                            args.n,
+                            embedder,
+                            scopes.get(side),
+                        )
+                    )
         finally:
             with psycopg.connect(args.dsn, autocommit=True) as conn:
                 for name in names.values():
@@ -139,7 +182,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "rounds": args.rounds,
             "corpus": corpus_info,
             "path": "Ingestor.ingest_path, bulk path, one batch of n, as a writer (RLS on),"
-            " a fresh project per round, alternating which database goes first",
+            + (
+                " the next n records into one growing project per database each round,"
+                if args.one_scope
+                else " a fresh project per round,"
+            )
+            + " alternating which database goes first",
             "embeddings": (
                 f"precomputed {ingest.DIMENSION}-d unit vectors of model {ingest.MODEL_NO_INDEX}"
                 " (no per-model index), in the same batches"

@@ -8,7 +8,7 @@ SET LOCAL search_path = pg_catalog, pg_temp;
 
 DROP FUNCTION pyretrieve.lexical_index_insert() CASCADE;
 DROP FUNCTION pyretrieve.lexical_index_update() CASCADE;
-DROP FUNCTION pyretrieve.merge_lexical_blocks(text,text,text[],pyretrieve.classification[]) CASCADE;
+DROP FUNCTION pyretrieve.write_lexical_postings(text,text,text[],pyretrieve.classification[],bigint[],timestamp with time zone[],timestamp with time zone[]) CASCADE;
 DROP VIEW pyretrieve.lexical_postings CASCADE;
 DROP POLICY lexical_blocks_delete ON pyretrieve.lexical_blocks;
 DROP POLICY lexical_blocks_insert ON pyretrieve.lexical_blocks;

@@ -51,16 +51,16 @@ CREATE TABLE pyretrieve.lexical_blocks (
     max_observed_at timestamptz NOT NULL,
     min_expires_at  timestamptz,
     max_expires_at  timestamptz,
-    docnos          integer[] NOT NULL,
-    entries         integer[] NOT NULL,
+    entries         bigint[] NOT NULL,
     PRIMARY KEY (workspace_id, project_id, lexeme, classification, first_docno),
-    CHECK (cardinality(docnos) = postings AND cardinality(entries) = postings)
+    CHECK (cardinality(entries) = postings)
 );
 CREATE INDEX lexical_blocks_partial_idx
     ON pyretrieve.lexical_blocks (workspace_id, project_id, lexeme, classification)
+    INCLUDE (postings)
     WHERE postings < 128;
 COMMENT ON TABLE pyretrieve.lexical_blocks IS
-    'The lexical index: per scope, lexeme and classification, the postings of active fragments in blocks of up to 128 (document numbers; (tf - 1) << 24 | document length), with the count, largest tf, smallest length and time range each block''s read policy and the lexical leg use; maintained by triggers only.';
+    'The lexical index: per scope, lexeme and classification, the postings of active fragments in blocks of up to 128 (docno << 32 | (tf - 1) << 24 | document length, in document-number order), with the count, largest tf, smallest length and time range each block''s read policy and the lexical leg use; maintained by triggers only.';
 CREATE TABLE pyretrieve.lexical_tombstones (
     workspace_id    pyretrieve.identifier NOT NULL,
     project_id      pyretrieve.identifier NOT NULL,
@@ -79,11 +79,11 @@ ALTER TABLE pyretrieve.lexical_tombstones ENABLE ROW LEVEL SECURITY, FORCE ROW L
 RESET ROLE;
 INSERT INTO pyretrieve.lexical_blocks (
     workspace_id, project_id, lexeme, classification, first_docno, last_docno, postings, max_tf,
-    min_length, min_observed_at, max_observed_at, min_expires_at, max_expires_at, docnos, entries)
+    min_length, min_observed_at, max_observed_at, min_expires_at, max_expires_at, entries)
 SELECT x.workspace_id, x.project_id, x.lexeme, x.classification, min(x.docno), max(x.docno),
        count(*)::integer, max(x.tf), min(x.doc_length), min(x.observed_at), max(x.observed_at),
        min(x.expires_at), CASE WHEN bool_and(x.expires_at IS NOT NULL) THEN max(x.expires_at) END,
-       array_agg(x.docno ORDER BY x.docno), array_agg(((x.tf - 1) << 24) | x.doc_length ORDER BY x.docno)
+       array_agg((x.docno::bigint << 32) | ((x.tf - 1)::bigint << 24) | x.doc_length ORDER BY x.docno)
   FROM (SELECT f.workspace_id, f.project_id, u.lexeme, f.classification, f.docno,
                least(greatest(cardinality(u.positions), 1), 256) AS tf, f.doc_length,
                f.observed_at, f.expires_at,
@@ -118,85 +118,148 @@ COMMENT ON FUNCTION pyretrieve.stamp_lexical_generation() IS NULL;
 REVOKE ALL ON FUNCTION pyretrieve.stamp_lexical_generation() FROM PUBLIC;
 SET LOCAL ROLE pyretrieve_owner;
 SET LOCAL ROLE pyretrieve_owner;
-CREATE OR REPLACE FUNCTION pyretrieve.merge_lexical_blocks(p_workspace text, p_project text, p_lexemes text[], p_classes pyretrieve.classification[])
+CREATE OR REPLACE FUNCTION pyretrieve.write_lexical_postings(p_workspace text, p_project text, p_lexemes text[], p_classes pyretrieve.classification[], p_entries bigint[], p_observed timestamp with time zone[], p_expires timestamp with time zone[])
  RETURNS void
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
-    v_lexemes text[];
-    v_classes pyretrieve.classification[];
-    v_firsts integer[];
+    v_blocks tid[];
 BEGIN
-    SELECT array_agg(c.lexeme), array_agg(c.classification), array_agg(c.first_docno)
-      INTO v_lexemes, v_classes, v_firsts
-      FROM (SELECT h.*,
-                   count(*) FILTER (WHERE h.postings < 128)
-                       OVER (PARTITION BY h.lexeme, h.classification) AS partial,
-                   sum(h.postings) FILTER (WHERE h.postings < 128)
-                       OVER (PARTITION BY h.lexeme, h.classification) AS partial_postings,
-                   bool_or(h.tombstoned) OVER (PARTITION BY h.lexeme, h.classification) AS dropping
-              FROM (SELECT b.lexeme, b.classification, b.first_docno, b.postings,
-                           EXISTS (SELECT 1 FROM pyretrieve.lexical_tombstones x
-                                    WHERE x.workspace_id = p_workspace AND x.project_id = p_project
-                                      AND x.lexeme = b.lexeme AND x.classification = b.classification
-                                      AND x.docno BETWEEN b.first_docno AND b.last_docno
-                                      AND x.docno = ANY (b.docnos)) AS tombstoned
-                      FROM pyretrieve.lexical_blocks b
-                      JOIN (SELECT DISTINCT t.lexeme, t.classification
-                              FROM unnest(p_lexemes, p_classes) AS t(lexeme, classification)) t
-                        ON b.lexeme = t.lexeme AND b.classification = t.classification
-                     WHERE b.workspace_id = p_workspace AND b.project_id = p_project
-                       AND (b.postings < 128
-                            OR EXISTS (SELECT 1 FROM pyretrieve.lexical_tombstones x
-                                        WHERE x.workspace_id = p_workspace AND x.project_id = p_project
-                                          AND x.lexeme = b.lexeme AND x.classification = b.classification
-                                          AND x.docno BETWEEN b.first_docno AND b.last_docno))
-                       FOR UPDATE OF b SKIP LOCKED) h) c
-     WHERE c.dropping OR (c.partial >= 2 AND (c.partial_postings <= 16 OR c.partial >= 4));
-    IF v_lexemes IS NULL THEN
-        RETURN;
-    END IF;
+    -- The blocks to rewrite: for each lexeme, first without a lock whether one may be needed,
+    -- then its candidates (through the partial index; for a tombstone, the few blocks starting
+    -- last at or before its document number, as concurrent writers' blocks interleave), those
+    -- no other transaction holds, then the rule again on what was taken.
+    WITH touched AS MATERIALIZED (
+        SELECT t.lexeme, t.classification, count(t.entry) % 128 AS fresh
+          FROM unnest(p_lexemes, p_classes, p_entries) AS t(lexeme, classification, entry)
+         GROUP BY t.lexeme, t.classification
+    ), wanted AS MATERIALIZED (
+        SELECT t.lexeme, t.classification, t.fresh
+          FROM touched t
+         CROSS JOIN LATERAL (
+               SELECT count(*) AS blocks, sum(pb.postings) AS postings
+                 FROM pyretrieve.lexical_blocks pb
+                WHERE pb.workspace_id = p_workspace AND pb.project_id = p_project
+                  AND pb.lexeme = t.lexeme AND pb.classification = t.classification
+                  AND pb.postings < 128) pa
+         WHERE EXISTS (SELECT 1 FROM pyretrieve.lexical_tombstones x
+                        WHERE x.workspace_id = p_workspace AND x.project_id = p_project
+                          AND x.lexeme = t.lexeme AND x.classification = t.classification)
+            OR pa.blocks + (t.fresh > 0)::integer >= 2
+               AND (pa.postings + t.fresh <= 16 OR pa.blocks + (t.fresh > 0)::integer >= 4)
+    ), candidate AS MATERIALIZED (
+        SELECT w.lexeme, w.classification, w.fresh, c.first_docno
+          FROM wanted w
+         CROSS JOIN LATERAL (
+               SELECT pb.first_docno
+                 FROM pyretrieve.lexical_blocks pb
+                WHERE pb.workspace_id = p_workspace AND pb.project_id = p_project
+                  AND pb.lexeme = w.lexeme AND pb.classification = w.classification
+                  AND pb.postings < 128
+               UNION
+               SELECT tb.first_docno
+                 FROM pyretrieve.lexical_tombstones x
+                CROSS JOIN LATERAL (
+                      SELECT tb.first_docno, tb.last_docno
+                        FROM pyretrieve.lexical_blocks tb
+                       WHERE tb.workspace_id = p_workspace AND tb.project_id = p_project
+                         AND tb.lexeme = x.lexeme AND tb.classification = x.classification
+                         AND tb.first_docno <= x.docno
+                       ORDER BY tb.first_docno DESC
+                       LIMIT 8) tb
+                WHERE x.workspace_id = p_workspace AND x.project_id = p_project
+                  AND x.lexeme = w.lexeme AND x.classification = w.classification
+                  AND tb.last_docno >= x.docno) c
+    ), taken AS MATERIALIZED (
+        SELECT c.fresh, b.*
+          FROM candidate c
+         CROSS JOIN LATERAL (
+               SELECT b.ctid AS block, b.lexeme, b.classification, b.postings,
+                      EXISTS (SELECT 1 FROM pyretrieve.lexical_tombstones x
+                               WHERE x.workspace_id = p_workspace AND x.project_id = p_project
+                                 AND x.lexeme = b.lexeme AND x.classification = b.classification
+                                 AND x.docno BETWEEN b.first_docno AND b.last_docno) AS tombstoned
+                 FROM pyretrieve.lexical_blocks b
+                WHERE b.workspace_id = p_workspace AND b.project_id = p_project
+                  AND b.lexeme = c.lexeme AND b.classification = c.classification
+                  AND b.first_docno = c.first_docno
+                  FOR UPDATE SKIP LOCKED) b
+    )
+    -- The blocks are held (locked) until the transaction ends, so their row versions stay put.
+    SELECT array_agg(k.block) INTO v_blocks
+      FROM (SELECT k.block,
+                   bool_or(k.tombstoned) OVER w AS dropping,
+                   count(*) FILTER (WHERE k.postings < 128) OVER w + (k.fresh > 0)::integer
+                       AS partial,
+                   sum(k.postings) FILTER (WHERE k.postings < 128) OVER w + k.fresh
+                       AS partial_postings
+              FROM taken k
+            WINDOW w AS (PARTITION BY k.lexeme, k.classification)) k
+     WHERE k.dropping OR k.partial >= 2 AND (k.partial_postings <= 16 OR k.partial >= 4);
+
     WITH gone AS (
         DELETE FROM pyretrieve.lexical_blocks b
-         USING unnest(v_lexemes, v_classes, v_firsts) AS h(lexeme, classification, first_docno)
-         WHERE b.workspace_id = p_workspace AND b.project_id = p_project
-           AND b.lexeme = h.lexeme AND b.classification = h.classification
-           AND b.first_docno = h.first_docno
+         WHERE b.ctid = ANY (v_blocks)
+           AND b.workspace_id = p_workspace AND b.project_id = p_project
         RETURNING b.*
-    ), posting AS (
-        SELECT gone.lexeme, gone.classification, u.docno, u.entry,
-               gone.min_observed_at, gone.max_observed_at, gone.min_expires_at, gone.max_expires_at
-          FROM gone CROSS JOIN LATERAL unnest(gone.docnos, gone.entries) AS u(docno, entry)
+    ), old AS (
+        SELECT gone.lexeme, gone.classification, u.entry, gone.min_observed_at,
+               gone.max_observed_at, gone.min_expires_at, gone.max_expires_at
+          FROM gone CROSS JOIN LATERAL unnest(gone.entries) AS u(entry)
     ), dropped AS (
         DELETE FROM pyretrieve.lexical_tombstones x
-         USING posting p
+         USING old o
          WHERE x.workspace_id = p_workspace AND x.project_id = p_project
-           AND x.lexeme = p.lexeme AND x.classification = p.classification AND x.docno = p.docno
+           AND x.lexeme = o.lexeme AND x.classification = o.classification
+           AND x.docno = (o.entry >> 32)::integer
         RETURNING x.lexeme, x.classification, x.docno
-    ), kept AS (
-        SELECT p.*, (row_number() OVER (PARTITION BY p.lexeme, p.classification ORDER BY p.docno) - 1) / 128 AS chunk
-          FROM posting p
+    ), posting AS (
+        SELECT o.* FROM old o
          WHERE NOT EXISTS (SELECT 1 FROM dropped d
-                            WHERE d.lexeme = p.lexeme AND d.classification = p.classification
-                              AND d.docno = p.docno)
+                            WHERE d.lexeme = o.lexeme AND d.classification = o.classification
+                              AND d.docno = (o.entry >> 32)::integer)
+        UNION ALL
+        SELECT n.lexeme, n.classification, n.entry, n.observed_at, n.observed_at, n.expires_at,
+               n.expires_at
+          FROM unnest(p_lexemes, p_classes, p_entries, p_observed, p_expires)
+                   AS n(lexeme, classification, entry, observed_at, expires_at)
+         WHERE n.entry IS NOT NULL
+    ), grouped AS (
+        -- Grouped by a hash, then each lexeme's entries sorted alone (an entry sorts by its
+        -- document number): one sort of all the postings by lexeme cost several times as much.
+        SELECT g.lexeme, g.classification, g.min_observed_at, g.max_observed_at,
+               g.min_expires_at, g.max_expires_at, o.entries
+          FROM (SELECT p.lexeme, p.classification, min(p.min_observed_at) AS min_observed_at,
+                       max(p.max_observed_at) AS max_observed_at,
+                       min(p.min_expires_at) AS min_expires_at,
+                       CASE WHEN bool_and(p.max_expires_at IS NOT NULL) THEN max(p.max_expires_at) END
+                           AS max_expires_at,
+                       array_agg(p.entry) AS entries
+                  FROM posting p
+                 GROUP BY p.lexeme, p.classification) g
+         CROSS JOIN LATERAL (SELECT array_agg(v.e ORDER BY v.e) AS entries
+                               FROM unnest(g.entries) AS v(e)) o
     )
     INSERT INTO pyretrieve.lexical_blocks (
         workspace_id, project_id, lexeme, classification, first_docno, last_docno, postings,
         max_tf, min_length, min_observed_at, max_observed_at, min_expires_at, max_expires_at,
-        docnos, entries)
-    SELECT p_workspace, p_project, k.lexeme, k.classification, min(k.docno), max(k.docno),
-           count(*)::integer, max(((k.entry >> 24) & 255) + 1), min(k.entry & 16777215),
-           min(k.min_observed_at), max(k.max_observed_at), min(k.min_expires_at),
-           CASE WHEN bool_and(k.max_expires_at IS NOT NULL) THEN max(k.max_expires_at) END,
-           array_agg(k.docno ORDER BY k.docno), array_agg(k.entry ORDER BY k.docno)
-      FROM kept k
-     GROUP BY k.lexeme, k.classification, k.chunk;
+        entries)
+    SELECT p_workspace, p_project, g.lexeme, g.classification,
+           (c.e[1] >> 32)::integer, (c.e[cardinality(c.e)] >> 32)::integer, cardinality(c.e),
+           s.max_tf, s.min_length, g.min_observed_at, g.max_observed_at, g.min_expires_at,
+           g.max_expires_at, c.e
+      FROM grouped g
+     CROSS JOIN LATERAL generate_series(0, (cardinality(g.entries) - 1) / 128) AS k(k)
+     CROSS JOIN LATERAL (SELECT g.entries[k.k * 128 + 1 : k.k * 128 + 128] AS e) c
+     CROSS JOIN LATERAL (SELECT max(((x.v >> 24) & 255)::integer + 1) AS max_tf,
+                                min((x.v & 16777215)::integer) AS min_length
+                           FROM unnest(c.e) AS x(v)) s;
 END;
 $function$;
-COMMENT ON FUNCTION pyretrieve.merge_lexical_blocks(text,text,text[],pyretrieve.classification[]) IS NULL;
-REVOKE ALL ON FUNCTION pyretrieve.merge_lexical_blocks(text,text,text[],pyretrieve.classification[]) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION pyretrieve.merge_lexical_blocks(text,text,text[],pyretrieve.classification[]) TO pyretrieve_api;
+COMMENT ON FUNCTION pyretrieve.write_lexical_postings(text,text,text[],pyretrieve.classification[],bigint[],timestamp with time zone[],timestamp with time zone[]) IS NULL;
+REVOKE ALL ON FUNCTION pyretrieve.write_lexical_postings(text,text,text[],pyretrieve.classification[],bigint[],timestamp with time zone[],timestamp with time zone[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pyretrieve.write_lexical_postings(text,text,text[],pyretrieve.classification[],bigint[],timestamp with time zone[],timestamp with time zone[]) TO pyretrieve_api;
 SET LOCAL ROLE pyretrieve_owner;
 SET LOCAL ROLE pyretrieve_owner;
 CREATE OR REPLACE FUNCTION pyretrieve.lexical_index_insert()
@@ -208,35 +271,18 @@ DECLARE
     s record;
 BEGIN
     FOR s IN
-        WITH added AS (
-            INSERT INTO pyretrieve.lexical_blocks (
-                workspace_id, project_id, lexeme, classification, first_docno, last_docno,
-                postings, max_tf, min_length, min_observed_at, max_observed_at, min_expires_at,
-                max_expires_at, docnos, entries)
-            SELECT x.workspace_id, x.project_id, x.lexeme, x.classification, min(x.docno),
-                   max(x.docno), count(*)::integer, max(x.tf), min(x.doc_length),
-                   min(x.observed_at), max(x.observed_at), min(x.expires_at),
-                   CASE WHEN bool_and(x.expires_at IS NOT NULL) THEN max(x.expires_at) END,
-                   array_agg(x.docno ORDER BY x.docno),
-                   array_agg(((x.tf - 1) << 24) | x.doc_length ORDER BY x.docno)
-              FROM (SELECT r.workspace_id, r.project_id, u.lexeme, r.classification, r.docno,
-                           least(greatest(cardinality(u.positions), 1), 256) AS tf, r.doc_length,
-                           r.observed_at, r.expires_at,
-                           (row_number() OVER (PARTITION BY r.workspace_id, r.project_id, u.lexeme,
-                                                            r.classification
-                                               ORDER BY r.docno) - 1) / 128 AS chunk
-                      FROM changed r CROSS JOIN LATERAL unnest(r.tsv) AS u
-                     WHERE r.state = 'active') x
-             GROUP BY x.workspace_id, x.project_id, x.lexeme, x.classification, x.chunk
-            RETURNING workspace_id, project_id, lexeme, classification, postings
-        )
-        SELECT a.workspace_id, a.project_id, array_agg(a.lexeme) AS lexemes,
-               array_agg(a.classification) AS classes
-          FROM added a
-         WHERE a.postings < 128
-         GROUP BY a.workspace_id, a.project_id
+        SELECT r.workspace_id, r.project_id, array_agg(u.lexeme) AS lexemes,
+               array_agg(r.classification) AS classes,
+               array_agg((r.docno::bigint << 32)
+                         | ((least(greatest(cardinality(u.positions), 1), 256) - 1)::bigint << 24)
+                         | r.doc_length) AS entries,
+               array_agg(r.observed_at) AS observed, array_agg(r.expires_at) AS expires
+          FROM changed r CROSS JOIN LATERAL unnest(r.tsv) AS u
+         WHERE r.state = 'active'
+         GROUP BY r.workspace_id, r.project_id
     LOOP
-        PERFORM pyretrieve.merge_lexical_blocks(s.workspace_id, s.project_id, s.lexemes, s.classes);
+        PERFORM pyretrieve.write_lexical_postings(s.workspace_id, s.project_id, s.lexemes,
+                                                  s.classes, s.entries, s.observed, s.expires);
     END LOOP;
     PERFORM pyretrieve.log_statistics(ARRAY(
         SELECT ROW(r.workspace_id, r.project_id, r.classification, r.observed_at, r.expires_at,
@@ -273,7 +319,8 @@ BEGIN
           FROM added a
          GROUP BY a.workspace_id, a.project_id
     LOOP
-        PERFORM pyretrieve.merge_lexical_blocks(s.workspace_id, s.project_id, s.lexemes, s.classes);
+        PERFORM pyretrieve.write_lexical_postings(s.workspace_id, s.project_id, s.lexemes,
+                                                  s.classes, NULL, NULL, NULL);
     END LOOP;
     PERFORM pyretrieve.log_statistics(ARRAY(
         SELECT ROW(x.workspace_id, x.project_id, x.classification, x.observed_at, x.expires_at,
@@ -401,7 +448,7 @@ BEGIN
         -- ceiling, a time range that meets the window: one key range per term), each marked
         -- whole when the decision admits every posting in it: the window holds its whole time
         -- range and none of the term's tombstones lies in its range.
-        SELECT ql.ti, b.first_docno, b.last_docno, b.postings, b.docnos, b.entries,
+        SELECT ql.ti, b.first_docno, b.last_docno, b.postings, b.entries,
                (b.max_observed_at <= d.evaluated_at
                 AND (d.max_age IS NULL OR b.min_observed_at >= d.evaluated_at - d.max_age)
                 AND (b.min_expires_at IS NULL OR b.min_expires_at > d.evaluated_at)
@@ -410,7 +457,7 @@ BEGIN
                                      WHERE x.docno BETWEEN b.first_docno AND b.last_docno))) AS whole
           FROM ql
          CROSS JOIN LATERAL (
-               SELECT b.first_docno, b.last_docno, b.postings, b.docnos, b.entries,
+               SELECT b.first_docno, b.last_docno, b.postings, b.entries,
                       b.min_observed_at, b.max_observed_at, b.min_expires_at
                  FROM pyretrieve.lexical_blocks b
                 WHERE b.workspace_id = d.workspace_id AND b.project_id = d.project_id
@@ -422,13 +469,13 @@ BEGIN
     ), part AS MATERIALIZED (
         -- The postings of blocks admitted in part, each checked against its fragment: the
         -- decision's filter stated here, and the fragments' read policy again.
-        SELECT bl.ti, u.docno, u.entry
+        SELECT bl.ti, u.entry
           FROM bl
-         CROSS JOIN LATERAL unnest(bl.docnos, bl.entries) AS u(docno, entry)
+         CROSS JOIN LATERAL unnest(bl.entries) AS u(entry)
          WHERE NOT bl.whole
            AND EXISTS (SELECT 1 FROM pyretrieve.fragments f
                         WHERE f.workspace_id = d.workspace_id AND f.project_id = d.project_id
-                          AND f.docno = u.docno
+                          AND f.docno = (u.entry >> 32)::integer
                           AND f.state = 'active'
                           AND f.classification <= d.ceiling
                           AND f.observed_at <= d.evaluated_at
@@ -457,12 +504,12 @@ BEGIN
         SELECT h.docno, sum(h.part ORDER BY h.ti) AS score
           FROM (SELECT p.docno, p.ti,
                        w.wq * (p.tf * (v_k1 + 1.0)) / (p.tf + v_k1 * (1.0 - v_b + v_b * p.len / st.avgdl)) AS part
-                  FROM (SELECT y.ti, y.docno, (((y.entry >> 24) & 255) + 1)::double precision AS tf,
+                  FROM (SELECT y.ti, (y.entry >> 32)::integer AS docno,
+                               (((y.entry >> 24) & 255) + 1)::double precision AS tf,
                                (y.entry & 16777215)::double precision AS len
-                          FROM (SELECT bl.ti, unnest(bl.docnos) AS docno, unnest(bl.entries) AS entry
-                                  FROM bl WHERE bl.whole
+                          FROM (SELECT bl.ti, unnest(bl.entries) AS entry FROM bl WHERE bl.whole
                                 UNION ALL
-                                SELECT part.ti, part.docno, part.entry FROM part) y) p
+                                SELECT part.ti, part.entry FROM part) y) p
                   JOIN w ON w.ti = p.ti
                  CROSS JOIN st
                  ORDER BY p.docno, p.ti) h
@@ -488,7 +535,8 @@ BEGIN
         SELECT array_agg(t.docno ORDER BY t.docno) AS docnos FROM top t
     ), terms AS MATERIALIZED (
         -- The explanation's terms of the returned rows alone: each row's posting of each term,
-        -- found by binary search (width_bucket) in the blocks whose range holds it, and its part
+        -- found by binary search (width_bucket over the entries, which sort by document number)
+        -- in the blocks whose range holds it, and its part
         -- from the same expressions as its score, so the parts add up to it exactly. The JSON
         -- is written as text (floats as their shortest exact text, the setting pinned above):
         -- jsonb_build_object cost several times as much.
@@ -507,8 +555,9 @@ BEGIN
                  CROSS JOIN st
                  CROSS JOIN LATERAL generate_series(width_bucket(bl.first_docno - 1, td.docnos) + 1,
                                                     width_bucket(bl.last_docno, td.docnos)) AS k(k)
-                 CROSS JOIN LATERAL (SELECT width_bucket(td.docnos[k.k], bl.docnos) AS i) i
-                 WHERE bl.docnos[i.i] = td.docnos[k.k]) y
+                 CROSS JOIN LATERAL (
+                       SELECT width_bucket((td.docnos[k.k]::bigint << 32) | 4294967295, bl.entries) AS i) i
+                 WHERE i.i > 0 AND (bl.entries[i.i] >> 32) = td.docnos[k.k]) y
           JOIN w ON w.ti = y.ti
          GROUP BY y.docno
     )
@@ -528,14 +577,14 @@ CREATE VIEW pyretrieve.lexical_postings WITH (security_invoker=true) AS
     b.project_id,
     b.lexeme,
     b.classification,
-    u.docno,
-    (((u.entry >> 24) & 255) + 1) AS tf,
-    (u.entry & 16777215) AS doc_length
+    ((u.entry >> 32))::integer AS docno,
+    ((((u.entry >> 24) & (255)::bigint))::integer + 1) AS tf,
+    ((u.entry & (16777215)::bigint))::integer AS doc_length
    FROM (pyretrieve.lexical_blocks b
-     CROSS JOIN LATERAL UNNEST(b.docnos, b.entries) u(docno, entry))
+     CROSS JOIN LATERAL unnest(b.entries) u(entry))
   WHERE (NOT (EXISTS ( SELECT 1
            FROM pyretrieve.lexical_tombstones t
-          WHERE (((t.workspace_id)::text = (b.workspace_id)::text) AND ((t.project_id)::text = (b.project_id)::text) AND (t.lexeme = b.lexeme) AND (t.classification = b.classification) AND (t.docno = u.docno)))));
+          WHERE (((t.workspace_id)::text = (b.workspace_id)::text) AND ((t.project_id)::text = (b.project_id)::text) AND (t.lexeme = b.lexeme) AND (t.classification = b.classification) AND (t.docno = ((u.entry >> 32))::integer)))));
 COMMENT ON VIEW pyretrieve.lexical_postings IS 'The lexical index one posting a row (scope, lexeme, classification, docno, tf, doc_length), tombstones left out: for tests and audits, granted to no principal.';
 CREATE POLICY lexical_blocks_delete ON pyretrieve.lexical_blocks FOR DELETE TO pyretrieve_api USING ((((workspace_id)::text = (( SELECT w.workspace_id
    FROM pyretrieve.bound_write() w(workspace_id, binding_id, principal, project_id, ceiling, bound_at, xact_id, "position")))::text) AND ((project_id)::text = (( SELECT w.project_id

@@ -158,9 +158,10 @@ CREATE INDEX fragments_source_idx
     WHERE state = 'active' AND source_uri IS NOT NULL;
 
 -- The lexical index: for each scope, lexeme and classification, the postings of its active
--- fragments in blocks of at most 128 in document-number order, each block one row holding two
--- int4 arrays (document numbers, and each posting's term frequency and document length packed
--- as (tf - 1) << 24 | length) and what the leg needs without reading them: the number of
+-- fragments in blocks of at most 128 in document-number order, each block one row holding one
+-- int8 array (each posting's document number, term frequency and document length packed as
+-- docno << 32 | (tf - 1) << 24 | length, so the array is sorted by document number) and what
+-- the leg needs without reading it: the number of
 -- postings, the largest tf and the smallest length (a bound on any posting's BM25 part), and the
 -- range of its fragments' observed_at and expires_at. A decision that admits the block's
 -- classification and its whole time range admits every posting in it, so a term's document
@@ -188,18 +189,18 @@ CREATE TABLE pyretrieve.lexical_blocks (
     -- never expires).
     min_expires_at  timestamptz,
     max_expires_at  timestamptz,
-    docnos          integer[] NOT NULL,
-    entries         integer[] NOT NULL,
+    entries         bigint[] NOT NULL,
     PRIMARY KEY (workspace_id, project_id, lexeme, classification, first_docno),
-    CHECK (cardinality(docnos) = postings AND cardinality(entries) = postings)
+    CHECK (cardinality(entries) = postings)
 );
 -- The blocks of a lexeme not yet full: a write merges them (each scope, lexeme and classification
 -- keeps about one), and finds them here without reading the lexeme's full blocks.
 CREATE INDEX lexical_blocks_partial_idx
     ON pyretrieve.lexical_blocks (workspace_id, project_id, lexeme, classification)
+    INCLUDE (postings)
     WHERE postings < 128;
 COMMENT ON TABLE pyretrieve.lexical_blocks IS
-    'The lexical index: per scope, lexeme and classification, the postings of active fragments in blocks of up to 128 (document numbers; (tf - 1) << 24 | document length), with the count, largest tf, smallest length and time range each block''s read policy and the lexical leg use; maintained by triggers only.';
+    'The lexical index: per scope, lexeme and classification, the postings of active fragments in blocks of up to 128 (docno << 32 | (tf - 1) << 24 | document length, in document-number order), with the count, largest tf, smallest length and time range each block''s read policy and the lexical leg use; maintained by triggers only.';
 
 -- Postings of fragments that left the active set (superseded, retracted) and are still inside a
 -- block, because another writer held the block when they left. A block with a tombstone in its
@@ -218,14 +219,14 @@ COMMENT ON TABLE pyretrieve.lexical_tombstones IS
 -- Every posting of the lexical index that is not a tombstone, one row each: for tests, audits
 -- and the migration, not for the request path. security_invoker, and granted to no principal.
 CREATE VIEW pyretrieve.lexical_postings WITH (security_invoker = true) AS
-SELECT b.workspace_id, b.project_id, b.lexeme, b.classification, u.docno,
-       ((u.entry >> 24) & 255) + 1 AS tf, u.entry & 16777215 AS doc_length
+SELECT b.workspace_id, b.project_id, b.lexeme, b.classification, (u.entry >> 32)::integer AS docno,
+       ((u.entry >> 24) & 255)::integer + 1 AS tf, (u.entry & 16777215)::integer AS doc_length
   FROM pyretrieve.lexical_blocks b
- CROSS JOIN LATERAL unnest(b.docnos, b.entries) AS u(docno, entry)
+ CROSS JOIN LATERAL unnest(b.entries) AS u(entry)
  WHERE NOT EXISTS (SELECT 1 FROM pyretrieve.lexical_tombstones t
                     WHERE t.workspace_id = b.workspace_id AND t.project_id = b.project_id
                       AND t.lexeme = b.lexeme AND t.classification = b.classification
-                      AND t.docno = u.docno);
+                      AND t.docno = (u.entry >> 32)::integer);
 COMMENT ON VIEW pyretrieve.lexical_postings IS
     'The lexical index one posting a row (scope, lexeme, classification, docno, tf, doc_length), tombstones left out: for tests and audits, granted to no principal.';
 

@@ -112,99 +112,168 @@ BEGIN
 END;
 $$;
 
--- Rewrites, for each (lexeme, classification) of a scope it is given, the blocks not yet full
--- and the blocks with a tombstone in their range, as far as no other transaction holds them
--- (FOR UPDATE SKIP LOCKED: a writer never waits on another here, and never takes a block
--- another is rewriting). A lexeme is rewritten when that drops a tombstoned posting, or merges
--- blocks not full: at once while they hold 16 postings or fewer together (a rare lexeme keeps
--- one row), else once four have gathered, so a lexeme that gains a few postings in every batch
--- is not rewritten in every batch (each rewrite leaves the old rows to vacuum). Its postings,
--- less the tombstoned ones (whose tombstones go), in document-number order, are cut into blocks
--- of 128 again. A new block's time range spans its sources' (the range of a superset still
--- bounds its fragments).
-CREATE FUNCTION pyretrieve.merge_lexical_blocks(
-    p_workspace text, p_project text, p_lexemes text[], p_classes pyretrieve.classification[])
+-- Writes postings into a scope's lexical index, and rewrites what the write touches. For each
+-- (lexeme, classification) of p_lexemes/p_classes (the lexemes of the new postings, or of new
+-- tombstones), the blocks not yet full and the blocks that may hold a tombstone are taken as far
+-- as no other transaction holds them (FOR UPDATE SKIP LOCKED: a writer never waits on another
+-- here, and never takes a block another is rewriting; a lexeme's first blocks take nothing). A
+-- lexeme's taken blocks are rewritten with its new postings when that drops a tombstoned
+-- posting, or merges blocks not full: at once while they hold 16 postings or fewer together (a
+-- rare lexeme keeps one row), else once four have gathered (the new postings count as one), so
+-- a lexeme that gains a few postings in every batch is not rewritten in every batch. Then every
+-- lexeme's postings (new, and those of the blocks rewritten, less the tombstoned ones, whose
+-- tombstones go) are written in document-number order in blocks of 128, each with its count,
+-- largest tf, smallest length and document-number range, and the time range of its sources (a
+-- superset's range still bounds its fragments). The postings come as flat arrays, one element
+-- each.
+CREATE FUNCTION pyretrieve.write_lexical_postings(
+    p_workspace text, p_project text,
+    p_lexemes text[], p_classes pyretrieve.classification[],
+    p_entries bigint[], p_observed timestamptz[], p_expires timestamptz[])
 RETURNS void
 LANGUAGE plpgsql SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_lexemes text[];
-    v_classes pyretrieve.classification[];
-    v_firsts integer[];
+    v_blocks tid[];
 BEGIN
-    SELECT array_agg(c.lexeme), array_agg(c.classification), array_agg(c.first_docno)
-      INTO v_lexemes, v_classes, v_firsts
-      FROM (SELECT h.*,
-                   count(*) FILTER (WHERE h.postings < 128)
-                       OVER (PARTITION BY h.lexeme, h.classification) AS partial,
-                   sum(h.postings) FILTER (WHERE h.postings < 128)
-                       OVER (PARTITION BY h.lexeme, h.classification) AS partial_postings,
-                   bool_or(h.tombstoned) OVER (PARTITION BY h.lexeme, h.classification) AS dropping
-              FROM (SELECT b.lexeme, b.classification, b.first_docno, b.postings,
-                           EXISTS (SELECT 1 FROM pyretrieve.lexical_tombstones x
-                                    WHERE x.workspace_id = p_workspace AND x.project_id = p_project
-                                      AND x.lexeme = b.lexeme AND x.classification = b.classification
-                                      AND x.docno BETWEEN b.first_docno AND b.last_docno
-                                      AND x.docno = ANY (b.docnos)) AS tombstoned
-                      FROM pyretrieve.lexical_blocks b
-                      JOIN (SELECT DISTINCT t.lexeme, t.classification
-                              FROM unnest(p_lexemes, p_classes) AS t(lexeme, classification)) t
-                        ON b.lexeme = t.lexeme AND b.classification = t.classification
-                     WHERE b.workspace_id = p_workspace AND b.project_id = p_project
-                       AND (b.postings < 128
-                            OR EXISTS (SELECT 1 FROM pyretrieve.lexical_tombstones x
-                                        WHERE x.workspace_id = p_workspace AND x.project_id = p_project
-                                          AND x.lexeme = b.lexeme AND x.classification = b.classification
-                                          AND x.docno BETWEEN b.first_docno AND b.last_docno))
-                       FOR UPDATE OF b SKIP LOCKED) h) c
-     WHERE c.dropping OR (c.partial >= 2 AND (c.partial_postings <= 16 OR c.partial >= 4));
-    IF v_lexemes IS NULL THEN
-        RETURN;
-    END IF;
+    -- The blocks to rewrite: for each lexeme, first without a lock whether one may be needed,
+    -- then its candidates (through the partial index; for a tombstone, the few blocks starting
+    -- last at or before its document number, as concurrent writers' blocks interleave), those
+    -- no other transaction holds, then the rule again on what was taken.
+    WITH touched AS MATERIALIZED (
+        SELECT t.lexeme, t.classification, count(t.entry) % 128 AS fresh
+          FROM unnest(p_lexemes, p_classes, p_entries) AS t(lexeme, classification, entry)
+         GROUP BY t.lexeme, t.classification
+    ), wanted AS MATERIALIZED (
+        SELECT t.lexeme, t.classification, t.fresh
+          FROM touched t
+         CROSS JOIN LATERAL (
+               SELECT count(*) AS blocks, sum(pb.postings) AS postings
+                 FROM pyretrieve.lexical_blocks pb
+                WHERE pb.workspace_id = p_workspace AND pb.project_id = p_project
+                  AND pb.lexeme = t.lexeme AND pb.classification = t.classification
+                  AND pb.postings < 128) pa
+         WHERE EXISTS (SELECT 1 FROM pyretrieve.lexical_tombstones x
+                        WHERE x.workspace_id = p_workspace AND x.project_id = p_project
+                          AND x.lexeme = t.lexeme AND x.classification = t.classification)
+            OR pa.blocks + (t.fresh > 0)::integer >= 2
+               AND (pa.postings + t.fresh <= 16 OR pa.blocks + (t.fresh > 0)::integer >= 4)
+    ), candidate AS MATERIALIZED (
+        SELECT w.lexeme, w.classification, w.fresh, c.first_docno
+          FROM wanted w
+         CROSS JOIN LATERAL (
+               SELECT pb.first_docno
+                 FROM pyretrieve.lexical_blocks pb
+                WHERE pb.workspace_id = p_workspace AND pb.project_id = p_project
+                  AND pb.lexeme = w.lexeme AND pb.classification = w.classification
+                  AND pb.postings < 128
+               UNION
+               SELECT tb.first_docno
+                 FROM pyretrieve.lexical_tombstones x
+                CROSS JOIN LATERAL (
+                      SELECT tb.first_docno, tb.last_docno
+                        FROM pyretrieve.lexical_blocks tb
+                       WHERE tb.workspace_id = p_workspace AND tb.project_id = p_project
+                         AND tb.lexeme = x.lexeme AND tb.classification = x.classification
+                         AND tb.first_docno <= x.docno
+                       ORDER BY tb.first_docno DESC
+                       LIMIT 8) tb
+                WHERE x.workspace_id = p_workspace AND x.project_id = p_project
+                  AND x.lexeme = w.lexeme AND x.classification = w.classification
+                  AND tb.last_docno >= x.docno) c
+    ), taken AS MATERIALIZED (
+        SELECT c.fresh, b.*
+          FROM candidate c
+         CROSS JOIN LATERAL (
+               SELECT b.ctid AS block, b.lexeme, b.classification, b.postings,
+                      EXISTS (SELECT 1 FROM pyretrieve.lexical_tombstones x
+                               WHERE x.workspace_id = p_workspace AND x.project_id = p_project
+                                 AND x.lexeme = b.lexeme AND x.classification = b.classification
+                                 AND x.docno BETWEEN b.first_docno AND b.last_docno) AS tombstoned
+                 FROM pyretrieve.lexical_blocks b
+                WHERE b.workspace_id = p_workspace AND b.project_id = p_project
+                  AND b.lexeme = c.lexeme AND b.classification = c.classification
+                  AND b.first_docno = c.first_docno
+                  FOR UPDATE SKIP LOCKED) b
+    )
+    -- The blocks are held (locked) until the transaction ends, so their row versions stay put.
+    SELECT array_agg(k.block) INTO v_blocks
+      FROM (SELECT k.block,
+                   bool_or(k.tombstoned) OVER w AS dropping,
+                   count(*) FILTER (WHERE k.postings < 128) OVER w + (k.fresh > 0)::integer
+                       AS partial,
+                   sum(k.postings) FILTER (WHERE k.postings < 128) OVER w + k.fresh
+                       AS partial_postings
+              FROM taken k
+            WINDOW w AS (PARTITION BY k.lexeme, k.classification)) k
+     WHERE k.dropping OR k.partial >= 2 AND (k.partial_postings <= 16 OR k.partial >= 4);
+
     WITH gone AS (
         DELETE FROM pyretrieve.lexical_blocks b
-         USING unnest(v_lexemes, v_classes, v_firsts) AS h(lexeme, classification, first_docno)
-         WHERE b.workspace_id = p_workspace AND b.project_id = p_project
-           AND b.lexeme = h.lexeme AND b.classification = h.classification
-           AND b.first_docno = h.first_docno
+         WHERE b.ctid = ANY (v_blocks)
+           AND b.workspace_id = p_workspace AND b.project_id = p_project
         RETURNING b.*
-    ), posting AS (
-        SELECT gone.lexeme, gone.classification, u.docno, u.entry,
-               gone.min_observed_at, gone.max_observed_at, gone.min_expires_at, gone.max_expires_at
-          FROM gone CROSS JOIN LATERAL unnest(gone.docnos, gone.entries) AS u(docno, entry)
+    ), old AS (
+        SELECT gone.lexeme, gone.classification, u.entry, gone.min_observed_at,
+               gone.max_observed_at, gone.min_expires_at, gone.max_expires_at
+          FROM gone CROSS JOIN LATERAL unnest(gone.entries) AS u(entry)
     ), dropped AS (
         DELETE FROM pyretrieve.lexical_tombstones x
-         USING posting p
+         USING old o
          WHERE x.workspace_id = p_workspace AND x.project_id = p_project
-           AND x.lexeme = p.lexeme AND x.classification = p.classification AND x.docno = p.docno
+           AND x.lexeme = o.lexeme AND x.classification = o.classification
+           AND x.docno = (o.entry >> 32)::integer
         RETURNING x.lexeme, x.classification, x.docno
-    ), kept AS (
-        SELECT p.*, (row_number() OVER (PARTITION BY p.lexeme, p.classification ORDER BY p.docno) - 1) / 128 AS chunk
-          FROM posting p
+    ), posting AS (
+        SELECT o.* FROM old o
          WHERE NOT EXISTS (SELECT 1 FROM dropped d
-                            WHERE d.lexeme = p.lexeme AND d.classification = p.classification
-                              AND d.docno = p.docno)
+                            WHERE d.lexeme = o.lexeme AND d.classification = o.classification
+                              AND d.docno = (o.entry >> 32)::integer)
+        UNION ALL
+        SELECT n.lexeme, n.classification, n.entry, n.observed_at, n.observed_at, n.expires_at,
+               n.expires_at
+          FROM unnest(p_lexemes, p_classes, p_entries, p_observed, p_expires)
+                   AS n(lexeme, classification, entry, observed_at, expires_at)
+         WHERE n.entry IS NOT NULL
+    ), grouped AS (
+        -- Grouped by a hash, then each lexeme's entries sorted alone (an entry sorts by its
+        -- document number): one sort of all the postings by lexeme cost several times as much.
+        SELECT g.lexeme, g.classification, g.min_observed_at, g.max_observed_at,
+               g.min_expires_at, g.max_expires_at, o.entries
+          FROM (SELECT p.lexeme, p.classification, min(p.min_observed_at) AS min_observed_at,
+                       max(p.max_observed_at) AS max_observed_at,
+                       min(p.min_expires_at) AS min_expires_at,
+                       CASE WHEN bool_and(p.max_expires_at IS NOT NULL) THEN max(p.max_expires_at) END
+                           AS max_expires_at,
+                       array_agg(p.entry) AS entries
+                  FROM posting p
+                 GROUP BY p.lexeme, p.classification) g
+         CROSS JOIN LATERAL (SELECT array_agg(v.e ORDER BY v.e) AS entries
+                               FROM unnest(g.entries) AS v(e)) o
     )
     INSERT INTO pyretrieve.lexical_blocks (
         workspace_id, project_id, lexeme, classification, first_docno, last_docno, postings,
         max_tf, min_length, min_observed_at, max_observed_at, min_expires_at, max_expires_at,
-        docnos, entries)
-    SELECT p_workspace, p_project, k.lexeme, k.classification, min(k.docno), max(k.docno),
-           count(*)::integer, max(((k.entry >> 24) & 255) + 1), min(k.entry & 16777215),
-           min(k.min_observed_at), max(k.max_observed_at), min(k.min_expires_at),
-           CASE WHEN bool_and(k.max_expires_at IS NOT NULL) THEN max(k.max_expires_at) END,
-           array_agg(k.docno ORDER BY k.docno), array_agg(k.entry ORDER BY k.docno)
-      FROM kept k
-     GROUP BY k.lexeme, k.classification, k.chunk;
+        entries)
+    SELECT p_workspace, p_project, g.lexeme, g.classification,
+           (c.e[1] >> 32)::integer, (c.e[cardinality(c.e)] >> 32)::integer, cardinality(c.e),
+           s.max_tf, s.min_length, g.min_observed_at, g.max_observed_at, g.min_expires_at,
+           g.max_expires_at, c.e
+      FROM grouped g
+     CROSS JOIN LATERAL generate_series(0, (cardinality(g.entries) - 1) / 128) AS k(k)
+     CROSS JOIN LATERAL (SELECT g.entries[k.k * 128 + 1 : k.k * 128 + 128] AS e) c
+     CROSS JOIN LATERAL (SELECT max(((x.v >> 24) & 255)::integer + 1) AS max_tf,
+                                min((x.v & 16777215)::integer) AS min_length
+                           FROM unnest(c.e) AS x(v)) s;
 END;
 $$;
 
--- New active fragments join the lexical index: per scope, lexeme and classification, their
--- postings in document-number order cut into blocks of 128, then the lexemes left with a block
--- not full are merged (merge_lexical_blocks). tf is the number of positions (at least 1, at most
--- the 256 a tsvector keeps); a length fits 24 bits, as a body holds at most 1,000,000
--- characters. The statistics log follows.
+-- New active fragments join the lexical index (write_lexical_postings), one scope at a time:
+-- each posting packed as docno << 32 | (tf - 1) << 24 | length, where tf is the number of
+-- positions (at least 1, at most the 256 a tsvector keeps) and a length fits 24 bits (a body
+-- holds at most 1,000,000 characters); a document number is a positive int4, so the packed
+-- entries sort by it. The statistics log follows.
 CREATE FUNCTION pyretrieve.lexical_index_insert()
 RETURNS trigger
 LANGUAGE plpgsql SECURITY INVOKER
@@ -214,35 +283,18 @@ DECLARE
     s record;
 BEGIN
     FOR s IN
-        WITH added AS (
-            INSERT INTO pyretrieve.lexical_blocks (
-                workspace_id, project_id, lexeme, classification, first_docno, last_docno,
-                postings, max_tf, min_length, min_observed_at, max_observed_at, min_expires_at,
-                max_expires_at, docnos, entries)
-            SELECT x.workspace_id, x.project_id, x.lexeme, x.classification, min(x.docno),
-                   max(x.docno), count(*)::integer, max(x.tf), min(x.doc_length),
-                   min(x.observed_at), max(x.observed_at), min(x.expires_at),
-                   CASE WHEN bool_and(x.expires_at IS NOT NULL) THEN max(x.expires_at) END,
-                   array_agg(x.docno ORDER BY x.docno),
-                   array_agg(((x.tf - 1) << 24) | x.doc_length ORDER BY x.docno)
-              FROM (SELECT r.workspace_id, r.project_id, u.lexeme, r.classification, r.docno,
-                           least(greatest(cardinality(u.positions), 1), 256) AS tf, r.doc_length,
-                           r.observed_at, r.expires_at,
-                           (row_number() OVER (PARTITION BY r.workspace_id, r.project_id, u.lexeme,
-                                                            r.classification
-                                               ORDER BY r.docno) - 1) / 128 AS chunk
-                      FROM changed r CROSS JOIN LATERAL unnest(r.tsv) AS u
-                     WHERE r.state = 'active') x
-             GROUP BY x.workspace_id, x.project_id, x.lexeme, x.classification, x.chunk
-            RETURNING workspace_id, project_id, lexeme, classification, postings
-        )
-        SELECT a.workspace_id, a.project_id, array_agg(a.lexeme) AS lexemes,
-               array_agg(a.classification) AS classes
-          FROM added a
-         WHERE a.postings < 128
-         GROUP BY a.workspace_id, a.project_id
+        SELECT r.workspace_id, r.project_id, array_agg(u.lexeme) AS lexemes,
+               array_agg(r.classification) AS classes,
+               array_agg((r.docno::bigint << 32)
+                         | ((least(greatest(cardinality(u.positions), 1), 256) - 1)::bigint << 24)
+                         | r.doc_length) AS entries,
+               array_agg(r.observed_at) AS observed, array_agg(r.expires_at) AS expires
+          FROM changed r CROSS JOIN LATERAL unnest(r.tsv) AS u
+         WHERE r.state = 'active'
+         GROUP BY r.workspace_id, r.project_id
     LOOP
-        PERFORM pyretrieve.merge_lexical_blocks(s.workspace_id, s.project_id, s.lexemes, s.classes);
+        PERFORM pyretrieve.write_lexical_postings(s.workspace_id, s.project_id, s.lexemes,
+                                                  s.classes, s.entries, s.observed, s.expires);
     END LOOP;
     PERFORM pyretrieve.log_statistics(ARRAY(
         SELECT ROW(r.workspace_id, r.project_id, r.classification, r.observed_at, r.expires_at,
@@ -254,8 +306,8 @@ END;
 $$;
 
 -- A fragment leaves the lexical index when it stops being active (superseded, retracted): each
--- of its postings becomes a tombstone, and merge_lexical_blocks then drops them from the blocks
--- no other transaction holds (the rest when a later write merges those). Its lexemes come from
+-- of its postings becomes a tombstone, and write_lexical_postings then drops them from the
+-- blocks no other transaction holds (the rest when a later write takes those). Its lexemes come from
 -- its own tsvector.
 CREATE FUNCTION pyretrieve.lexical_index_update()
 RETURNS trigger
@@ -280,7 +332,8 @@ BEGIN
           FROM added a
          GROUP BY a.workspace_id, a.project_id
     LOOP
-        PERFORM pyretrieve.merge_lexical_blocks(s.workspace_id, s.project_id, s.lexemes, s.classes);
+        PERFORM pyretrieve.write_lexical_postings(s.workspace_id, s.project_id, s.lexemes,
+                                                  s.classes, NULL, NULL, NULL);
     END LOOP;
     PERFORM pyretrieve.log_statistics(ARRAY(
         SELECT ROW(x.workspace_id, x.project_id, x.classification, x.observed_at, x.expires_at,

@@ -288,7 +288,7 @@ BEGIN
         -- ceiling, a time range that meets the window: one key range per term), each marked
         -- whole when the decision admits every posting in it: the window holds its whole time
         -- range and none of the term's tombstones lies in its range.
-        SELECT ql.ti, b.first_docno, b.last_docno, b.postings, b.docnos, b.entries,
+        SELECT ql.ti, b.first_docno, b.last_docno, b.postings, b.entries,
                (b.max_observed_at <= d.evaluated_at
                 AND (d.max_age IS NULL OR b.min_observed_at >= d.evaluated_at - d.max_age)
                 AND (b.min_expires_at IS NULL OR b.min_expires_at > d.evaluated_at)
@@ -297,7 +297,7 @@ BEGIN
                                      WHERE x.docno BETWEEN b.first_docno AND b.last_docno))) AS whole
           FROM ql
          CROSS JOIN LATERAL (
-               SELECT b.first_docno, b.last_docno, b.postings, b.docnos, b.entries,
+               SELECT b.first_docno, b.last_docno, b.postings, b.entries,
                       b.min_observed_at, b.max_observed_at, b.min_expires_at
                  FROM pyretrieve.lexical_blocks b
                 WHERE b.workspace_id = d.workspace_id AND b.project_id = d.project_id
@@ -309,13 +309,13 @@ BEGIN
     ), part AS MATERIALIZED (
         -- The postings of blocks admitted in part, each checked against its fragment: the
         -- decision's filter stated here, and the fragments' read policy again.
-        SELECT bl.ti, u.docno, u.entry
+        SELECT bl.ti, u.entry
           FROM bl
-         CROSS JOIN LATERAL unnest(bl.docnos, bl.entries) AS u(docno, entry)
+         CROSS JOIN LATERAL unnest(bl.entries) AS u(entry)
          WHERE NOT bl.whole
            AND EXISTS (SELECT 1 FROM pyretrieve.fragments f
                         WHERE f.workspace_id = d.workspace_id AND f.project_id = d.project_id
-                          AND f.docno = u.docno
+                          AND f.docno = (u.entry >> 32)::integer
                           AND f.state = 'active'
                           AND f.classification <= d.ceiling
                           AND f.observed_at <= d.evaluated_at
@@ -344,12 +344,12 @@ BEGIN
         SELECT h.docno, sum(h.part ORDER BY h.ti) AS score
           FROM (SELECT p.docno, p.ti,
                        w.wq * (p.tf * (v_k1 + 1.0)) / (p.tf + v_k1 * (1.0 - v_b + v_b * p.len / st.avgdl)) AS part
-                  FROM (SELECT y.ti, y.docno, (((y.entry >> 24) & 255) + 1)::double precision AS tf,
+                  FROM (SELECT y.ti, (y.entry >> 32)::integer AS docno,
+                               (((y.entry >> 24) & 255) + 1)::double precision AS tf,
                                (y.entry & 16777215)::double precision AS len
-                          FROM (SELECT bl.ti, unnest(bl.docnos) AS docno, unnest(bl.entries) AS entry
-                                  FROM bl WHERE bl.whole
+                          FROM (SELECT bl.ti, unnest(bl.entries) AS entry FROM bl WHERE bl.whole
                                 UNION ALL
-                                SELECT part.ti, part.docno, part.entry FROM part) y) p
+                                SELECT part.ti, part.entry FROM part) y) p
                   JOIN w ON w.ti = p.ti
                  CROSS JOIN st
                  ORDER BY p.docno, p.ti) h
@@ -375,7 +375,8 @@ BEGIN
         SELECT array_agg(t.docno ORDER BY t.docno) AS docnos FROM top t
     ), terms AS MATERIALIZED (
         -- The explanation's terms of the returned rows alone: each row's posting of each term,
-        -- found by binary search (width_bucket) in the blocks whose range holds it, and its part
+        -- found by binary search (width_bucket over the entries, which sort by document number)
+        -- in the blocks whose range holds it, and its part
         -- from the same expressions as its score, so the parts add up to it exactly. The JSON
         -- is written as text (floats as their shortest exact text, the setting pinned above):
         -- jsonb_build_object cost several times as much.
@@ -394,8 +395,9 @@ BEGIN
                  CROSS JOIN st
                  CROSS JOIN LATERAL generate_series(width_bucket(bl.first_docno - 1, td.docnos) + 1,
                                                     width_bucket(bl.last_docno, td.docnos)) AS k(k)
-                 CROSS JOIN LATERAL (SELECT width_bucket(td.docnos[k.k], bl.docnos) AS i) i
-                 WHERE bl.docnos[i.i] = td.docnos[k.k]) y
+                 CROSS JOIN LATERAL (
+                       SELECT width_bucket((td.docnos[k.k]::bigint << 32) | 4294967295, bl.entries) AS i) i
+                 WHERE i.i > 0 AND (bl.entries[i.i] >> 32) = td.docnos[k.k]) y
           JOIN w ON w.ti = y.ti
          GROUP BY y.docno
     )

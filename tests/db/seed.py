@@ -423,8 +423,9 @@ LEXICAL_INDEX_CHECKS = {
     "a posting twice": """
         SELECT p.workspace_id, p.project_id, p.lexeme, p.docno
           FROM pyretrieve.lexical_blocks b
-         CROSS JOIN LATERAL unnest(b.docnos) AS p0(docno)
-         CROSS JOIN LATERAL (SELECT b.workspace_id, b.project_id, b.lexeme, p0.docno) p
+         CROSS JOIN LATERAL unnest(b.entries) AS p0(entry)
+         CROSS JOIN LATERAL (SELECT b.workspace_id, b.project_id, b.lexeme,
+                                    (p0.entry >> 32)::integer AS docno) p
          GROUP BY 1, 2, 3, 4 HAVING count(*) > 1""",
     "a tombstone of an active fragment, or of no posting": """
         SELECT x.workspace_id, x.project_id, x.lexeme, x.docno
@@ -432,7 +433,7 @@ LEXICAL_INDEX_CHECKS = {
          WHERE NOT EXISTS (SELECT 1 FROM pyretrieve.lexical_blocks b
                             WHERE b.workspace_id = x.workspace_id AND b.project_id = x.project_id
                               AND b.lexeme = x.lexeme AND b.classification = x.classification
-                              AND x.docno = ANY (b.docnos))
+                              AND x.docno IN (SELECT (e >> 32)::integer FROM unnest(b.entries) e))
             OR NOT EXISTS (SELECT 1 FROM pyretrieve.fragments f
                             WHERE f.workspace_id = x.workspace_id AND f.project_id = x.project_id
                               AND f.docno = x.docno AND f.state <> 'active')""",
@@ -444,7 +445,8 @@ LEXICAL_INDEX_CHECKS = {
                       max(((u.e >> 24) & 255) + 1) AS tf, min(u.e & 16777215) AS len,
                       bool_and(u.d > coalesce(u.prev, -2147483648)) AS ascending
                  FROM (SELECT d, e, lag(d) OVER (ORDER BY o) AS prev
-                         FROM unnest(b.docnos, b.entries) WITH ORDINALITY AS t(d, e, o)) u) s
+                         FROM unnest(b.entries) WITH ORDINALITY AS t(e, o)
+                        CROSS JOIN LATERAL (SELECT (t.e >> 32)::integer AS d) x) u) s
          WHERE (s.lo, s.hi, s.n, s.tf, s.len) IS DISTINCT FROM
                (b.first_docno, b.last_docno, b.postings::bigint, b.max_tf, b.min_length)
             OR NOT s.ascending""",
@@ -453,7 +455,7 @@ LEXICAL_INDEX_CHECKS = {
           FROM pyretrieve.lexical_blocks b
           JOIN pyretrieve.fragments f
             ON f.workspace_id = b.workspace_id AND f.project_id = b.project_id
-           AND f.docno = ANY (b.docnos)
+           AND f.docno IN (SELECT (e >> 32)::integer FROM unnest(b.entries) e)
          WHERE f.classification <> b.classification
             OR f.observed_at NOT BETWEEN b.min_observed_at AND b.max_observed_at
             OR (f.expires_at IS NULL AND b.max_expires_at IS NOT NULL)

@@ -211,8 +211,8 @@ def test_the_lexical_index_key_oracle_answers_the_same_for_every_word(
         "blocks": lambda word: (
             "INSERT INTO pyretrieve.lexical_blocks (workspace_id, project_id, lexeme,"
             " classification, first_docno, last_docno, postings, max_tf, min_length,"
-            " min_observed_at, max_observed_at, docnos, entries) VALUES ('aa', 'docs', %s,"
-            " 'restricted', %s, %s, 1, 1, 1, now(), now(), ARRAY[%s], ARRAY[1])",
+            " min_observed_at, max_observed_at, entries) VALUES ('aa', 'docs', %s,"
+            " 'restricted', %s, %s, 1, 1, 1, now(), now(), ARRAY[%s::bigint << 32])",
             (word, docno, docno, docno),
         ),
         "tombstones": lambda word: (

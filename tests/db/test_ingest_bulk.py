@@ -555,8 +555,8 @@ def test_postings_and_digests_are_derived_by_the_database_and_cannot_be_forged(
     for statement in (
         "INSERT INTO pyretrieve.lexical_blocks (workspace_id, project_id, lexeme, classification,"
         " first_docno, last_docno, postings, max_tf, min_length, min_observed_at, max_observed_at,"
-        " docnos, entries) VALUES ('acme', 'docs', 'harbour', 'public', 9, 9, 1, 9, 9, now(), now(),"
-        " '{9}', '{9}')",
+        " entries) VALUES ('acme', 'docs', 'harbour', 'public', 9, 9, 1, 9, 9, now(), now(),"
+        " '{38654705673}')",
         "COPY pyretrieve.lexical_blocks FROM STDIN",
         "COPY pyretrieve.lexical_tombstones FROM STDIN",
         "COPY pyretrieve.fragments (workspace_id, project_id, body) FROM STDIN",

@@ -279,9 +279,9 @@ def test_counts_after_binding_show_only_the_bound_scope(conn: Conn, s: Seeded, n
         second_wall(conn)
         posted = conn.execute(
             "SELECT DISTINCT f.fragment_id FROM pyretrieve.lexical_blocks b"
-            " CROSS JOIN LATERAL unnest(b.docnos) AS p(docno)"
+            " CROSS JOIN LATERAL unnest(b.entries) AS p(entry)"
             "  JOIN pyretrieve.fragments f ON f.workspace_id = b.workspace_id"
-            "   AND f.project_id = b.project_id AND f.docno = p.docno"
+            "   AND f.project_id = b.project_id AND f.docno = (p.entry >> 32)::integer"
         ).fetchall()
         assert {r["fragment_id"] for r in posted} == expected
         classes = conn.execute(

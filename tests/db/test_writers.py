@@ -116,8 +116,8 @@ READER_WRITES = [
     " VALUES ('acme', 'docs', 'lexical', 1)",
     "INSERT INTO pyretrieve.lexical_blocks (workspace_id, project_id, lexeme, classification,"
     " first_docno, last_docno, postings, max_tf, min_length, min_observed_at, max_observed_at,"
-    " docnos, entries)"
-    " VALUES ('acme', 'docs', 'forged', 'public', 1, 1, 1, 1, 1, now(), now(), '{1}', '{1}')",
+    " entries)"
+    " VALUES ('acme', 'docs', 'forged', 'public', 1, 1, 1, 1, 1, now(), now(), '{4294967297}')",
     "DELETE FROM pyretrieve.lexical_blocks",
     "UPDATE pyretrieve.lexical_blocks SET postings = postings",
     "INSERT INTO pyretrieve.lexical_tombstones (workspace_id, project_id, lexeme, classification,"
