@@ -311,6 +311,44 @@ def _sizes(conn: psycopg.Connection[Any]) -> dict[str, Any]:
     return out
 
 
+# The lexical index of every revision (a row per posting up to 0020; blocks, tombstones and
+# the fragments' document-number key since 0021).
+_LEXICAL = """
+SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint
+         + coalesce((SELECT pg_relation_size(i.oid) FROM pg_class i
+                      WHERE i.relnamespace = 'pyretrieve'::regnamespace
+                        AND i.relname = 'fragments_docno_key'), 0)
+  FROM pg_class c
+ WHERE c.relnamespace = 'pyretrieve'::regnamespace AND c.relkind = 'r'
+   AND c.relname IN ('postings', 'lexical_blocks', 'lexical_tombstones')
+"""
+
+
+def lexical_vs_gin(conn: psycopg.Connection[Any]) -> dict[str, Any]:
+    """The lexical index's bytes (tables with their TOAST and indexes) against a GIN index over
+    the same text, built here as the superuser on every fragment's tsvector and dropped: the
+    size issue 13 states its storage bar against."""
+    row = conn.execute(_LEXICAL).fetchone()
+    lexical = int(row[0]) if row else 0
+    started = time.perf_counter()
+    conn.execute("CREATE INDEX pyretrieve_bench_gin ON pyretrieve.fragments USING gin (tsv)")
+    built = time.perf_counter() - started
+    try:
+        row = conn.execute("SELECT pg_relation_size('pyretrieve.pyretrieve_bench_gin')").fetchone()
+        gin = int(row[0]) if row else 0
+    finally:
+        conn.execute("DROP INDEX pyretrieve.pyretrieve_bench_gin")
+    mb = 1024 * 1024
+    return {
+        "lexical_mb": round(lexical / mb, 1),
+        "gin_mb": round(gin / mb, 1),
+        "ratio": round(lexical / gin, 2) if gin else None,
+        "gin_build_seconds": round(built, 2),
+        "note": "lexical: the lexical index's tables with TOAST and indexes, and"
+        " fragments_docno_key; gin: CREATE INDEX USING gin (tsv) over every fragment",
+    }
+
+
 def load(
     dsn: str,
     s: Settings,
@@ -412,6 +450,7 @@ def load(
 
         out["vector_indexes"] = vector_indexes(conn, s, principals, plans)
         out["sizes"] = _sizes(conn)
+        out["lexical_vs_gin"] = lexical_vs_gin(conn)
         row = conn.execute("SELECT count(*) FROM pyretrieve.fragments").fetchone()
         out["table_rows"] = int(row[0]) if row else 0
     return out
@@ -1562,6 +1601,7 @@ def render(result: dict[str, Any]) -> str:
         "- Peak memory: Python process"
         f" {result['memory']['python_peak_rss_mb']} MB RSS; server"
         f" {result['memory']['server_peak_pss_mb']} MB PSS ({result['memory']['server_note']}).",
+        *_lexical_lines(ld),
         "",
         "| relation | heap MB | TOAST MB | total with indexes MB |",
         "|---|---|---|---|",
@@ -1578,6 +1618,17 @@ def render(result: dict[str, Any]) -> str:
     lines += ["", "## Deviations and caveats", ""]
     lines += [f"- {d}" for d in result["deviations"]]
     return "\n".join(lines) + "\n"
+
+
+def _lexical_lines(ld: dict[str, Any]) -> list[str]:
+    """The lexical index against a GIN index over the same text (runs since 0021 measure it)."""
+    got = ld.get("lexical_vs_gin")
+    if not got:
+        return []
+    return [
+        f"- Lexical index {got['lexical_mb']:,} MB against {got['gin_mb']:,} MB for a GIN index"
+        f" over the same text: **{got['ratio']}x** (issue 13's bar: at most 3x)."
+    ]
 
 
 def _sample_lines(ld: dict[str, Any]) -> list[str]:

@@ -147,7 +147,7 @@ BEGIN
                         WHERE x.workspace_id = p_workspace AND x.project_id = p_project
                           AND x.lexeme = t.lexeme AND x.classification = t.classification)
             OR pa.blocks + (t.fresh > 0)::integer >= 2
-               AND (pa.postings + t.fresh <= 16 OR pa.blocks + (t.fresh > 0)::integer >= 4)
+               AND pa.blocks + (t.fresh > 0)::integer >= 4
     ), candidate AS MATERIALIZED (
         SELECT w.lexeme, w.classification, w.fresh, c.first_docno
           FROM wanted w
@@ -196,7 +196,7 @@ BEGIN
                        AS partial_postings
               FROM taken k
             WINDOW w AS (PARTITION BY k.lexeme, k.classification)) k
-     WHERE k.dropping OR k.partial >= 2 AND (k.partial_postings <= 16 OR k.partial >= 4);
+     WHERE k.dropping OR k.partial >= 4;
 
     WITH gone AS (
         DELETE FROM pyretrieve.lexical_blocks b
