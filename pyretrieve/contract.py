@@ -36,6 +36,9 @@ __all__ = [
     "IDENTIFIER_PATTERN",
     "IDENTIFIER_RE",
     "INVALID_FUSION_SQLSTATE",
+    "LEXICAL_BLOCK_POSTINGS",
+    "LEXICAL_BUCKETS",
+    "LEXICAL_PAGE_POSTINGS",
     "MAX_BODY_CHARS",
     "MAX_DIMENSION",
     "MAX_LIMIT",
@@ -123,6 +126,16 @@ VECTOR_SEARCHES: Final = ("exact", "hnsw")
 # below half as many (so a scope near the line does not flap). Measured in evals/bench/vector-index.json: the exact scan is 1.6 times slower than
 # the index at 10,000 rows, 3.6 times at 30,000 and 14 times at 100,000, with recall 1.
 VECTOR_INDEX_MIN_ROWS: Final = 20_000
+
+# ----------------------------------------------------------------- the lexical index
+
+# A block of a lexeme holds at most this many postings; a lexeme with fewer in a scope and
+# classification is a small list, which compaction moves into the pages of its bucket.
+LEXICAL_BLOCK_POSTINGS: Final = 128
+# A page closes once this many postings precede the next lexeme of its bucket.
+LEXICAL_PAGE_POSTINGS: Final = 1024
+# Buckets of a scope's pages per classification: the first byte of the lexeme's SHA-256.
+LEXICAL_BUCKETS: Final = 256
 
 # ----------------------------------------------------------------- fusion and scores
 

@@ -278,6 +278,7 @@ def test_lexical_revisions_against_another_database_quick(
             assert result["postings_bytes"][side]["lexical_blocks"] > 0
             assert set(result["postings_bytes"][side]) == {
                 "lexical_blocks", "lexical_blocks_pkey", "lexical_blocks_partial_idx",
+                "lexical_pages", "lexical_pages_pkey",
                 "lexical_tombstones", "lexical_tombstones_pkey", "fragments_docno_key",
             }  # fmt: skip
         for name in (first, second):

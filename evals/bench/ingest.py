@@ -151,6 +151,15 @@ def _backend_cpu(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _compacts(conn: psycopg.Connection[Any]) -> bool:
+    """Whether the schema has the lexical index's compaction (0022 on): a run compacts its
+    scope where it can, so a comparison with an earlier schema counts the compaction's cost."""
+    row = conn.execute(
+        "SELECT to_regprocedure('pyretrieve.compact_lexical_index(text, text)') IS NOT NULL"
+    ).fetchone()
+    return bool(row and row[0])
+
+
 def timed(
     url: str,
     corpus: Path,
@@ -170,6 +179,7 @@ def timed(
             embedder=embedder,  # type: ignore[arg-type]
             batch_size=batch_size,
             write_path=path,  # type: ignore[arg-type]
+            compact=_compacts(conn),
         ).ingest_path(corpus, workspace=WORKSPACE, project=project)
         client = time.process_time() - client_before
         server_after = _backend_cpu(pid)

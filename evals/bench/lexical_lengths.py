@@ -76,16 +76,15 @@ def cuts(
 
 def _postings(conn: psycopg.Connection[Any], args: Any, lexemes: list[str] | None) -> int:
     """Postings of the scope (of the given lexemes), in whichever lexical index the installed
-    schema has: blocks (since 0021) or a row per posting."""
-    blocks = conn.execute("SELECT to_regclass('pyretrieve.lexical_blocks') IS NOT NULL").fetchone()
-    table, count = (
-        ("lexical_blocks", "sum(postings)") if blocks and blocks[0] else ("postings", "count(*)")
-    )
+    schema has: the view over blocks and pages less tombstones (since 0021) or a row per
+    posting."""
+    view = conn.execute("SELECT to_regclass('pyretrieve.lexical_postings') IS NOT NULL").fetchone()
+    table = "lexical_postings" if view and view[0] else "postings"
     row = conn.execute(
         sql.SQL(
-            "SELECT coalesce({}, 0) FROM pyretrieve.{} WHERE workspace_id = %s AND project_id = %s"
+            "SELECT count(*) FROM pyretrieve.{} WHERE workspace_id = %s AND project_id = %s"
             " AND (%s::text[] IS NULL OR lexeme = ANY (%s::text[]))"
-        ).format(sql.SQL(count), sql.Identifier(table)),
+        ).format(sql.Identifier(table)),
         (args.workspace, args.project, lexemes, lexemes),
     ).fetchone()
     return int(row[0]) if row else 0

@@ -34,7 +34,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from evals.bench.runtime import acting_as, load_average, provenance, summary_ms
+from evals.bench.runtime import LEXICAL_TABLES, acting_as, load_average, provenance, summary_ms
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "evals" / "bench" / "lexical-revisions.json"
@@ -114,9 +114,6 @@ def _database_name(dsn: str) -> str:
 
 # The lexical index of every revision: a row per posting (up to 0020), or blocks, their
 # tombstones and the fragments' document-number key (0021).
-LEXICAL_RELATIONS = ("postings", "lexical_blocks", "lexical_tombstones")
-
-
 def _lexical_storage(conn: psycopg.Connection[Any]) -> dict[str, int]:
     """Bytes of the lexical index's tables (with their TOAST) and of each of their indexes,
     and of the fragments' document-number key where there is one."""
@@ -130,7 +127,7 @@ def _lexical_storage(conn: psycopg.Connection[Any]) -> dict[str, int]:
         " WHERE t.relnamespace = 'pyretrieve'::regnamespace"
         "   AND (t.relname = ANY (%s) OR i.relname = 'fragments_docno_key')"
         " ORDER BY 1",
-        (list(LEXICAL_RELATIONS), list(LEXICAL_RELATIONS)),
+        (list(LEXICAL_TABLES), list(LEXICAL_TABLES)),
     ).fetchall()
     return {str(name): int(size) for name, size in rows}
 

@@ -41,6 +41,11 @@ SERVER_SETTINGS = (
 )
 
 
+# The lexical index's tables in every revision: a row per posting up to schema 0020; blocks and
+# tombstones since 0021, and pages of small lists since 0022 (each revision has some of them).
+LEXICAL_TABLES = ("postings", "lexical_blocks", "lexical_pages", "lexical_tombstones")
+
+
 def display_path(path: Path) -> str:
     """A path as it may appear in a committed result: relative to the repository's parent."""
     resolved = Path(os.path.normpath(path.absolute()))  # symlinks kept: the path as given

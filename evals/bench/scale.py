@@ -66,6 +66,7 @@ if str(ROOT) not in sys.path:
 from evals.bench import synth  # noqa: E402
 from evals.bench.runtime import (  # noqa: E402
     DATASETS,
+    LEXICAL_TABLES,
     Principals,
     acting_as,
     display_path,
@@ -311,8 +312,8 @@ def _sizes(conn: psycopg.Connection[Any]) -> dict[str, Any]:
     return out
 
 
-# The lexical index of every revision (a row per posting up to 0020; blocks, tombstones and
-# the fragments' document-number key since 0021).
+# The lexical index of every revision (runtime.LEXICAL_TABLES, and the fragments'
+# document-number key since 0021).
 _LEXICAL = """
 SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint
          + coalesce((SELECT pg_relation_size(i.oid) FROM pg_class i
@@ -320,7 +321,7 @@ SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint
                         AND i.relname = 'fragments_docno_key'), 0)
   FROM pg_class c
  WHERE c.relnamespace = 'pyretrieve'::regnamespace AND c.relkind = 'r'
-   AND c.relname IN ('postings', 'lexical_blocks', 'lexical_tombstones')
+   AND c.relname = ANY (%s)
 """
 
 
@@ -328,7 +329,7 @@ def lexical_vs_gin(conn: psycopg.Connection[Any]) -> dict[str, Any]:
     """The lexical index's bytes (tables with their TOAST and indexes) against a GIN index over
     the same text, built here as the superuser on every fragment's tsvector and dropped: the
     size issue 13 states its storage bar against."""
-    row = conn.execute(_LEXICAL).fetchone()
+    row = conn.execute(_LEXICAL, (list(LEXICAL_TABLES),)).fetchone()
     lexical = int(row[0]) if row else 0
     started = time.perf_counter()
     conn.execute("CREATE INDEX pyretrieve_bench_gin ON pyretrieve.fragments USING gin (tsv)")

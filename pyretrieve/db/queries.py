@@ -46,6 +46,7 @@ __all__ = [
     "INGEST_ACTIVE_SOURCES",
     "INGEST_BATCH",
     "INGEST_BIND_WRITE_SCOPE",
+    "INGEST_COMPACT",
     "INGEST_COUNT_STALE",
     "INGEST_CREATED_NOW",
     "INGEST_EMBEDDINGS_NEEDED",
@@ -528,6 +529,12 @@ INGEST_ACTIVE_LIKE: Final = """
 SELECT fragment_id, source_uri
   FROM pyretrieve.active_sources_like(p_workspace => %s, p_project => %s,
                                       p_patterns => %s::text[])
+"""
+
+# Compaction of the write scope's lexical index (small lists into pages), after a run.
+INGEST_COMPACT: Final = """
+SELECT rows_read, rows_written, postings
+  FROM pyretrieve.compact_lexical_index(p_workspace => %s, p_project => %s)
 """
 
 INGEST_RETRACT: Final = """

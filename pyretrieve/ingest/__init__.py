@@ -48,6 +48,7 @@ from pyretrieve.ingest.executor import EMBED_CHUNK
 from pyretrieve.ingest.ingestor import DEFAULT_BATCH_SIZE, Ingestor, WritePath, ingest
 from pyretrieve.ingest.records import CLASSIFICATIONS, MAX_BODY_CHARS
 from pyretrieve.ingest.reports import (
+    CompactReport,
     IngestIssue,
     IngestReport,
     MalformedInput,
@@ -64,6 +65,7 @@ __all__ = [
     "EMBED_CHUNK",
     "MAX_BODY_CHARS",
     "Chunk",
+    "CompactReport",
     "IngestIssue",
     "IngestReport",
     "Ingestor",

@@ -47,6 +47,7 @@ from pyretrieve.ingest.plan import (
 )
 from pyretrieve.ingest.records import CLASSIFICATIONS, MAX_SOURCE_URI, Record, body_digest
 from pyretrieve.ingest.reports import (
+    CompactReport,
     IngestIssue,
     IngestReport,
     MalformedInput,
@@ -101,7 +102,10 @@ class Ingestor:
     records per transaction. ``write_path``: ``"bulk"`` (the default) copies each batch into
     a temporary staging table of the writer's own and writes it with one set-based call
     (``pyretrieve.ingest_batch``); ``"rows"`` calls the SQL API once per record. Both write
-    the same rows.
+    the same rows. ``compact``: compact the scope's lexical index after each ``ingest_path``
+    and ``retract`` that wrote (the default); turn it off when many small runs go into one
+    scope and a maintenance job calls :meth:`compact` (or ``pyretrieve.compact_lexical_index``)
+    instead: searches return the same results either way.
 
     Access to the scope and the model's registration are checked before any input is read.
     Any other failure (a database error, translated to a typed error; an embedder that raises,
@@ -117,6 +121,7 @@ class Ingestor:
         embedder: Embedder | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
         write_path: WritePath = "bulk",
+        compact: bool = True,
     ) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise InvalidInput("batch_size must be a positive integer")
@@ -125,6 +130,9 @@ class Ingestor:
         self._embedder = embedder
         self._batch_size = batch_size
         self._writer = _writer(write_path)
+        if not isinstance(compact, bool):
+            raise InvalidInput("compact must be True or False")
+        self._compact_after = compact
 
     # -- public -----------------------------------------------------------------------------
 
@@ -191,6 +199,8 @@ class Ingestor:
             legacy = self._legacy(
                 conn, workspace, project, input_source, seen, counts, retract=retract_legacy
             )
+            if self._compact_after and (counts.inserted or counts.superseded or counts.retracted):
+                self._compact(conn, workspace, project)
             if progress is not None:
                 progress(counts.read, counts.read)
         return IngestReport(
@@ -276,11 +286,23 @@ class Ingestor:
                 {fid for fids in [*found.values(), *by_prefix.values()] for fid in fids}, key=str
             )
             retract_fragments(cur, workspace, project, ids)
+        if self._compact_after:
+            with self._connection() as conn:
+                self._compact(conn, workspace, project)
         return RetractReport(
             workspace=workspace,
             project=project,
             retracted={u: len(fids) for u, fids in [*found.items(), *by_prefix.items()]},
         )
+
+    def compact(self, *, workspace: str, project: str) -> CompactReport:
+        """Compact the scope's lexical index for this writer's classifications: rare lexemes'
+        postings move from a block each into pages shared by many (``ingest_path`` and
+        ``retract`` do it after they write). Searches give the same results before and after;
+        rows another transaction holds are left for a later run."""
+        _check_scope(workspace, project)
+        with self._connection() as conn:
+            return self._compact(conn, workspace, project)
 
     def sources(self, *, workspace: str, project: str, prefix: str | None = None) -> SourceList:
         """The documents of a scope that this writer may see, with their active fragments:
@@ -374,6 +396,20 @@ class Ingestor:
             row = cur.execute(queries.INGEST_BIND_WRITE_SCOPE, (workspace, project)).fetchone()
             assert row is not None
             yield cur, str(row[0])
+
+    def _compact(
+        self, conn: psycopg.Connection[Any], workspace: str, project: str
+    ) -> CompactReport:
+        with self._transaction(conn, workspace, project) as (cur, _ceiling):
+            row = cur.execute(queries.INGEST_COMPACT, (workspace, project)).fetchone()
+        assert row is not None
+        return CompactReport(
+            workspace=workspace,
+            project=project,
+            rows_read=int(row[0]),
+            rows_written=int(row[1]),
+            postings=int(row[2]),
+        )
 
     def _preflight(
         self, conn: psycopg.Connection[Any], workspace: str, project: str, embedder: Embedder | None

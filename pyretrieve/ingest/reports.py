@@ -9,6 +9,7 @@ from typing import NamedTuple
 from pyretrieve.errors import InvalidInput
 
 __all__ = [
+    "CompactReport",
     "IngestIssue",
     "IngestReport",
     "MalformedInput",
@@ -77,6 +78,18 @@ class IngestReport:
     @property
     def written(self) -> int:
         return self.inserted + self.superseded
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CompactReport:
+    """What ``Ingestor.compact`` did to a scope's lexical index (the classifications up to the
+    writer's ceiling): rows (blocks and pages) read and written, and the postings moved."""
+
+    workspace: str
+    project: str
+    rows_read: int
+    rows_written: int
+    postings: int
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

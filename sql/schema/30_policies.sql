@@ -13,6 +13,7 @@ ALTER TABLE pyretrieve.projects          ENABLE ROW LEVEL SECURITY, FORCE ROW LE
 ALTER TABLE pyretrieve.scope_configs     ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 ALTER TABLE pyretrieve.generation_log    ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 ALTER TABLE pyretrieve.lexical_blocks    ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+ALTER TABLE pyretrieve.lexical_pages     ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 ALTER TABLE pyretrieve.lexical_tombstones ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 ALTER TABLE pyretrieve.statistics_log    ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 ALTER TABLE pyretrieve.embedding_count_log ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
@@ -139,6 +140,34 @@ CREATE POLICY lexical_blocks_lock ON pyretrieve.lexical_blocks FOR UPDATE TO pyr
        AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w))
     WITH CHECK (false);
 CREATE POLICY lexical_blocks_delete ON pyretrieve.lexical_blocks FOR DELETE TO pyretrieve_api
+    USING (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w));
+-- Pages of small lists: as blocks (a term's slice of a page is read like a block, with the
+-- page's time range); compaction locks, deletes and writes them under a write scope.
+CREATE POLICY lexical_pages_read ON pyretrieve.lexical_pages FOR SELECT TO pyretrieve_api
+    USING (workspace_id = coalesce((SELECT d.workspace_id FROM pyretrieve.bound_decision() d),
+                                   (SELECT w.workspace_id FROM pyretrieve.bound_write() w))
+       AND project_id = coalesce((SELECT d.project_id FROM pyretrieve.bound_decision() d),
+                                 (SELECT w.project_id FROM pyretrieve.bound_write() w))
+       AND ((classification <= (SELECT d.ceiling FROM pyretrieve.bound_decision() d)
+            AND min_observed_at <= (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)
+            AND max_observed_at >= coalesce((SELECT d.evaluated_at - d.max_age FROM pyretrieve.bound_decision() d),
+                                            '-infinity'::timestamptz)
+            AND (max_expires_at IS NULL OR max_expires_at > (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)))
+         OR (classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w
+                                 WHERE NOT EXISTS (SELECT 1 FROM pyretrieve.bound_decision())))
+            IS TRUE));
+CREATE POLICY lexical_pages_insert ON pyretrieve.lexical_pages FOR INSERT TO pyretrieve_api
+    WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w));
+CREATE POLICY lexical_pages_lock ON pyretrieve.lexical_pages FOR UPDATE TO pyretrieve_api
+    USING (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
+       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
+       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w))
+    WITH CHECK (false);
+CREATE POLICY lexical_pages_delete ON pyretrieve.lexical_pages FOR DELETE TO pyretrieve_api
     USING (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
        AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
        AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w));

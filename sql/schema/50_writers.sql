@@ -198,6 +198,21 @@ $$;
 COMMENT ON FUNCTION pyretrieve.retract_fragment(text, text, uuid) IS
     'Retract an active fragment: it disappears from every search at once. Raises PR020 alike for an absent fragment and one the writer may not see. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
 
+CREATE FUNCTION pyretrieve.compact_lexical_index(p_workspace text, p_project text)
+RETURNS TABLE (rows_read integer, rows_written integer, postings integer)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_ceiling pyretrieve.classification := pyretrieve.bind_write_scope(p_workspace, p_project);
+BEGIN
+    RETURN QUERY SELECT c.rows_read, c.rows_written, c.postings
+                   FROM pyretrieve.compact_lexical_postings(p_workspace, p_project, v_ceiling) c;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.compact_lexical_index(text, text) IS
+    'Compact the write scope''s lexical index, for the writer''s classifications: the postings of lexemes with fewer than 128 in a classification move from their blocks into pages shared by the lexemes of a bucket (a row per rare lexeme is most of the index otherwise), lexemes that reached 128 move back to blocks, and tombstoned postings of the rewritten pages go. Rows another transaction holds are left for a later run (it never waits on a writer). Returns the rows read and written and the postings moved. Searches return the same rows, scores and terms before and after. The Ingestor runs it after each ingest run. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+
 CREATE FUNCTION pyretrieve.put_embedding(
     p_workspace text,
     p_project text,

@@ -33,7 +33,7 @@ GRANT USAGE ON TYPE pyretrieve.statistics_delta TO pyretrieve_api;
 GRANT SELECT ON pyretrieve.installation, pyretrieve.workspaces, pyretrieve.projects,
     pyretrieve.fragments, pyretrieve.embedding_models, pyretrieve.embeddings, pyretrieve.grants,
     pyretrieve.decisions, pyretrieve.write_bindings, pyretrieve.lexical_blocks,
-    pyretrieve.lexical_tombstones,
+    pyretrieve.lexical_pages, pyretrieve.lexical_tombstones,
     pyretrieve.generation_log, pyretrieve.scope_configs, pyretrieve.statistics_log,
     pyretrieve.embedding_count_log
     TO pyretrieve_api;
@@ -48,10 +48,14 @@ GRANT UPDATE (state, superseded_by) ON pyretrieve.fragments TO pyretrieve_api;
 GRANT INSERT (workspace_id, project_id, fragment_id, model_id, embedding, source_digest),
       UPDATE (embedding, source_digest, fragment_state)
     ON pyretrieve.embeddings TO pyretrieve_api;
-GRANT INSERT, DELETE ON pyretrieve.lexical_blocks, pyretrieve.lexical_tombstones TO pyretrieve_api;
--- The triggers lock blocks (SELECT ... FOR UPDATE SKIP LOCKED) before they rewrite them, which
--- takes UPDATE on a column; the update policy's check admits no new row, so none is updated.
-GRANT UPDATE (postings) ON pyretrieve.lexical_blocks TO pyretrieve_api;
+GRANT INSERT, DELETE ON pyretrieve.lexical_blocks, pyretrieve.lexical_pages,
+    pyretrieve.lexical_tombstones TO pyretrieve_api;
+-- The triggers and compaction lock blocks and pages (SELECT ... FOR UPDATE SKIP LOCKED) before
+-- they rewrite them, which takes UPDATE on a column; the update policy's check admits no new
+-- row, so none is updated.
+GRANT UPDATE (postings) ON pyretrieve.lexical_blocks, pyretrieve.lexical_pages TO pyretrieve_api;
+-- A new page draws its number.
+GRANT USAGE ON SEQUENCE pyretrieve.lexical_page_seq TO pyretrieve_api;
 GRANT INSERT ON pyretrieve.generation_log, pyretrieve.scope_configs, pyretrieve.statistics_log,
     pyretrieve.embedding_count_log
     TO pyretrieve_api;
@@ -79,6 +83,8 @@ GRANT EXECUTE ON FUNCTION pyretrieve.caller(), pyretrieve.caller_in(name),
     pyretrieve.log_statistics(pyretrieve.statistics_delta[]),
     pyretrieve.write_lexical_postings(text, text, text[], pyretrieve.classification[], bigint[],
         timestamptz[], timestamptz[]),
+    pyretrieve.lexeme_bucket(text),
+    pyretrieve.compact_lexical_postings(text, text, pyretrieve.classification),
     pyretrieve.create_scope_sequence(text, text),
     pyretrieve.create_scope_vector_index(integer, text), pyretrieve.drop_scope_vector_index(integer, text),
     pyretrieve.decision_partition_ranges(), pyretrieve.ensure_decision_partitions(integer, timestamptz),
@@ -131,6 +137,7 @@ GRANT EXECUTE ON FUNCTION
     pyretrieve.put_fragment(text, text, text, pyretrieve.classification, timestamptz, timestamptz, text, text, text, regconfig),
     pyretrieve.supersede_fragment(text, text, uuid, text, pyretrieve.classification, timestamptz, timestamptz, text, text, text),
     pyretrieve.retract_fragment(text, text, uuid),
+    pyretrieve.compact_lexical_index(text, text),
     pyretrieve.put_embedding(text, text, uuid, text, public.vector, bytea),
     pyretrieve.active_sources(text, text, text[]),
     pyretrieve.active_sources_like(text, text, text[]),

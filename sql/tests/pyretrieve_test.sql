@@ -28,12 +28,12 @@
 \pset pager off
 
 BEGIN;
-SELECT plan(608);
+SELECT plan(633);
 
 -- The installation.
 SELECT has_schema('pyretrieve');
 SELECT schema_owner_is('pyretrieve', 'pyretrieve_owner');
-SELECT is((SELECT schema_version FROM pyretrieve.installation), '0021', 'pyretrieve schema version is 0021');
+SELECT is((SELECT schema_version FROM pyretrieve.installation), '0022', 'pyretrieve schema version is 0022');
 
 -- Roles: the owner and three groups, none of which can log in or bypass row-level security;
 -- the owner does not inherit; a writer is a reader.
@@ -61,7 +61,7 @@ SELECT is_empty(
     'the pyretrieve roles are members of no other role');
 
 -- Tables: exactly these, owned by the owner, with row-level security enabled and forced.
-SELECT tables_are('pyretrieve', ARRAY['decisions', 'embedding_count_log', 'embedding_models', 'embeddings', 'fragments', 'generation_log', 'grants', 'installation', 'lexical_blocks', 'lexical_tombstones', 'projects', 'scope_configs', 'statistics_log', 'tool_rollouts', 'tools', 'workspaces', 'write_bindings'] || ARRAY(
+SELECT tables_are('pyretrieve', ARRAY['decisions', 'embedding_count_log', 'embedding_models', 'embeddings', 'fragments', 'generation_log', 'grants', 'installation', 'lexical_blocks', 'lexical_pages', 'lexical_tombstones', 'projects', 'scope_configs', 'statistics_log', 'tool_rollouts', 'tools', 'workspaces', 'write_bindings'] || ARRAY(
     SELECT c.relname FROM pg_catalog.pg_inherits i JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid
      WHERE i.inhparent = 'pyretrieve.decisions'::regclass));
 SELECT is_empty(
@@ -85,6 +85,7 @@ SELECT table_owner_is('pyretrieve', 'generation_log', 'pyretrieve_owner', 'pyret
 SELECT table_owner_is('pyretrieve', 'grants', 'pyretrieve_owner', 'pyretrieve.grants is owned by pyretrieve_owner');
 SELECT table_owner_is('pyretrieve', 'installation', 'pyretrieve_owner', 'pyretrieve.installation is owned by pyretrieve_owner');
 SELECT table_owner_is('pyretrieve', 'lexical_blocks', 'pyretrieve_owner', 'pyretrieve.lexical_blocks is owned by pyretrieve_owner');
+SELECT table_owner_is('pyretrieve', 'lexical_pages', 'pyretrieve_owner', 'pyretrieve.lexical_pages is owned by pyretrieve_owner');
 SELECT table_owner_is('pyretrieve', 'lexical_tombstones', 'pyretrieve_owner', 'pyretrieve.lexical_tombstones is owned by pyretrieve_owner');
 SELECT table_owner_is('pyretrieve', 'projects', 'pyretrieve_owner', 'pyretrieve.projects is owned by pyretrieve_owner');
 SELECT table_owner_is('pyretrieve', 'scope_configs', 'pyretrieve_owner', 'pyretrieve.scope_configs is owned by pyretrieve_owner');
@@ -111,6 +112,8 @@ SELECT is((SELECT relrowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretriev
 SELECT is((SELECT relforcerowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.installation'::regclass), true, 'row-level security is forced on pyretrieve.installation');
 SELECT is((SELECT relrowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.lexical_blocks'::regclass), true, 'row-level security is enabled on pyretrieve.lexical_blocks');
 SELECT is((SELECT relforcerowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.lexical_blocks'::regclass), true, 'row-level security is forced on pyretrieve.lexical_blocks');
+SELECT is((SELECT relrowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.lexical_pages'::regclass), true, 'row-level security is enabled on pyretrieve.lexical_pages');
+SELECT is((SELECT relforcerowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.lexical_pages'::regclass), true, 'row-level security is forced on pyretrieve.lexical_pages');
 SELECT is((SELECT relrowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.lexical_tombstones'::regclass), true, 'row-level security is enabled on pyretrieve.lexical_tombstones');
 SELECT is((SELECT relforcerowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.lexical_tombstones'::regclass), true, 'row-level security is forced on pyretrieve.lexical_tombstones');
 SELECT is((SELECT relrowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.projects'::regclass), true, 'row-level security is enabled on pyretrieve.projects');
@@ -138,6 +141,7 @@ SELECT policies_are('pyretrieve', 'generation_log', ARRAY['generation_log_insert
 SELECT policies_are('pyretrieve', 'grants', ARRAY['grants_admin_delete', 'grants_admin_insert', 'grants_admin_update', 'grants_own']);
 SELECT policies_are('pyretrieve', 'installation', ARRAY['installation_install', 'installation_read']);
 SELECT policies_are('pyretrieve', 'lexical_blocks', ARRAY['lexical_blocks_delete', 'lexical_blocks_insert', 'lexical_blocks_lock', 'lexical_blocks_read']);
+SELECT policies_are('pyretrieve', 'lexical_pages', ARRAY['lexical_pages_delete', 'lexical_pages_insert', 'lexical_pages_lock', 'lexical_pages_read']);
 SELECT policies_are('pyretrieve', 'lexical_tombstones', ARRAY['lexical_tombstones_delete', 'lexical_tombstones_insert', 'lexical_tombstones_read']);
 SELECT policies_are('pyretrieve', 'projects', ARRAY['projects_admin_insert', 'projects_admin_update', 'projects_read']);
 SELECT policies_are('pyretrieve', 'scope_configs', ARRAY['scope_configs_insert', 'scope_configs_read']);
@@ -200,6 +204,14 @@ SELECT policy_cmd_is('pyretrieve', 'lexical_blocks', 'lexical_blocks_lock', 'UPD
 SELECT policy_roles_are('pyretrieve', 'lexical_blocks', 'lexical_blocks_lock', ARRAY['pyretrieve_api']);
 SELECT policy_cmd_is('pyretrieve', 'lexical_blocks', 'lexical_blocks_read', 'SELECT', 'policy lexical_blocks_read on pyretrieve.lexical_blocks is for SELECT');
 SELECT policy_roles_are('pyretrieve', 'lexical_blocks', 'lexical_blocks_read', ARRAY['pyretrieve_api']);
+SELECT policy_cmd_is('pyretrieve', 'lexical_pages', 'lexical_pages_delete', 'DELETE', 'policy lexical_pages_delete on pyretrieve.lexical_pages is for DELETE');
+SELECT policy_roles_are('pyretrieve', 'lexical_pages', 'lexical_pages_delete', ARRAY['pyretrieve_api']);
+SELECT policy_cmd_is('pyretrieve', 'lexical_pages', 'lexical_pages_insert', 'INSERT', 'policy lexical_pages_insert on pyretrieve.lexical_pages is for INSERT');
+SELECT policy_roles_are('pyretrieve', 'lexical_pages', 'lexical_pages_insert', ARRAY['pyretrieve_api']);
+SELECT policy_cmd_is('pyretrieve', 'lexical_pages', 'lexical_pages_lock', 'UPDATE', 'policy lexical_pages_lock on pyretrieve.lexical_pages is for UPDATE');
+SELECT policy_roles_are('pyretrieve', 'lexical_pages', 'lexical_pages_lock', ARRAY['pyretrieve_api']);
+SELECT policy_cmd_is('pyretrieve', 'lexical_pages', 'lexical_pages_read', 'SELECT', 'policy lexical_pages_read on pyretrieve.lexical_pages is for SELECT');
+SELECT policy_roles_are('pyretrieve', 'lexical_pages', 'lexical_pages_read', ARRAY['pyretrieve_api']);
 SELECT policy_cmd_is('pyretrieve', 'lexical_tombstones', 'lexical_tombstones_delete', 'DELETE', 'policy lexical_tombstones_delete on pyretrieve.lexical_tombstones is for DELETE');
 SELECT policy_roles_are('pyretrieve', 'lexical_tombstones', 'lexical_tombstones_delete', ARRAY['pyretrieve_api']);
 SELECT policy_cmd_is('pyretrieve', 'lexical_tombstones', 'lexical_tombstones_insert', 'INSERT', 'policy lexical_tombstones_insert on pyretrieve.lexical_tombstones is for INSERT');
@@ -241,9 +253,9 @@ SELECT policy_roles_are('pyretrieve', 'write_bindings', 'write_bindings_insert',
 SELECT policy_cmd_is('pyretrieve', 'write_bindings', 'write_bindings_read', 'SELECT', 'policy write_bindings_read on pyretrieve.write_bindings is for SELECT');
 SELECT policy_roles_are('pyretrieve', 'write_bindings', 'write_bindings_read', ARRAY['pyretrieve_api']);
 
--- Functions: exactly these; only active_sources, active_sources_like, audit_access, audit_findings, audit_functions, audit_keys, audit_objects, audit_policies, audit_privileges, audit_roles, audit_server, audit_tables, audit_views, authorize, bind_write_scope, create_model_index, create_project, create_scope_sequence, create_scope_vector_index, create_vector_index, create_workspace, created_now, decision_partitions, discover_tools, drop_decision_partition, drop_scope_vector_index, drop_vector_index, embeddings_needed, ensure_decision_partitions, fragments, grant_access, ingest_batch, ingest_state, lexical_candidates, list_decisions, list_grants, list_models, list_projects, maintain_vector_indexes, model_defaults, prune_decisions, put_embedding, put_fragment, put_tool, register_model, retract_fragment, revoke_access, schema_version, set_bm25, set_tool_rollout, stale_embeddings, supersede_fragment, tool_by_name, tool_entries, tool_rollout, tool_schemas and vector_candidates are SECURITY DEFINER, every function pins
+-- Functions: exactly these; only active_sources, active_sources_like, audit_access, audit_findings, audit_functions, audit_keys, audit_objects, audit_policies, audit_privileges, audit_roles, audit_server, audit_tables, audit_views, authorize, bind_write_scope, compact_lexical_index, create_model_index, create_project, create_scope_sequence, create_scope_vector_index, create_vector_index, create_workspace, created_now, decision_partitions, discover_tools, drop_decision_partition, drop_scope_vector_index, drop_vector_index, embeddings_needed, ensure_decision_partitions, fragments, grant_access, ingest_batch, ingest_state, lexical_candidates, list_decisions, list_grants, list_models, list_projects, maintain_vector_indexes, model_defaults, prune_decisions, put_embedding, put_fragment, put_tool, register_model, retract_fragment, revoke_access, schema_version, set_bm25, set_tool_rollout, stale_embeddings, supersede_fragment, tool_by_name, tool_entries, tool_rollout, tool_schemas and vector_candidates are SECURITY DEFINER, every function pins
 -- search_path = pg_catalog, pg_temp, and none is LEAKPROOF.
-SELECT functions_are('pyretrieve', ARRAY['active_sources', 'active_sources_like', 'admin_scope_serial', 'apply_request_timeouts', 'approximate_vector_candidates', 'audit_access', 'audit_disjuncts', 'audit_expression_calls', 'audit_findings', 'audit_functions', 'audit_keys', 'audit_objects', 'audit_policies', 'audit_privileges', 'audit_roles', 'audit_server', 'audit_tables', 'audit_views', 'authorize', 'bind_write_scope', 'bound_decision', 'bound_write', 'bump_scope_lexical', 'bump_scope_vector', 'caller', 'caller_in', 'check_caller', 'check_embedding', 'check_identifier', 'check_ts_config', 'content_digest', 'count_embeddings', 'create_model_index', 'create_project', 'create_scope_sequence', 'create_scope_vector_index', 'create_vector_index', 'create_workspace', 'created_now', 'dbsf_distribution', 'decision_partition_ranges', 'decision_partitions', 'discover_tools', 'drop_decision_partition', 'drop_scope_vector_index', 'drop_vector_index', 'effective_grant', 'embedding_digest', 'embeddings_needed', 'ensure_decision_partitions', 'error_code', 'fragments', 'grant_access', 'ingest_batch', 'ingest_state', 'iso_utc', 'json_double', 'lexical_candidates', 'lexical_index_insert', 'lexical_index_update', 'list_decisions', 'list_grants', 'list_models', 'list_projects', 'log_statistics', 'maintain_vector_indexes', 'mirror_fragment', 'model_defaults', 'or_tsquery', 'prune_decisions', 'put_embedding', 'put_fragment', 'put_tool', 'register_model', 'require_admin', 'require_decision', 'retract_fragment', 'revoke_access', 'schema_version', 'scope_sequence', 'search', 'set_bm25', 'set_tool_rollout', 'stale_embeddings', 'stamp_lexical_generation', 'stamp_vector_generation', 'supersede_fragment', 'tool_argument_lines', 'tool_by_name', 'tool_entity_words', 'tool_entries', 'tool_operation_words', 'tool_query_operations', 'tool_recommended_k', 'tool_rollout', 'tool_rollout_bucket', 'tool_schemas', 'tool_stop_words', 'tool_text', 'tool_words', 'tsvector_length', 'vector_candidates', 'visible_successor', 'write_lexical_postings', 'writer_ceiling']);
+SELECT functions_are('pyretrieve', ARRAY['active_sources', 'active_sources_like', 'admin_scope_serial', 'apply_request_timeouts', 'approximate_vector_candidates', 'audit_access', 'audit_disjuncts', 'audit_expression_calls', 'audit_findings', 'audit_functions', 'audit_keys', 'audit_objects', 'audit_policies', 'audit_privileges', 'audit_roles', 'audit_server', 'audit_tables', 'audit_views', 'authorize', 'bind_write_scope', 'bound_decision', 'bound_write', 'bump_scope_lexical', 'bump_scope_vector', 'caller', 'caller_in', 'check_caller', 'check_embedding', 'check_identifier', 'check_ts_config', 'compact_lexical_index', 'compact_lexical_postings', 'content_digest', 'count_embeddings', 'create_model_index', 'create_project', 'create_scope_sequence', 'create_scope_vector_index', 'create_vector_index', 'create_workspace', 'created_now', 'dbsf_distribution', 'decision_partition_ranges', 'decision_partitions', 'discover_tools', 'drop_decision_partition', 'drop_scope_vector_index', 'drop_vector_index', 'effective_grant', 'embedding_digest', 'embeddings_needed', 'ensure_decision_partitions', 'error_code', 'fragments', 'grant_access', 'ingest_batch', 'ingest_state', 'iso_utc', 'json_double', 'lexeme_bucket', 'lexical_candidates', 'lexical_index_insert', 'lexical_index_update', 'list_decisions', 'list_grants', 'list_models', 'list_projects', 'log_statistics', 'maintain_vector_indexes', 'mirror_fragment', 'model_defaults', 'or_tsquery', 'prune_decisions', 'put_embedding', 'put_fragment', 'put_tool', 'register_model', 'require_admin', 'require_decision', 'retract_fragment', 'revoke_access', 'schema_version', 'scope_sequence', 'search', 'set_bm25', 'set_tool_rollout', 'stale_embeddings', 'stamp_lexical_generation', 'stamp_vector_generation', 'supersede_fragment', 'tool_argument_lines', 'tool_by_name', 'tool_entity_words', 'tool_entries', 'tool_operation_words', 'tool_query_operations', 'tool_recommended_k', 'tool_rollout', 'tool_rollout_bucket', 'tool_schemas', 'tool_stop_words', 'tool_text', 'tool_words', 'tsvector_length', 'vector_candidates', 'visible_successor', 'write_lexical_postings', 'writer_ceiling']);
 SELECT is_definer('pyretrieve', 'active_sources', ARRAY['text', 'text', 'text[]'], 'pyretrieve.active_sources(text, text, text[]) is SECURITY DEFINER');
 SELECT is_definer('pyretrieve', 'active_sources_like', ARRAY['text', 'text', 'text[]'], 'pyretrieve.active_sources_like(text, text, text[]) is SECURITY DEFINER');
 SELECT is_definer('pyretrieve', 'audit_access', ARRAY[]::text[], 'pyretrieve.audit_access() is SECURITY DEFINER');
@@ -259,6 +271,7 @@ SELECT is_definer('pyretrieve', 'audit_tables', ARRAY[]::text[], 'pyretrieve.aud
 SELECT is_definer('pyretrieve', 'audit_views', ARRAY[]::text[], 'pyretrieve.audit_views() is SECURITY DEFINER');
 SELECT is_definer('pyretrieve', 'authorize', ARRAY['text', 'text', 'text', 'bytea', 'text', 'bytea', 'integer'], 'pyretrieve.authorize(text, text, text, bytea, text, bytea, integer) is SECURITY DEFINER');
 SELECT is_definer('pyretrieve', 'bind_write_scope', ARRAY['text', 'text'], 'pyretrieve.bind_write_scope(text, text) is SECURITY DEFINER');
+SELECT is_definer('pyretrieve', 'compact_lexical_index', ARRAY['text', 'text'], 'pyretrieve.compact_lexical_index(text, text) is SECURITY DEFINER');
 SELECT is_definer('pyretrieve', 'create_model_index', ARRAY['text'], 'pyretrieve.create_model_index(text) is SECURITY DEFINER');
 SELECT is_definer('pyretrieve', 'create_project', ARRAY['text', 'text', 'regconfig'], 'pyretrieve.create_project(text, text, regconfig) is SECURITY DEFINER');
 SELECT is_definer('pyretrieve', 'create_scope_sequence', ARRAY['text', 'text'], 'pyretrieve.create_scope_sequence(text, text) is SECURITY DEFINER');
@@ -304,7 +317,7 @@ SELECT ok((SELECT prosecdef FROM pg_catalog.pg_proc WHERE oid = 'pyretrieve.vect
 SELECT is_empty(
     $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc p
        WHERE p.pronamespace = 'pyretrieve'::regnamespace AND p.prosecdef
-         AND p.oid NOT IN ('pyretrieve.active_sources(text, text, text[])'::regprocedure, 'pyretrieve.active_sources_like(text, text, text[])'::regprocedure, 'pyretrieve.audit_access()'::regprocedure, 'pyretrieve.audit_findings()'::regprocedure, 'pyretrieve.audit_functions()'::regprocedure, 'pyretrieve.audit_keys()'::regprocedure, 'pyretrieve.audit_objects()'::regprocedure, 'pyretrieve.audit_policies()'::regprocedure, 'pyretrieve.audit_privileges()'::regprocedure, 'pyretrieve.audit_roles()'::regprocedure, 'pyretrieve.audit_server()'::regprocedure, 'pyretrieve.audit_tables()'::regprocedure, 'pyretrieve.audit_views()'::regprocedure, 'pyretrieve.authorize(text, text, text, bytea, text, bytea, integer)'::regprocedure, 'pyretrieve.bind_write_scope(text, text)'::regprocedure, 'pyretrieve.create_model_index(text)'::regprocedure, 'pyretrieve.create_project(text, text, regconfig)'::regprocedure, 'pyretrieve.create_scope_sequence(text, text)'::regprocedure, 'pyretrieve.create_scope_vector_index(integer, text)'::regprocedure, 'pyretrieve.create_vector_index(text, text, text)'::regprocedure, 'pyretrieve.create_workspace(text, text)'::regprocedure, 'pyretrieve.created_now(text, text, uuid[])'::regprocedure, 'pyretrieve.decision_partitions()'::regprocedure, 'pyretrieve.discover_tools(text, text, text, text, public.vector, text, text, text, double precision, double precision, boolean, boolean, boolean)'::regprocedure, 'pyretrieve.drop_decision_partition(text)'::regprocedure, 'pyretrieve.drop_scope_vector_index(integer, text)'::regprocedure, 'pyretrieve.drop_vector_index(text, text, text)'::regprocedure, 'pyretrieve.embeddings_needed(text, text, text, uuid[])'::regprocedure, 'pyretrieve.ensure_decision_partitions(integer, timestamp with time zone)'::regprocedure, 'pyretrieve.fragments(uuid, uuid[])'::regprocedure, 'pyretrieve.grant_access(regrole, text, text, text, pyretrieve.classification, interval, pyretrieve.semantic_policy, timestamp with time zone)'::regprocedure, 'pyretrieve.ingest_batch(text, text, pyretrieve.ingest_row[], text)'::regprocedure, 'pyretrieve.ingest_state(text, text, text[], text)'::regprocedure, 'pyretrieve.lexical_candidates(uuid, text, integer, text)'::regprocedure, 'pyretrieve.list_decisions(timestamp with time zone, timestamp with time zone, text, text, text, integer)'::regprocedure, 'pyretrieve.list_grants()'::regprocedure, 'pyretrieve.list_models()'::regprocedure, 'pyretrieve.list_projects()'::regprocedure, 'pyretrieve.maintain_vector_indexes(integer, boolean)'::regprocedure, 'pyretrieve.model_defaults(text)'::regprocedure, 'pyretrieve.prune_decisions(interval, boolean)'::regprocedure, 'pyretrieve.put_embedding(text, text, uuid, text, public.vector, bytea)'::regprocedure, 'pyretrieve.put_fragment(text, text, text, pyretrieve.classification, timestamp with time zone, timestamp with time zone, text, text, text, regconfig)'::regprocedure, 'pyretrieve.put_tool(text, text, jsonb, text, text[], text, pyretrieve.classification, timestamp with time zone, timestamp with time zone)'::regprocedure, 'pyretrieve.register_model(text, integer, double precision, double precision, text)'::regprocedure, 'pyretrieve.retract_fragment(text, text, uuid)'::regprocedure, 'pyretrieve.revoke_access(regrole, text, text, text)'::regprocedure, 'pyretrieve.schema_version()'::regprocedure, 'pyretrieve.set_bm25(text, text, double precision, double precision)'::regprocedure, 'pyretrieve.set_tool_rollout(text, text, text)'::regprocedure, 'pyretrieve.stale_embeddings(text, text, text, uuid, integer)'::regprocedure, 'pyretrieve.supersede_fragment(text, text, uuid, text, pyretrieve.classification, timestamp with time zone, timestamp with time zone, text, text, text)'::regprocedure, 'pyretrieve.tool_by_name(uuid, text)'::regprocedure, 'pyretrieve.tool_entries(uuid, uuid[])'::regprocedure, 'pyretrieve.tool_rollout(uuid)'::regprocedure, 'pyretrieve.tool_schemas(uuid, uuid[])'::regprocedure, 'pyretrieve.vector_candidates(uuid, text, public.vector, integer)'::regprocedure)$$,
+         AND p.oid NOT IN ('pyretrieve.active_sources(text, text, text[])'::regprocedure, 'pyretrieve.active_sources_like(text, text, text[])'::regprocedure, 'pyretrieve.audit_access()'::regprocedure, 'pyretrieve.audit_findings()'::regprocedure, 'pyretrieve.audit_functions()'::regprocedure, 'pyretrieve.audit_keys()'::regprocedure, 'pyretrieve.audit_objects()'::regprocedure, 'pyretrieve.audit_policies()'::regprocedure, 'pyretrieve.audit_privileges()'::regprocedure, 'pyretrieve.audit_roles()'::regprocedure, 'pyretrieve.audit_server()'::regprocedure, 'pyretrieve.audit_tables()'::regprocedure, 'pyretrieve.audit_views()'::regprocedure, 'pyretrieve.authorize(text, text, text, bytea, text, bytea, integer)'::regprocedure, 'pyretrieve.bind_write_scope(text, text)'::regprocedure, 'pyretrieve.compact_lexical_index(text, text)'::regprocedure, 'pyretrieve.create_model_index(text)'::regprocedure, 'pyretrieve.create_project(text, text, regconfig)'::regprocedure, 'pyretrieve.create_scope_sequence(text, text)'::regprocedure, 'pyretrieve.create_scope_vector_index(integer, text)'::regprocedure, 'pyretrieve.create_vector_index(text, text, text)'::regprocedure, 'pyretrieve.create_workspace(text, text)'::regprocedure, 'pyretrieve.created_now(text, text, uuid[])'::regprocedure, 'pyretrieve.decision_partitions()'::regprocedure, 'pyretrieve.discover_tools(text, text, text, text, public.vector, text, text, text, double precision, double precision, boolean, boolean, boolean)'::regprocedure, 'pyretrieve.drop_decision_partition(text)'::regprocedure, 'pyretrieve.drop_scope_vector_index(integer, text)'::regprocedure, 'pyretrieve.drop_vector_index(text, text, text)'::regprocedure, 'pyretrieve.embeddings_needed(text, text, text, uuid[])'::regprocedure, 'pyretrieve.ensure_decision_partitions(integer, timestamp with time zone)'::regprocedure, 'pyretrieve.fragments(uuid, uuid[])'::regprocedure, 'pyretrieve.grant_access(regrole, text, text, text, pyretrieve.classification, interval, pyretrieve.semantic_policy, timestamp with time zone)'::regprocedure, 'pyretrieve.ingest_batch(text, text, pyretrieve.ingest_row[], text)'::regprocedure, 'pyretrieve.ingest_state(text, text, text[], text)'::regprocedure, 'pyretrieve.lexical_candidates(uuid, text, integer, text)'::regprocedure, 'pyretrieve.list_decisions(timestamp with time zone, timestamp with time zone, text, text, text, integer)'::regprocedure, 'pyretrieve.list_grants()'::regprocedure, 'pyretrieve.list_models()'::regprocedure, 'pyretrieve.list_projects()'::regprocedure, 'pyretrieve.maintain_vector_indexes(integer, boolean)'::regprocedure, 'pyretrieve.model_defaults(text)'::regprocedure, 'pyretrieve.prune_decisions(interval, boolean)'::regprocedure, 'pyretrieve.put_embedding(text, text, uuid, text, public.vector, bytea)'::regprocedure, 'pyretrieve.put_fragment(text, text, text, pyretrieve.classification, timestamp with time zone, timestamp with time zone, text, text, text, regconfig)'::regprocedure, 'pyretrieve.put_tool(text, text, jsonb, text, text[], text, pyretrieve.classification, timestamp with time zone, timestamp with time zone)'::regprocedure, 'pyretrieve.register_model(text, integer, double precision, double precision, text)'::regprocedure, 'pyretrieve.retract_fragment(text, text, uuid)'::regprocedure, 'pyretrieve.revoke_access(regrole, text, text, text)'::regprocedure, 'pyretrieve.schema_version()'::regprocedure, 'pyretrieve.set_bm25(text, text, double precision, double precision)'::regprocedure, 'pyretrieve.set_tool_rollout(text, text, text)'::regprocedure, 'pyretrieve.stale_embeddings(text, text, text, uuid, integer)'::regprocedure, 'pyretrieve.supersede_fragment(text, text, uuid, text, pyretrieve.classification, timestamp with time zone, timestamp with time zone, text, text, text)'::regprocedure, 'pyretrieve.tool_by_name(uuid, text)'::regprocedure, 'pyretrieve.tool_entries(uuid, uuid[])'::regprocedure, 'pyretrieve.tool_rollout(uuid)'::regprocedure, 'pyretrieve.tool_schemas(uuid, uuid[])'::regprocedure, 'pyretrieve.vector_candidates(uuid, text, public.vector, integer)'::regprocedure)$$,
     'no other pyretrieve function is SECURITY DEFINER');
 SELECT is_empty(
     $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc p
@@ -377,6 +390,10 @@ SELECT function_privs_are('pyretrieve', 'bind_write_scope', ARRAY['text', 'text'
 SELECT function_privs_are('pyretrieve', 'bind_write_scope', ARRAY['text', 'text'], 'pyretrieve_reader', ARRAY[]::text[]);
 SELECT function_privs_are('pyretrieve', 'bind_write_scope', ARRAY['text', 'text'], 'pyretrieve_writer', ARRAY['EXECUTE']);
 SELECT function_privs_are('pyretrieve', 'bind_write_scope', ARRAY['text', 'text'], 'public', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'compact_lexical_index', ARRAY['text', 'text'], 'pyretrieve_admin', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'compact_lexical_index', ARRAY['text', 'text'], 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT function_privs_are('pyretrieve', 'compact_lexical_index', ARRAY['text', 'text'], 'pyretrieve_writer', ARRAY['EXECUTE']);
+SELECT function_privs_are('pyretrieve', 'compact_lexical_index', ARRAY['text', 'text'], 'public', ARRAY[]::text[]);
 SELECT function_privs_are('pyretrieve', 'create_model_index', ARRAY['text'], 'pyretrieve_admin', ARRAY['EXECUTE']);
 SELECT function_privs_are('pyretrieve', 'create_model_index', ARRAY['text'], 'pyretrieve_reader', ARRAY[]::text[]);
 SELECT function_privs_are('pyretrieve', 'create_model_index', ARRAY['text'], 'pyretrieve_writer', ARRAY[]::text[]);
@@ -588,6 +605,8 @@ SELECT results_eq(
     ('pyretrieve.check_embedding(text, public.vector)', 'pyretrieve_api'),
     ('pyretrieve.check_identifier(text, text)', 'pyretrieve_api'),
     ('pyretrieve.check_ts_config(regconfig)', 'pyretrieve_api'),
+    ('pyretrieve.compact_lexical_index(text, text)', 'pyretrieve_writer'),
+    ('pyretrieve.compact_lexical_postings(text, text, pyretrieve.classification)', 'pyretrieve_api'),
     ('pyretrieve.content_digest(text)', 'pyretrieve_admin'),
     ('pyretrieve.content_digest(text)', 'pyretrieve_api'),
     ('pyretrieve.content_digest(text)', 'pyretrieve_reader'),
@@ -623,6 +642,7 @@ SELECT results_eq(
     ('pyretrieve.iso_utc(timestamp with time zone)', 'pyretrieve_reader'),
     ('pyretrieve.json_double(double precision)', 'pyretrieve_api'),
     ('pyretrieve.json_double(double precision)', 'pyretrieve_reader'),
+    ('pyretrieve.lexeme_bucket(text)', 'pyretrieve_api'),
     ('pyretrieve.lexical_candidates(uuid, text, integer, text)', 'pyretrieve_reader'),
     ('pyretrieve.list_decisions(timestamp with time zone, timestamp with time zone, text, text, text, integer)', 'pyretrieve_admin'),
     ('pyretrieve.list_grants()', 'pyretrieve_admin'),
@@ -723,6 +743,10 @@ SELECT table_privs_are('pyretrieve', 'lexical_blocks', 'public', ARRAY[]::text[]
 SELECT table_privs_are('pyretrieve', 'lexical_blocks', 'pyretrieve_admin', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'lexical_blocks', 'pyretrieve_reader', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'lexical_blocks', 'pyretrieve_writer', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'lexical_pages', 'public', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'lexical_pages', 'pyretrieve_admin', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'lexical_pages', 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'lexical_pages', 'pyretrieve_writer', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'lexical_tombstones', 'public', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'lexical_tombstones', 'pyretrieve_admin', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'lexical_tombstones', 'pyretrieve_reader', ARRAY[]::text[]);
@@ -823,6 +847,7 @@ SELECT results_eq(
     ('grants', 'semantic_policy', 'pyretrieve_api', 'UPDATE'),
     ('grants', 'workspace_id', 'pyretrieve_api', 'INSERT'),
     ('lexical_blocks', 'postings', 'pyretrieve_api', 'UPDATE'),
+    ('lexical_pages', 'postings', 'pyretrieve_api', 'UPDATE'),
     ('projects', 'bm25_b', 'pyretrieve_api', 'UPDATE'),
     ('projects', 'bm25_k1', 'pyretrieve_api', 'UPDATE'),
     ('projects', 'generation_seq', 'pyretrieve_api', 'INSERT'),
@@ -884,11 +909,15 @@ SELECT schema_privs_are('pyretrieve', 'pyretrieve_writer', ARRAY['USAGE']);
 SELECT schema_privs_are('pyretrieve', 'public', ARRAY[]::text[]);
 
 -- Sequences: exactly these, with their privileges per group and PUBLIC.
-SELECT sequences_are('pyretrieve', ARRAY['embedding_models_model_serial_seq', 'scope_serial_seq']);
+SELECT sequences_are('pyretrieve', ARRAY['embedding_models_model_serial_seq', 'lexical_page_seq', 'scope_serial_seq']);
 SELECT sequence_privs_are('pyretrieve', 'embedding_models_model_serial_seq', 'public', ARRAY[]::text[]);
 SELECT sequence_privs_are('pyretrieve', 'embedding_models_model_serial_seq', 'pyretrieve_admin', ARRAY[]::text[]);
 SELECT sequence_privs_are('pyretrieve', 'embedding_models_model_serial_seq', 'pyretrieve_reader', ARRAY[]::text[]);
 SELECT sequence_privs_are('pyretrieve', 'embedding_models_model_serial_seq', 'pyretrieve_writer', ARRAY[]::text[]);
+SELECT sequence_privs_are('pyretrieve', 'lexical_page_seq', 'public', ARRAY[]::text[]);
+SELECT sequence_privs_are('pyretrieve', 'lexical_page_seq', 'pyretrieve_admin', ARRAY[]::text[]);
+SELECT sequence_privs_are('pyretrieve', 'lexical_page_seq', 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT sequence_privs_are('pyretrieve', 'lexical_page_seq', 'pyretrieve_writer', ARRAY[]::text[]);
 SELECT sequence_privs_are('pyretrieve', 'scope_serial_seq', 'public', ARRAY[]::text[]);
 SELECT sequence_privs_are('pyretrieve', 'scope_serial_seq', 'pyretrieve_admin', ARRAY[]::text[]);
 SELECT sequence_privs_are('pyretrieve', 'scope_serial_seq', 'pyretrieve_reader', ARRAY[]::text[]);

@@ -16,7 +16,8 @@ Layout (principal nicknames as in ``tests.conftest``):
   the word ``ledger``, each with a ``test-3d`` embedding. The hidden ones sit exactly on the
   probe vector ``PROBE``; the visible ones are further away.
 
-Everything is written as adam (admin) and the writers, through the SQL functions; the cases
+Everything is written as adam (admin) and the writers, through the SQL functions, and each
+scope's lexical index is then compacted (its small lists into pages) as the Ingestor does; the cases
 the API forbids for new content use the ``p_observed_at``/``p_expires_at`` arguments. The one
 exception is marking rows superseded/retracted while writers' UPDATEs fail (see ``supersede``).
 """
@@ -341,6 +342,13 @@ def seed(db: Database, conn: psycopg.Connection[Any]) -> Seeded:
         for word in ("quince", "rosemary"):
             body = f"acme wiki {SHARED_WORD} page {word}"
             s.wiki.append(put(conn, "acme", "wiki", body, "public"))
+    # As the Ingestor leaves a scope after a run: its small lists compacted into pages (every
+    # lexeme here has fewer than 128 postings), so the walls are tested on pages too.
+    with acting_as(conn, "walt"):
+        for ws in ("acme", "globex"):
+            conn.execute("SELECT * FROM pyretrieve.compact_lexical_index(%s, 'docs')", (ws,))
+    with acting_as(conn, "wally"):
+        conn.execute("SELECT * FROM pyretrieve.compact_lexical_index('acme', 'wiki')")
     return s
 
 
@@ -404,6 +412,18 @@ def error_as(conn: psycopg.Connection[Any], nick: str | None, *steps: Step) -> p
 # The lexical index's invariants, each a query of (workspace, project, what) rows that must
 # return nothing: the blocks less the tombstones hold exactly the postings of the active
 # fragments, and every block's summary is exact or, for the time range, a bound.
+# Every entry of the lexical index as stored, tombstoned or not: the blocks' and each lexeme's
+# slice of the pages.
+RAW_LEXICAL_ENTRIES = """
+    SELECT b.workspace_id, b.project_id, b.lexeme, b.classification, u.entry
+      FROM pyretrieve.lexical_blocks b CROSS JOIN LATERAL unnest(b.entries) AS u(entry)
+    UNION ALL
+    SELECT p.workspace_id, p.project_id, t.lexeme, p.classification, p.entries[i] AS entry
+      FROM pyretrieve.lexical_pages p
+     CROSS JOIN LATERAL unnest(p.lexemes, p.starts) WITH ORDINALITY AS t(lexeme, start, n)
+     CROSS JOIN LATERAL generate_series(t.start, coalesce(p.starts[t.n + 1] - 1, p.postings)) AS i
+"""
+
 LEXICAL_INDEX_CHECKS = {
     "a posting that is not its fragment's (or of a fragment not active)": """
         SELECT p.workspace_id, p.project_id, p.lexeme, p.docno, p.tf, p.doc_length,
@@ -420,23 +440,62 @@ LEXICAL_INDEX_CHECKS = {
          WHERE f.state = 'active'
         EXCEPT
         SELECT p.workspace_id, p.project_id, p.lexeme, p.docno FROM pyretrieve.lexical_postings p""",
-    "a posting twice": """
-        SELECT p.workspace_id, p.project_id, p.lexeme, p.docno
-          FROM pyretrieve.lexical_blocks b
-         CROSS JOIN LATERAL unnest(b.entries) AS p0(entry)
-         CROSS JOIN LATERAL (SELECT b.workspace_id, b.project_id, b.lexeme,
-                                    (p0.entry >> 32)::integer AS docno) p
+    "a posting twice": f"""
+        WITH raw AS ({RAW_LEXICAL_ENTRIES})
+        SELECT r.workspace_id, r.project_id, r.lexeme, (r.entry >> 32)::integer
+          FROM raw r
          GROUP BY 1, 2, 3, 4 HAVING count(*) > 1""",
-    "a tombstone of an active fragment, or of no posting": """
+    "a tombstone of an active fragment, or of no posting": f"""
+        WITH raw AS ({RAW_LEXICAL_ENTRIES})
         SELECT x.workspace_id, x.project_id, x.lexeme, x.docno
           FROM pyretrieve.lexical_tombstones x
-         WHERE NOT EXISTS (SELECT 1 FROM pyretrieve.lexical_blocks b
-                            WHERE b.workspace_id = x.workspace_id AND b.project_id = x.project_id
-                              AND b.lexeme = x.lexeme AND b.classification = x.classification
-                              AND x.docno IN (SELECT (e >> 32)::integer FROM unnest(b.entries) e))
+         WHERE NOT EXISTS (SELECT 1 FROM raw r
+                            WHERE r.workspace_id = x.workspace_id AND r.project_id = x.project_id
+                              AND r.lexeme = x.lexeme AND r.classification = x.classification
+                              AND (r.entry >> 32)::integer = x.docno)
             OR NOT EXISTS (SELECT 1 FROM pyretrieve.fragments f
                             WHERE f.workspace_id = x.workspace_id AND f.project_id = x.project_id
                               AND f.docno = x.docno AND f.state <> 'active')""",
+    "a page whose layout or summary is wrong": """
+        SELECT p.workspace_id, p.project_id, p.bucket, p.page
+          FROM pyretrieve.lexical_pages p
+         CROSS JOIN LATERAL (
+               SELECT min((u.e >> 32)::integer) AS lo, max((u.e >> 32)::integer) AS hi
+                 FROM unnest(p.entries) AS u(e)) s
+         CROSS JOIN LATERAL (
+               SELECT bool_and(l.lexeme COLLATE "C" > coalesce(l.prev, '') COLLATE "C"
+                               AND l.start = coalesce(l.prev_end, 0) + 1
+                               AND l.stop >= l.start AND l.stop - l.start < 127
+                               AND pyretrieve.lexeme_bucket(l.lexeme) = p.bucket) AS ok,
+                      max(l.stop) AS last_stop
+                 FROM (SELECT t.lexeme, t.start,
+                              coalesce(p.starts[t.n + 1] - 1, p.postings) AS stop,
+                              lag(t.lexeme) OVER (ORDER BY t.n) AS prev,
+                              lag(coalesce(p.starts[t.n + 1] - 1, p.postings)) OVER (ORDER BY t.n)
+                                  AS prev_end
+                         FROM unnest(p.lexemes, p.starts) WITH ORDINALITY AS t(lexeme, start, n)) l) k
+         CROSS JOIN LATERAL (
+               SELECT bool_and((p.entries[i] >> 32) < (p.entries[i + 1] >> 32)) AS ascending
+                 FROM unnest(p.starts, p.lexemes) WITH ORDINALITY AS t(start, lexeme, n)
+                CROSS JOIN LATERAL generate_series(t.start,
+                                                   coalesce(p.starts[t.n + 1] - 1, p.postings) - 1) AS i) a
+         WHERE (s.lo, s.hi) IS DISTINCT FROM (p.first_docno, p.last_docno)
+            OR (p.first_lexeme, p.last_lexeme)
+               IS DISTINCT FROM (p.lexemes[1], p.lexemes[cardinality(p.lexemes)])
+            OR NOT k.ok OR k.last_stop <> p.postings
+            OR a.ascending IS FALSE""",
+    "a page whose time range does not bound its fragments": """
+        SELECT p.workspace_id, p.project_id, p.bucket, p.page
+          FROM pyretrieve.lexical_pages p
+          JOIN pyretrieve.fragments f
+            ON f.workspace_id = p.workspace_id AND f.project_id = p.project_id
+           AND f.docno IN (SELECT (e >> 32)::integer FROM unnest(p.entries) e)
+         WHERE f.classification <> p.classification
+            OR f.observed_at NOT BETWEEN p.min_observed_at AND p.max_observed_at
+            OR (f.expires_at IS NULL AND p.max_expires_at IS NOT NULL)
+            OR (f.expires_at IS NOT NULL AND (f.expires_at < p.min_expires_at
+                                              OR p.min_expires_at IS NULL
+                                              OR f.expires_at > p.max_expires_at))""",
     "a block whose summary is wrong": """
         SELECT b.workspace_id, b.project_id, b.lexeme, b.first_docno
           FROM pyretrieve.lexical_blocks b
@@ -468,7 +527,14 @@ LEXICAL_INDEX_CHECKS = {
 def lexical_index_errors(admin: psycopg.Connection[Any]) -> dict[str, list[Any]]:
     """What breaks an invariant of the lexical index (read as the superuser, past RLS)."""
     found = {}
+    # Before migration 0022 the index had no pages: the checks read the blocks alone.
+    row = admin.execute("SELECT to_regclass('pyretrieve.lexical_pages') IS NOT NULL").fetchone()
+    pages = bool(row and next(iter(row.values() if isinstance(row, dict) else row)))
     for what, query in LEXICAL_INDEX_CHECKS.items():
+        if not pages:
+            if "a page" in what:
+                continue
+            query = query.replace(RAW_LEXICAL_ENTRIES, RAW_LEXICAL_ENTRIES.split("UNION ALL")[0])
         rows = admin.execute(query).fetchall()
         if rows:
             found[what] = rows[:5]

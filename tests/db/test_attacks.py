@@ -192,7 +192,7 @@ def test_the_lexical_index_key_oracle_answers_the_same_for_every_word(
     conn: Conn, world: Database
 ) -> None:
     """A writer that knew a hidden fragment's document number (the worst case: it is never
-    returned) tries the keys of the lexical index's block and tombstone tables for words of the
+    returned) tries the keys of the lexical index's block, page and tombstone tables for words of the
     hidden body and for an absent word: every attempt is refused alike, before any key check."""
     with world.admin() as admin:
         hidden = admin.execute(
@@ -214,6 +214,14 @@ def test_the_lexical_index_key_oracle_answers_the_same_for_every_word(
             " min_observed_at, max_observed_at, entries) VALUES ('aa', 'docs', %s,"
             " 'restricted', %s, %s, 1, 1, 1, now(), now(), ARRAY[%s::bigint << 32])",
             (word, docno, docno, docno),
+        ),
+        "pages": lambda word: (
+            "INSERT INTO pyretrieve.lexical_pages (workspace_id, project_id, bucket,"
+            " classification, first_lexeme, last_lexeme, postings, first_docno, last_docno,"
+            " min_observed_at, max_observed_at, lexemes, starts, entries) VALUES ('aa', 'docs',"
+            " pyretrieve.lexeme_bucket(%s), 'restricted', %s, %s, 1, %s, %s, now(), now(),"
+            " ARRAY[%s], '{1}', ARRAY[%s::bigint << 32])",
+            (word, word, word, docno, docno, word, docno),
         ),
         "tombstones": lambda word: (
             "INSERT INTO pyretrieve.lexical_tombstones (workspace_id, project_id, lexeme,"

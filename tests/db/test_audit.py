@@ -104,7 +104,7 @@ def test_the_shipped_schema_audits_clean(db: Database) -> None:
     # pyretrieve.decisions, under its policies.
     tables = [t for t in report.tables if t.partition_of is None]
     partitions = [t for t in report.tables if t.partition_of is not None]
-    assert len(tables) == 17
+    assert len(tables) == 18
     assert len(partitions) >= 3
     assert {t.partition_of for t in partitions} == {"pyretrieve.decisions"}
     assert all(t.rls_enabled and t.rls_forced and t.policies == 0 for t in partitions)

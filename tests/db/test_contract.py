@@ -142,6 +142,26 @@ def test_the_limits_are_the_contracts(catalog: dict[str, str]) -> None:
     assert _numbers(stored, catalog["check:embedding_models"]) == {contract.MAX_DIMENSION}
 
 
+def test_the_lexical_index_sizes_are_the_contracts(catalog: dict[str, str]) -> None:
+    block = contract.LEXICAL_BLOCK_POSTINGS
+    assert _numbers(r"postings <= (\d+)", catalog["check:lexical_blocks"]) == {block}
+    writes = catalog["function:write_lexical_postings"]
+    assert _numbers(r"postings < (\d+)", writes) == {block}
+    assert _numbers(r"% (\d+) AS fresh", writes) == {block}
+    assert _numbers(r"k\.k \* (\d+)", writes) == {block}
+    compacts = catalog["function:compact_lexical_postings"]
+    assert _numbers(r"postings [<=]+ (\d+)", compacts) == {block}
+    assert _numbers(r"g\.n [<>=]+ (\d+)", compacts) == {block}
+    assert _numbers(r"k\.k \* (\d+)", compacts) == {block}
+    assert _numbers(r"before / (\d+)", compacts) == {contract.LEXICAL_PAGE_POSTINGS}
+    assert _numbers(r"bucket <= (\d+)", catalog["check:lexical_pages"]) == {
+        contract.LEXICAL_BUCKETS - 1
+    }
+    # The bucket is one byte of a digest: 256 values exactly.
+    assert "get_byte(sha256(" in _flat(catalog["function:lexeme_bucket"])
+    assert contract.LEXICAL_BUCKETS == 2**8
+
+
 def test_the_classification_order_is_the_contracts(catalog: dict[str, str]) -> None:
     assert catalog["enum:classification"] == ",".join(contract.CLASSIFICATION_ORDER)
     assert tuple(c.value for c in Classification) == contract.CLASSIFICATION_ORDER

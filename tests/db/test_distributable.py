@@ -44,6 +44,7 @@ REQUEST_PATH = (
 TENANT_TABLES = (
     "fragments",
     "lexical_blocks",
+    "lexical_pages",
     "lexical_tombstones",
     "embeddings",
     "scope_configs",
@@ -205,7 +206,8 @@ def test_every_key_of_a_workspace_table_leads_with_workspace_id(db: Database) ->
     assert keys, "no key of a workspace table found: the audit view or the schema is broken"
     tables = {k["table_name"] for k in keys}
     assert {
-        "pyretrieve.fragments", "pyretrieve.lexical_blocks", "pyretrieve.lexical_tombstones",
+        "pyretrieve.fragments", "pyretrieve.lexical_blocks", "pyretrieve.lexical_pages",
+        "pyretrieve.lexical_tombstones",
         "pyretrieve.embeddings",
     } <= tables  # fmt: skip
     assert any(k["kind"] == "UNIQUE INDEX" for k in keys), "the partial content key is missing"
@@ -362,6 +364,6 @@ def test_every_table_is_classified_exactly_once(db: Database) -> None:
     # to every node as a reference table.
     assert [t for t, k in kinds.items() if k == "distributed" and not has_workspace[t]] == []
     assert [t for t, k in kinds.items() if k == "reference" and has_workspace[t]] == []
-    assert {"fragments", "lexical_blocks", "lexical_tombstones", "embeddings"} <= {
+    assert {"fragments", "lexical_blocks", "lexical_pages", "lexical_tombstones", "embeddings"} <= {
         t for t, k in kinds.items() if k == "distributed"
     }

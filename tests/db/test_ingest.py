@@ -209,6 +209,89 @@ def test_reingesting_the_same_content_writes_nothing(
         assert admin.execute("SELECT * FROM pyretrieve.scope_generations").fetchall() == generations
 
 
+def lexical_rows(db: Database) -> dict[str, Any]:
+    """The lexical index's pages, tombstones and blocks of lexemes with no full block."""
+    with db.admin() as admin:
+        row = admin.execute(
+            "SELECT (SELECT count(*) FROM pyretrieve.lexical_pages) AS pages,"
+            " (SELECT count(*) FROM pyretrieve.lexical_tombstones) AS tombstones,"
+            " (SELECT count(*) FROM pyretrieve.lexical_blocks b"
+            "   WHERE NOT EXISTS (SELECT 1 FROM pyretrieve.lexical_blocks f"
+            "    WHERE (f.workspace_id, f.project_id, f.lexeme, f.classification)"
+            "        = (b.workspace_id, b.project_id, b.lexeme, b.classification)"
+            "      AND f.postings = 128)) AS small_blocks"
+            "  FROM pyretrieve.installation"
+        ).fetchone()
+    assert row is not None
+    return dict(row)
+
+
+def lexical_hits(conn: psycopg.Connection[Any], query: str) -> list[tuple[Any, ...]]:
+    """alice's lexical candidates for a query: ids, scores and terms, in rank order."""
+    with acting_as(conn, "alice"):
+        decision = conn.execute(
+            "SELECT decision_id FROM pyretrieve.authorize(%s, %s, 'support', %s, 'optional',"
+            " NULL, 50)",
+            (WS, PJ, sha(query)),
+        ).fetchone()
+        assert decision is not None
+        rows = conn.execute(
+            "SELECT rank, fragment_id, score, terms::text AS terms"
+            "  FROM pyretrieve.lexical_candidates(%s, %s, 50)",
+            (decision["decision_id"], query),
+        ).fetchall()
+    return [tuple(r.values()) for r in rows]
+
+
+def test_a_run_leaves_its_scope_compacted_and_compact_reports_what_it_moved(
+    scope: Database, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    """After ingest_path (several batches, each appending blocks) and after retract, the scope's
+    small lists are in pages, with no block of a small lexeme and no tombstone left; compact()
+    then finds nothing to move, and reports as much."""
+
+    path = write_jsonl(tmp_path / "c.jsonl", docs(40))
+    report = writer(conn, batch_size=7).ingest_path(path, workspace=WS, project=PJ)
+    assert report.batches == 6
+    after_run = lexical_rows(scope)
+    assert after_run["pages"] > 0
+    assert after_run["small_blocks"] == 0
+    writer(conn).retract(workspace=WS, project=PJ, source_uris=["c.jsonl#doc3"])
+    assert lexical_rows(scope)["tombstones"] == 0
+    assert lexical_rows(scope)["small_blocks"] == 0
+    again = writer(conn).compact(workspace=WS, project=PJ)
+    assert (again.workspace, again.project) == (WS, PJ)
+    assert (again.rows_read, again.rows_written, again.postings) == (0, 0, 0)
+    with pytest.raises(AccessDenied):
+        writer(conn).compact(workspace=WS, project="nosuch")
+
+
+def test_with_compact_off_a_run_leaves_blocks_that_compact_later_moves_with_the_same_hits(
+    scope: Database, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    """compact=False: the run writes blocks only (no page); the scope answers as it will
+    after compact() has moved the small lists into pages, byte for byte. A flag that is not
+    a bool is refused before anything is written."""
+    path = write_jsonl(tmp_path / "c.jsonl", docs(40))
+    quiet = Ingestor(conn, principal=role("wally"), batch_size=7, compact=False)
+    assert quiet.ingest_path(path, workspace=WS, project=PJ).inserted == 40
+    before = lexical_rows(scope)
+    assert before["pages"] == 0
+    assert before["small_blocks"] > 0
+    queries = ["ledger entry number 3", "title 17 doc", "entry"]
+    hits = [lexical_hits(conn, q) for q in queries]
+    assert all(hits)
+    moved = writer(conn).compact(workspace=WS, project=PJ)
+    assert moved.rows_read > 0
+    assert moved.postings > 0
+    after = lexical_rows(scope)
+    assert after["pages"] > 0
+    assert after["small_blocks"] == 0
+    assert [lexical_hits(conn, q) for q in queries] == hits
+    with pytest.raises(InvalidInput):
+        Ingestor(conn, principal=role("wally"), compact="no")  # type: ignore[arg-type]
+
+
 def test_changed_content_supersedes_the_active_fragment(
     scope: Database, conn: psycopg.Connection[Any], tmp_path: Path
 ) -> None:

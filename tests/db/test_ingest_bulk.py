@@ -559,6 +559,7 @@ def test_postings_and_digests_are_derived_by_the_database_and_cannot_be_forged(
         " '{38654705673}')",
         "COPY pyretrieve.lexical_blocks FROM STDIN",
         "COPY pyretrieve.lexical_tombstones FROM STDIN",
+        "COPY pyretrieve.lexical_pages FROM STDIN",
         "COPY pyretrieve.fragments (workspace_id, project_id, body) FROM STDIN",
         "UPDATE pyretrieve.embeddings SET source_digest = sha256('x')",
     ):
@@ -603,6 +604,7 @@ def test_the_definer_reads_no_table_of_the_callers_pg_temp(
             "projects",
             "write_bindings",
             "lexical_blocks",
+            "lexical_pages",
             "lexical_tombstones",
             "pyretrieve_ingest_staging",
             "ingest_row",

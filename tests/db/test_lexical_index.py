@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from tests.conftest import Database, acting_as, role
-from tests.db.seed import concurrent_writers, lexical_index_errors
+from tests.db.seed import concurrent_writers, error_fields, lexical_index_errors
 from tests.db.test_bm25 import (
     CORPUS,
     QUERY,
@@ -207,4 +207,231 @@ def test_every_lexeme_keeps_at_most_four_blocks_not_full(db: Database, conn: Con
     zebra = blocks_of(db, "zebra")
     assert sum(b["postings"] for b in zebra) == 150 + 5  # the corpus's zebras too
     assert len([b for b in zebra if b["postings"] == 128]) == 1
+    assert errors(db) == {}
+
+
+# -- pages of small lists (migration 0022) ---------------------------------------------------
+
+
+def compact(conn: Conn, nick: str = "wally", project: str = "docs") -> tuple[int, int, int]:
+    with acting_as(conn, nick):
+        got = conn.execute(
+            "SELECT rows_read, rows_written, postings"
+            " FROM pyretrieve.compact_lexical_index('acme', %s)",
+            (project,),
+        ).fetchone()
+    assert got is not None
+    return int(got["rows_read"]), int(got["rows_written"]), int(got["postings"])
+
+
+def index_rows(db: Database, workspace: str = "acme") -> dict[str, Any]:
+    """Per table and classification of a workspace: rows and postings (as the superuser)."""
+    with db.admin() as admin:
+        rows = admin.execute(
+            "SELECT 'blocks' AS t, classification::text AS cls, count(*) AS n, sum(postings) AS p"
+            "  FROM pyretrieve.lexical_blocks WHERE workspace_id = %(ws)s GROUP BY 2"
+            " UNION ALL"
+            " SELECT 'pages', classification::text, count(*), sum(postings)"
+            "  FROM pyretrieve.lexical_pages WHERE workspace_id = %(ws)s GROUP BY 2",
+            {"ws": workspace},
+        ).fetchall()
+    return {f"{r['t']}/{r['cls']}": (r["n"], r["p"]) for r in rows}
+
+
+def small_blocks(db: Database) -> int:
+    """Blocks of lexemes without a full block: what compaction moves into pages."""
+    with db.admin() as admin:
+        row = admin.execute(
+            "SELECT count(*) AS n FROM pyretrieve.lexical_blocks b"
+            " WHERE NOT EXISTS (SELECT 1 FROM pyretrieve.lexical_blocks f"
+            "  WHERE (f.workspace_id, f.project_id, f.lexeme, f.classification)"
+            "      = (b.workspace_id, b.project_id, b.lexeme, b.classification)"
+            "    AND f.postings = 128)"
+        ).fetchone()
+    assert row is not None
+    return int(row["n"])
+
+
+QUERIES = (QUERY, "zebra", "okapi herd", "savanna grass every year", "note 7 rewritten", "river")
+
+
+def legs(conn: Conn) -> list[list[dict[str, Any]]]:
+    return [lexical(conn, q) for q in QUERIES]
+
+
+def test_compaction_moves_small_lists_into_pages_and_every_result_stays_byte_for_byte(
+    db: Database, conn: Conn
+) -> None:
+    """Compaction moves every lexeme with fewer than 128 postings in a classification from its
+    blocks into pages (fewer rows), lexemes that reach 128 back to blocks, and the tombstoned
+    postings of the pages it rewrites out; the index stays exact, and every row, score and term
+    of the leg (a ceiling, a 30-day window and expiries that read some pages in part) is the
+    one before it, byte for byte."""
+    setup(conn)
+    now = datetime.now().astimezone()
+    ids = [
+        put(conn, "acme", f"zebra herd note {i}" + (" okapi" if i % 9 == 0 else ""), cls,
+            observed_at=now - timedelta(days=age),
+            expires_at=now + timedelta(days=1) if i % 11 == 0 else None)
+        for i, (cls, age) in enumerate(
+            [("internal", 1), ("public", 40), ("confidential", 2), ("internal", 3)] * 12
+        )
+    ]  # fmt: skip
+    before = legs(conn)
+    rows = index_rows(db)
+    assert small_blocks(db) > 0
+    read, written, moved = compact(conn)
+    assert errors(db) == {}
+    assert small_blocks(db) == 0
+    assert 0 < written < read
+    assert moved == sum(p for n, p in rows.values())
+    after = index_rows(db)
+    assert sum(n for n, _ in after.values()) < sum(n for n, _ in rows.values())
+    assert legs(conn) == before
+    # Nothing left to move: a second run reads nothing.
+    assert compact(conn) == (0, 0, 0)
+
+    # Retracted and superseded fragments whose postings are in pages: tombstones, never counted,
+    # and compaction drops them with their postings.
+    with acting_as(conn, "wally"):
+        conn.execute("SELECT pyretrieve.retract_fragment('acme', 'docs', %s)", (ids[0],))
+        conn.execute(
+            "SELECT pyretrieve.supersede_fragment('acme', 'docs', %s, 'zebra note rewritten')",
+            (ids[3],),
+        )
+    assert tombstones(db) > 0
+    assert errors(db) == {}
+    matches_python_bm25(conn)
+    held = legs(conn)
+    compact(conn)
+    assert tombstones(db) == 0
+    assert errors(db) == {}
+    assert legs(conn) == held
+
+    # A lexeme whose pages and blocks together reach 128 postings of a classification leaves
+    # the pages for blocks: 100 sightings in one batch (a block), compacted into a page, then
+    # 30 more (another block), compacted again.
+    with acting_as(conn, "wally"):
+        call_batch(conn, [row(i, f"okapi sighting {i}") for i in range(100)])
+    compact(conn)
+    assert all(b["cls"] != "internal" for b in blocks_of(db, "okapi"))
+    with acting_as(conn, "wally"):
+        call_batch(conn, [row(i, f"okapi sighting {i}") for i in range(100, 130)])
+    sightings = legs(conn)
+    compact(conn)
+    assert errors(db) == {}
+    internal = [b["postings"] for b in blocks_of(db, "okapi") if b["cls"] == "internal"]
+    assert internal[0] == 128
+    assert sum(internal) > 130
+    with db.admin() as admin:
+        paged = admin.execute(
+            "SELECT count(*) AS n FROM pyretrieve.lexical_pages"
+            " WHERE classification = 'internal' AND 'okapi' = ANY (lexemes)"
+        ).fetchone()
+    assert paged is not None
+    assert paged["n"] == 0
+    assert small_blocks(db) == 0
+    assert legs(conn) == sightings
+
+
+def test_compaction_and_writers_at_once_neither_wait_nor_lose_a_posting(
+    db: Database, conn: Conn
+) -> None:
+    """Two writers adding, retracting and superseding fragments of the same words while two
+    compactions run, all four holding their transactions open (lock_timeout 2 s): none waits
+    (compaction takes only blocks and pages no one holds, and leaves a bucket with a page held
+    elsewhere for a later run), and once all commit the index holds exactly the active
+    postings, each once, and the leg matches an independent BM25."""
+    setup(conn)
+    mine = {n: [put(conn, "acme", f"zebra savanna owned by {n} item {i}") for i in range(6)]
+            for n in range(2)}  # fmt: skip
+    compact(conn)
+
+    def work(c: Conn, n: int) -> None:
+        if n >= 2:
+            c.execute("SELECT * FROM pyretrieve.compact_lexical_index('acme', 'docs')")
+            return
+        for i in range(8):
+            c.execute(
+                "SELECT pyretrieve.put_fragment('acme', 'docs', %s)",
+                (f"the zebra and the savanna migration, writer {n} note {i}",),
+            )
+        c.execute("SELECT pyretrieve.retract_fragment('acme', 'docs', %s)", (mine[n][0],))
+        c.execute(
+            "SELECT pyretrieve.supersede_fragment('acme', 'docs', %s, %s)",
+            (mine[n][1], f"zebra savanna rewritten by {n}"),
+        )
+
+    assert concurrent_writers(db, "wally", 4, work) == []
+    assert errors(db) == {}
+    matches_python_bm25(conn)
+    before = legs(conn)
+    compact(conn)
+    assert errors(db) == {}
+    assert small_blocks(db) == 0
+    assert legs(conn) == before
+
+
+def test_a_writer_compacts_only_its_own_scope_and_classifications(db: Database, conn: Conn) -> None:
+    """Attack: a writer whose ceiling is internal compacts a scope that also holds confidential
+    and restricted fragments, then names a scope it holds no grant for. Its run moves only the
+    rows of its classifications (the others' rows and postings are untouched), what it reports
+    counts only those, the foreign scope fails as an absent one would (PR001) with nothing
+    moved, and a reader cannot compact at all."""
+    setup(conn)
+    with acting_as(conn, "adam"):
+        conn.execute(
+            "SELECT pyretrieve.grant_access(%s::regrole, 'acme', 'docs', 'ingest', 'internal')",
+            (role("walt"),),
+        )
+    for i in range(20):
+        for cls in ("public", "internal", "confidential", "restricted"):
+            put(conn, "acme", f"zebra {cls} secret word{i} {cls}{i}", cls)
+        put(conn, "globex", f"globex zebra word{i}")
+    rows = index_rows(db)
+    hidden = {k: v for k, v in rows.items() if k.endswith(("/confidential", "/restricted"))}
+    assert hidden
+    _read, _written, moved = compact(conn, "walt")
+    after = index_rows(db)
+    assert {k: v for k, v in after.items() if k in hidden} == hidden
+    assert "pages/confidential" not in after
+    assert "pages/restricted" not in after
+    mine = sum(p for k, (_n, p) in rows.items() if k.endswith(("/public", "/internal")))
+    assert moved == mine
+    assert errors(db) == {}
+    settled = index_rows(db, "globex")
+    with acting_as(conn, "walt"), pytest.raises(psycopg.Error) as denied:
+        conn.execute("SELECT * FROM pyretrieve.compact_lexical_index('globex', 'docs')")
+    with acting_as(conn, "walt"), pytest.raises(psycopg.Error) as absent:
+        conn.execute("SELECT * FROM pyretrieve.compact_lexical_index('nowhere', 'docs')")
+    assert error_fields(denied.value)[:2] == ("PR001", "access denied")
+    assert error_fields(denied.value) == error_fields(absent.value)
+    with acting_as(conn, "alice"), pytest.raises(psycopg.errors.InsufficientPrivilege):
+        conn.execute("SELECT * FROM pyretrieve.compact_lexical_index('acme', 'docs')")
+    assert index_rows(db, "globex") == settled
+
+
+def test_principals_cannot_touch_the_pages_directly(db: Database, conn: Conn) -> None:
+    """Attack: a writer and a reader try to read, insert, update and delete pages, and to call
+    the internal compaction with a wider ceiling: every attempt is refused for lack of a
+    privilege, whatever the row would be."""
+    setup(conn)
+    for i in range(5):
+        put(conn, "acme", f"zebra note {i}")
+    compact(conn)
+    statements = [
+        "SELECT count(*) FROM pyretrieve.lexical_pages",
+        "INSERT INTO pyretrieve.lexical_pages (workspace_id, project_id, bucket, classification,"
+        " first_lexeme, last_lexeme, postings, first_docno, last_docno, min_observed_at,"
+        " max_observed_at, lexemes, starts, entries) VALUES ('acme', 'docs', 0, 'public', 'a',"
+        " 'a', 1, 1, 1, now(), now(), '{a}', '{1}', '{4294967297}')",
+        "UPDATE pyretrieve.lexical_pages SET postings = postings",
+        "DELETE FROM pyretrieve.lexical_pages",
+        "SELECT * FROM pyretrieve.compact_lexical_postings('acme', 'docs', 'restricted')",
+        "SELECT nextval('pyretrieve.lexical_page_seq')",
+    ]
+    for nick in ("wally", "alice"):
+        for statement in statements:
+            with acting_as(conn, nick), pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute(statement)
     assert errors(db) == {}

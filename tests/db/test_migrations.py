@@ -959,6 +959,62 @@ def test_upgrading_to_0020_counts_each_scopes_embeddings_and_labels_the_vector_l
         drop_database(server, name)
 
 
+def _zebra_leg(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
+    """The lexical leg of the zebra scope, as alice (internal ceiling, 30 days)."""
+    with acting_as(conn, "alice"):
+        d = conn.execute(
+            "SELECT decision_id FROM pyretrieve.authorize('acme', 'docs', 'bench',"
+            " sha256('q'::bytea), 'disabled', NULL, 100)"
+        ).fetchone()
+        assert d is not None
+        rows = conn.execute(
+            "SELECT fragment_id, score, terms FROM pyretrieve.lexical_candidates(%s, %s, 100)",
+            (d[0], "zebra herd grazing savanna river"),
+        ).fetchall()
+    return [tuple(r) for r in rows]
+
+
+def _zebra_scope(conn: psycopg.Connection[Any]) -> list[Any]:
+    """Two projects of 175 fragments of five classifications, ages and expiries, one retracted
+    and one superseded; returns the ids."""
+    with acting_as(conn, "adam"):
+        conn.execute("SELECT pyretrieve.create_workspace('acme')")
+        conn.execute("SELECT pyretrieve.create_project('acme', 'docs')")
+        conn.execute("SELECT pyretrieve.create_project('acme', 'wiki')")
+        for project in ("docs", "wiki"):
+            conn.execute(
+                "SELECT pyretrieve.grant_access(%s::regrole, 'acme', %s, 'ingest', 'restricted')",
+                (role("wally"), project),
+            )
+        conn.execute(
+            "SELECT pyretrieve.grant_access(%s::regrole, 'acme', 'docs', 'bench',"
+            " 'internal', interval '30 days')",
+            (role("alice"),),
+        )
+    with acting_as(conn, "wally"):
+        ids = [
+            conn.execute(
+                "SELECT pyretrieve.put_fragment('acme', %s, %s,"
+                " %s::pyretrieve.classification, now() - %s::interval, %s)",
+                (project, f"zebra herd {'grazing ' * (i % 4)}on savanna {i} river"[: 40 + i],
+                 cls, age, expiry),
+            ).fetchone()[0]  # type: ignore[index]
+            for i, (project, cls, age, expiry) in enumerate(
+                [("docs", "internal", "1 day", None), ("docs", "public", "2 days", None),
+                 ("docs", "confidential", "1 day", None), ("docs", "internal", "40 days", None),
+                 ("docs", "internal", "3 days", "2999-01-01"), ("docs", "public", "1 day", None),
+                 ("wiki", "internal", "1 day", None)]
+                * 25
+            )
+        ]  # fmt: skip
+        conn.execute("SELECT pyretrieve.retract_fragment('acme', 'docs', %s)", (ids[0],))
+        conn.execute(
+            "SELECT pyretrieve.supersede_fragment('acme', 'docs', %s, 'zebra river anew')",
+            (ids[1],),
+        )
+    return ids
+
+
 def test_upgrading_to_0021_rebuilds_the_lexical_index_in_blocks_and_keeps_every_score(
     server: Server, template_db: str
 ) -> None:
@@ -972,63 +1028,14 @@ def test_upgrading_to_0021_rebuilds_the_lexical_index_in_blocks_and_keeps_every_
     name = create_database(server, None)
     dsn = server.dsn(name)
     app = server.dsn(name, user=role("authenticator"), password=PASSWORD)
-    query = "zebra herd grazing savanna river"
-
-    def leg(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
-        with acting_as(conn, "alice"):
-            d = conn.execute(
-                "SELECT decision_id FROM pyretrieve.authorize('acme', 'docs', 'bench',"
-                " sha256('q'::bytea), 'disabled', NULL, 100)"
-            ).fetchone()
-            assert d is not None
-            rows = conn.execute(
-                "SELECT fragment_id, score, terms FROM pyretrieve.lexical_candidates(%s, %s, 100)",
-                (d[0], query),
-            ).fetchall()
-        return [tuple(r) for r in rows]
 
     try:
         migrate.upgrade(dsn, "pyretrieve_0020")
         with psycopg.connect(app, autocommit=True) as conn:
-            with acting_as(conn, "adam"):
-                conn.execute("SELECT pyretrieve.create_workspace('acme')")
-                conn.execute("SELECT pyretrieve.create_project('acme', 'docs')")
-                conn.execute("SELECT pyretrieve.create_project('acme', 'wiki')")
-                for project in ("docs", "wiki"):
-                    conn.execute(
-                        "SELECT pyretrieve.grant_access(%s::regrole, 'acme', %s, 'ingest',"
-                        " 'restricted')",
-                        (role("wally"), project),
-                    )
-                conn.execute(
-                    "SELECT pyretrieve.grant_access(%s::regrole, 'acme', 'docs', 'bench',"
-                    " 'internal', interval '30 days')",
-                    (role("alice"),),
-                )
-            with acting_as(conn, "wally"):
-                ids = [
-                    conn.execute(
-                        "SELECT pyretrieve.put_fragment('acme', %s, %s,"
-                        " %s::pyretrieve.classification, now() - %s::interval, %s)",
-                        (project, f"zebra herd {'grazing ' * (i % 4)}on savanna {i} river"[: 40 + i],
-                         cls, age, expiry),
-                    ).fetchone()[0]  # type: ignore[index]
-                    for i, (project, cls, age, expiry) in enumerate(
-                        [("docs", "internal", "1 day", None), ("docs", "public", "2 days", None),
-                         ("docs", "confidential", "1 day", None), ("docs", "internal", "40 days", None),
-                         ("docs", "internal", "3 days", "2999-01-01"), ("docs", "public", "1 day", None),
-                         ("wiki", "internal", "1 day", None)]
-                        * 25
-                    )
-                ]  # fmt: skip
-                conn.execute("SELECT pyretrieve.retract_fragment('acme', 'docs', %s)", (ids[0],))
-                conn.execute(
-                    "SELECT pyretrieve.supersede_fragment('acme', 'docs', %s, 'zebra river anew')",
-                    (ids[1],),
-                )
-            before = leg(conn)
+            ids = _zebra_scope(conn)
+            before = _zebra_leg(conn)
             assert len(before) > 20
-            migrate.upgrade(dsn)
+            migrate.upgrade(dsn, "pyretrieve_0021")
             with psycopg.connect(dsn, row_factory=psycopg.rows.dict_row) as admin:
                 assert lexical_index_errors(admin) == {}
                 held = admin.execute(
@@ -1042,7 +1049,7 @@ def test_upgrading_to_0021_rebuilds_the_lexical_index_in_blocks_and_keeps_every_
             assert held is not None
             # Built whole: each lexeme's postings of a classification in the fewest blocks.
             assert held["blocks"] == held["fewest"] < held["postings"]
-            assert leg(conn) == before
+            assert _zebra_leg(conn) == before
             with acting_as(conn, "wally"):
                 conn.execute(
                     "SELECT pyretrieve.supersede_fragment('acme', 'docs', %s, 'zebra herd anew')",
@@ -1051,7 +1058,7 @@ def test_upgrading_to_0021_rebuilds_the_lexical_index_in_blocks_and_keeps_every_
                 conn.execute("SELECT pyretrieve.put_fragment('acme', 'docs', 'a savanna river')")
             with psycopg.connect(dsn, row_factory=psycopg.rows.dict_row) as admin:
                 assert lexical_index_errors(admin) == {}
-            after = leg(conn)
+            after = _zebra_leg(conn)
         migrate.downgrade(dsn, "pyretrieve_0020")
         with psycopg.connect(dsn) as admin:
             gone = admin.execute(
@@ -1061,6 +1068,96 @@ def test_upgrading_to_0021_rebuilds_the_lexical_index_in_blocks_and_keeps_every_
         assert gone[0] is None
         assert gone[1] is not None
         with psycopg.connect(app, autocommit=True) as conn:
-            assert leg(conn) == after
+            assert _zebra_leg(conn) == after
+    finally:
+        drop_database(server, name)
+
+
+def test_upgrading_to_0022_moves_small_lists_into_pages_and_keeps_every_score(
+    server: Server, template_db: str
+) -> None:
+    """0022 keeps the postings of lexemes with fewer than 128 in a scope and classification in
+    pages: the upgrade compacts every scope (past RLS, as the installer), after which no small
+    lexeme keeps a block, the pages hold what the blocks held, every row, score and term of the
+    lexical leg is 0021's, writes and a writer's compaction keep the index exact, and the
+    downgrade moves the pages' postings back into blocks with the same rows, scores and terms."""
+    from tests.db.seed import lexical_index_errors
+
+    name = create_database(server, None)
+    dsn = server.dsn(name)
+    app = server.dsn(name, user=role("authenticator"), password=PASSWORD)
+    count_rows = (
+        "SELECT (SELECT count(*) FROM pyretrieve.lexical_blocks) AS blocks,"
+        " (SELECT count(*) FROM pyretrieve.lexical_postings) AS postings"
+        " FROM pyretrieve.installation"
+    )
+    try:
+        migrate.upgrade(dsn, "pyretrieve_0021")
+        with psycopg.connect(app, autocommit=True) as conn:
+            ids = _zebra_scope(conn)
+            before = _zebra_leg(conn)
+            assert len(before) > 20
+            with psycopg.connect(dsn, row_factory=psycopg.rows.dict_row) as admin:
+                held = admin.execute(count_rows).fetchone()
+            migrate.upgrade(dsn)
+            with psycopg.connect(dsn, row_factory=psycopg.rows.dict_row) as admin:
+                assert lexical_index_errors(admin) == {}
+                now = admin.execute(
+                    count_rows.replace(
+                        " FROM pyretrieve.installation",
+                        ", (SELECT count(*) FROM pyretrieve.lexical_pages) AS pages,"
+                        " (SELECT count(*) FROM pyretrieve.lexical_blocks b"
+                        "   WHERE NOT EXISTS (SELECT 1 FROM pyretrieve.lexical_blocks f"
+                        "    WHERE (f.workspace_id, f.project_id, f.lexeme, f.classification)"
+                        "        = (b.workspace_id, b.project_id, b.lexeme, b.classification)"
+                        "      AND f.postings = 128)) AS small_blocks"
+                        " FROM pyretrieve.installation",
+                    )
+                ).fetchone()
+            assert held is not None
+            assert now is not None
+            # Every small list left its blocks for pages, fewer rows than the blocks they were.
+            assert now["small_blocks"] == 0
+            assert 0 < now["pages"] < held["blocks"] - now["blocks"]
+            assert now["postings"] == held["postings"]
+            assert _zebra_leg(conn) == before
+            with acting_as(conn, "wally"):
+                conn.execute(
+                    "SELECT pyretrieve.supersede_fragment('acme', 'docs', %s, 'zebra herd anew')",
+                    (ids[2],),
+                )
+                conn.execute("SELECT pyretrieve.retract_fragment('acme', 'docs', %s)", (ids[3],))
+                conn.execute("SELECT pyretrieve.put_fragment('acme', 'docs', 'a savanna river')")
+            with psycopg.connect(dsn, row_factory=psycopg.rows.dict_row) as admin:
+                assert lexical_index_errors(admin) == {}
+                tombstones = admin.execute(
+                    "SELECT count(*) AS n FROM pyretrieve.lexical_tombstones"
+                ).fetchone()
+            # The retracted fragment's postings were in pages: tombstones until compaction.
+            assert tombstones is not None
+            assert tombstones["n"] > 0
+            after = _zebra_leg(conn)
+            with acting_as(conn, "wally"):
+                moved = conn.execute(
+                    "SELECT * FROM pyretrieve.compact_lexical_index('acme', 'docs')"
+                ).fetchone()
+            assert moved is not None
+            assert moved[2] > 0
+            with psycopg.connect(dsn, row_factory=psycopg.rows.dict_row) as admin:
+                assert lexical_index_errors(admin) == {}
+                tombstones = admin.execute(
+                    "SELECT count(*) AS n FROM pyretrieve.lexical_tombstones"
+                ).fetchone()
+            assert tombstones is not None
+            assert tombstones["n"] == 0
+            assert _zebra_leg(conn) == after
+        migrate.downgrade(dsn, "pyretrieve_0021")
+        with psycopg.connect(dsn, row_factory=psycopg.rows.dict_row) as admin:
+            gone = admin.execute("SELECT to_regclass('pyretrieve.lexical_pages') AS t").fetchone()
+            assert gone is not None
+            assert gone["t"] is None
+            assert lexical_index_errors(admin) == {}
+        with psycopg.connect(app, autocommit=True) as conn:
+            assert _zebra_leg(conn) == after
     finally:
         drop_database(server, name)

@@ -31,12 +31,12 @@ BIG, BIG_ROWS = ("ws0", "big"), 6000
 PYRETRIEVE_INDEXES = {
     "fragments_pkey", "fragments_scope_idx", "fragments_active_content_key",
     "fragments_docno_key", "embeddings_pkey", "embeddings_scope_idx", "lexical_blocks_pkey",
-    "lexical_tombstones_pkey",
+    "lexical_pages_pkey", "lexical_tombstones_pkey",
 }  # fmt: skip
 # lexical_tombstones is left out: it is empty but for postings whose block another writer held
 # while their fragment left, so the planner rightly reads it by a sequential scan of no page;
 # the lexical plan test bounds its reads instead.
-TENANT_SCANNED = {"fragments", "embeddings", "lexical_blocks"}
+TENANT_SCANNED = {"fragments", "embeddings", "lexical_blocks", "lexical_pages"}
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +94,11 @@ def corpus(server: Server, template_db: str) -> Iterator[Database]:
                     "SELECT pyretrieve.grant_access(%s::regrole, %s, %s, %s, 'restricted')",
                     (role("alice"), *scope, PURPOSE),
                 )
+            # As the Ingestor leaves a scope after a run: small lists compacted into pages.
+            admin.execute(
+                "SELECT count(c.*) FROM pyretrieve.projects p CROSS JOIN LATERAL"
+                " pyretrieve.compact_lexical_postings(p.workspace_id, p.project_id, 'restricted') c"
+            )
             # As autovacuum leaves a settled table: statistics and the visibility map.
             admin.execute("VACUUM (ANALYZE)")
         yield db
@@ -263,16 +268,37 @@ def test_the_lexical_scope_statistics_read_the_scopes_statistics_log(
         assert "project_id" in index[0]["Index Cond"]
 
 
+def key_read(every: list[dict[str, Any]], relation: str, index: str) -> tuple[dict[str, Any], str]:
+    """The one read of ``relation`` in the plan, through ``index`` (an index scan, or a bitmap
+    heap scan over it, as the planner prefers for the rows it expects): the node and its index
+    condition."""
+    reads = [n for n in every if n.get("Relation Name") == relation]
+    assert [n["Node Type"] for n in reads] in (["Index Scan"], ["Bitmap Heap Scan"]), reads
+    (read,) = reads
+    probe = read if read["Node Type"] == "Index Scan" else read["Plans"][0]
+    assert probe.get("Index Name") == index, probe
+    return read, str(probe["Index Cond"])
+
+
 @pytest.mark.parametrize("scope", [SCOPE, BIG], ids=["small", "big"])
 def test_the_lexical_leg_reads_the_blocks_of_the_query_terms_only(
     corpus: Database, scope: tuple[str, str]
 ) -> None:
-    """The lexical index is read through its key, once per query term, bounded by scope and
+    """The lexical index is read through its keys, once per query term, bounded by scope and
     term: the plan reads the blocks of the query's terms and no other (a block holds up to 128
-    postings, so a term's blocks are a few rows where its postings were as many rows); each
-    term's tombstones are one probe of their key; and fragments are read only for the rows the
-    leg returns, each by its document number."""
-    terms = ["topic5", "document"]
+    postings, so a term's blocks are a few rows where its postings were as many rows), and the
+    pages of the terms' buckets and no other (a rare term's small list is a slice of one);
+    each term's tombstones are one probe of their key; and fragments are read only for the
+    rows the leg returns, each by its document number."""
+    with corpus.admin() as admin:
+        rare = admin.execute(
+            "SELECT l.lexeme FROM pyretrieve.lexical_pages p, unnest(p.lexemes) l(lexeme)"
+            " WHERE p.workspace_id = %s AND p.project_id = %s"
+            " ORDER BY 1 LIMIT 1",
+            scope,
+        ).fetchone()
+    assert rare is not None
+    terms = ["topic5", "document", rare["lexeme"]]
 
     def call(conn: Conn) -> None:
         d = authorize(conn, *scope)["decision_id"]
@@ -280,22 +306,33 @@ def test_the_lexical_leg_reads_the_blocks_of_the_query_terms_only(
 
     mine = candidate_plans(captured_plans(corpus, "alice", call), "fragments")
     every = [x for p in mine for x in nodes(p)]
-    blocks = [n for n in every if n.get("Relation Name") == "lexical_blocks"]
-    assert [n["Node Type"] for n in blocks] == ["Index Scan"]
-    (scan,) = blocks
-    assert scan["Index Name"] == "lexical_blocks_pkey"
+    scan, cond = key_read(every, "lexical_blocks", "lexical_blocks_pkey")
     for column in ("workspace_id", "project_id", "lexeme"):
-        assert column in scan["Index Cond"], scan["Index Cond"]
+        assert column in cond, cond
     assert scan["Actual Loops"] == len(terms)  # once per query term
     with corpus.admin() as admin:
         held = admin.execute(
             "SELECT count(*) AS n FROM pyretrieve.lexical_blocks"
             " WHERE workspace_id = %s AND project_id = %s AND lexeme = ANY (%s)",
-            (*scope, ["topic5", "document"]),
+            (*scope, terms),
+        ).fetchone()
+        buckets = admin.execute(
+            "SELECT count(*) AS n FROM pyretrieve.lexical_pages"
+            " WHERE workspace_id = %s AND project_id = %s"
+            "   AND bucket IN (SELECT pyretrieve.lexeme_bucket(t) FROM unnest(%s::text[]) t)",
+            (*scope, terms),
         ).fetchone()
     assert held is not None
-    # At most the blocks of the two terms (fewer when the decision's window excludes some).
-    assert 0 < scan["Actual Rows"] * scan["Actual Loops"] <= held["n"]
+    assert buckets is not None
+    # At most the blocks of the terms (fewer when the decision's window excludes some).
+    # (Actual Rows is the mean per loop, rounded to two places.)
+    assert 0 < round(scan["Actual Rows"] * scan["Actual Loops"]) <= held["n"]
+    page_scan, cond = key_read(every, "lexical_pages", "lexical_pages_pkey")
+    for column in ("workspace_id", "project_id", "bucket"):
+        assert column in cond, cond
+    assert page_scan["Actual Loops"] == len(terms)
+    # The rare term's page at least, and no page outside the terms' buckets.
+    assert 0 < round(page_scan["Actual Rows"] * page_scan["Actual Loops"]) <= buckets["n"]
     tombstones = [n for n in every if n.get("Relation Name") == "lexical_tombstones"]
     assert [n["Actual Loops"] for n in tombstones] == [len(terms)]  # one read per term
     assert [n["Actual Rows"] for n in tombstones] == [0]  # none here, nor another scope's

@@ -45,6 +45,7 @@ TENANT_TABLES = (
     "generation_log",
     "fragments",
     "lexical_blocks",
+    "lexical_pages",
     "lexical_tombstones",
     "embeddings",
 )
@@ -265,6 +266,7 @@ def test_counts_after_binding_show_only_the_bound_scope(conn: Conn, s: Seeded, n
         n = counts(conn)
         assert n.pop("generation_log") >= 1
         n.pop("lexical_blocks")
+        n.pop("lexical_pages")
         n.pop("lexical_tombstones")
         assert n == {
             "workspaces": 1,
@@ -273,12 +275,15 @@ def test_counts_after_binding_show_only_the_bound_scope(conn: Conn, s: Seeded, n
             "fragments": len(expected),
             "embeddings": 0 if nick == "carol" else len(expected),
         }
-        # The lexical index admits blocks of the scope up to the ceiling whose time range meets
-        # the window; of their postings, those of fragments the wall admits are exactly the
-        # visible fragments' (every seeded body has lexemes).
+        # The lexical index admits blocks and pages of the scope up to the ceiling whose time
+        # range meets the window; of their postings, those of fragments the wall admits are
+        # exactly the visible fragments' (every seeded body has lexemes).
         second_wall(conn)
         posted = conn.execute(
-            "SELECT DISTINCT f.fragment_id FROM pyretrieve.lexical_blocks b"
+            "SELECT DISTINCT f.fragment_id"
+            "  FROM (SELECT b.workspace_id, b.project_id, b.entries FROM pyretrieve.lexical_blocks b"
+            "        UNION ALL"
+            "        SELECT p.workspace_id, p.project_id, p.entries FROM pyretrieve.lexical_pages p) b"
             " CROSS JOIN LATERAL unnest(b.entries) AS p(entry)"
             "  JOIN pyretrieve.fragments f ON f.workspace_id = b.workspace_id"
             "   AND f.project_id = b.project_id AND f.docno = (p.entry >> 32)::integer"
@@ -286,6 +291,7 @@ def test_counts_after_binding_show_only_the_bound_scope(conn: Conn, s: Seeded, n
         assert {r["fragment_id"] for r in posted} == expected
         classes = conn.execute(
             "SELECT DISTINCT classification::text AS c FROM pyretrieve.lexical_blocks"
+            " UNION SELECT DISTINCT classification::text FROM pyretrieve.lexical_pages"
         ).fetchall()
         ceiling = {"alice": "confidential", "bob": "internal", "carol": "public"}[nick]
         order = ["public", "internal", "confidential", "restricted"]
