@@ -63,6 +63,13 @@ def test_scale_quick(fresh_dsn: str) -> None:
     assert result["load"]["fragments"]["per_s"] > 0
     assert result["load"]["embeddings"]["rows"] > 0
     assert result["load"]["sizes"]["tables"]["embeddings"]["heap_mb"] > 0
+    # The lexical index against GIN as loaded, and once VACUUM FULL has given back the load's
+    # free space: never larger.
+    gin = result["load"]["lexical_vs_gin"]
+    assert gin["gin_mb"] > 0
+    assert gin["repacked"]["tables"] == ["lexical_blocks", "lexical_pages", "lexical_tombstones"]
+    assert 0 < gin["repacked"]["lexical_mb"] <= gin["lexical_mb"]
+    assert "rewritten by VACUUM FULL" in scale.render(result)
     # The fractions' probe scopes and the 200-row one (2,000 fragments leave no room for a
     # 100,000-row scope).
     assert [x["rows"] for x in result["scopes"]] == [10, 20, 100, 400, scale.SMALL_SCOPE_ROWS]
@@ -253,7 +260,8 @@ def test_lexical_revisions_against_another_database_quick(
     server: Server, template_db: str, tmp_path: Path
 ) -> None:
     """The comparison across two databases holding the same data: both legs agree row for
-    row, and the reader it made is gone from the server and from both databases' grants."""
+    row, the GIN index it measured against is gone, and the reader it made is gone from the
+    server and from both databases' grants."""
     import psycopg
 
     first, second = create_database(server, template_db), None
@@ -266,11 +274,16 @@ def test_lexical_revisions_against_another_database_quick(
             [
                 *("--dsn", server.dsn(second), "--baseline-dsn", server.dsn(first)),
                 *("--workspace", "lexrev", "--project", "docs", "--queries", str(queries)),
-                *("--out", str(tmp_path / "out.json")),
+                *("--out", str(tmp_path / "out.json"), "--gin"),
             ]
         )
         assert result["identical_results"] == 2
         assert result["baseline"]["n"] == result["current"]["n"] == 2
+        assert result["gin_index_bytes"] > 0
+        assert result["current_lexical_bytes"] == sum(result["postings_bytes"]["current"].values())
+        assert result["current_to_gin"] == round(
+            result["current_lexical_bytes"] / result["gin_index_bytes"], 2
+        )
         assert result["settings"]["baseline"].startswith(
             f"the same data at the schema installed in database {first}"
         )
@@ -289,7 +302,10 @@ def test_lexical_revisions_against_another_database_quick(
                 readers = conn.execute(
                     "SELECT count(*) FROM pg_roles WHERE rolname LIKE 'pyretrieve_lexrev_%'"
                 ).fetchone()
-            assert (grants, readers) == ((0,), (0,))
+                gin = conn.execute(
+                    "SELECT to_regclass('pyretrieve.pyretrieve_bench_gin')"
+                ).fetchone()
+            assert (grants, readers, gin) == ((0,), (0,), (None,))
     finally:
         for name in (second, first):
             if name is not None:

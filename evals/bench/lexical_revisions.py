@@ -34,7 +34,14 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from evals.bench.runtime import LEXICAL_TABLES, acting_as, load_average, provenance, summary_ms
+from evals.bench.runtime import (
+    LEXICAL_TABLES,
+    acting_as,
+    gin_index_bytes,
+    load_average,
+    provenance,
+    summary_ms,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "evals" / "bench" / "lexical-revisions.json"
@@ -132,6 +139,16 @@ def _lexical_storage(conn: psycopg.Connection[Any]) -> dict[str, int]:
     return {str(name): int(size) for name, size in rows}
 
 
+def _against_gin(current: dict[str, int], gin: int) -> dict[str, Any]:
+    """The current lexical index's bytes against a GIN index over the same fragments' text."""
+    total = sum(current.values())
+    return {
+        "gin_index_bytes": gin,
+        "current_lexical_bytes": total,
+        "current_to_gin": round(total / gin, 2) if gin else None,
+    }
+
+
 def _decision(conn: psycopg.Connection[Any], args: Any, text: str) -> Any:
     row = conn.execute(
         "SELECT decision_id FROM pyretrieve.authorize(%s, %s, 'compare',"
@@ -194,6 +211,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     parser.add_argument("--limit-queries", type=int, default=300)
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument(
+        "--gin",
+        action="store_true",
+        help="also build a GIN index over the current database's fragments (and drop it), for"
+        " the size of the lexical index against it",
+    )
     args = parser.parse_args(argv)
     queries = _queries(args.queries, args.limit_queries)
     reader = f"pyretrieve_lexrev_{secrets.token_hex(3)}"
@@ -213,6 +236,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "baseline": _lexical_storage(baseline_conn),
             "current": _lexical_storage(current_conn),
         }
+        gin = gin_index_bytes(current_conn)[0] if args.gin else None
         _create_reader(current_conn, reader)  # a role is the server's, for both databases
         try:
             if baseline_conn is current_conn:
@@ -253,6 +277,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             float(current_ms["p50"]) / float(baseline_ms["p50"]), 3
         ),
         "postings_bytes": storage,
+        **({} if gin is None else _against_gin(storage["current"], gin)),
         "load_average_at_end": load_average(),
     }
     args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

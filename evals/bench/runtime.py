@@ -17,6 +17,7 @@ import secrets
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -44,6 +45,19 @@ SERVER_SETTINGS = (
 # The lexical index's tables in every revision: a row per posting up to schema 0020; blocks and
 # tombstones since 0021, and pages of small lists since 0022 (each revision has some of them).
 LEXICAL_TABLES = ("postings", "lexical_blocks", "lexical_pages", "lexical_tombstones")
+
+
+def gin_index_bytes(conn: psycopg.Connection[Any]) -> tuple[int, float]:
+    """A GIN index over every fragment's tsvector, built here as the superuser, measured and
+    dropped: what the lexical index's size is compared with. Returns (bytes, build seconds)."""
+    started = time.perf_counter()
+    conn.execute("CREATE INDEX pyretrieve_bench_gin ON pyretrieve.fragments USING gin (tsv)")
+    built = time.perf_counter() - started
+    try:
+        row = conn.execute("SELECT pg_relation_size('pyretrieve.pyretrieve_bench_gin')").fetchone()
+        return (int(row[0]) if row else 0), built
+    finally:
+        conn.execute("DROP INDEX pyretrieve.pyretrieve_bench_gin")
 
 
 def display_path(path: Path) -> str:
