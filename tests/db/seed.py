@@ -424,6 +424,24 @@ RAW_LEXICAL_ENTRIES = """
      CROSS JOIN LATERAL generate_series(t.start, coalesce(p.starts[t.n + 1] - 1, p.postings)) AS i
 """
 
+
+def _time_range_check(table: str, key: str) -> str:
+    """Rows of a block or page table (as b) whose classification or time range does not bound
+    each of its fragments."""
+    return f"""
+        SELECT b.workspace_id, b.project_id, {key}
+          FROM pyretrieve.{table} b
+          JOIN pyretrieve.fragments f
+            ON f.workspace_id = b.workspace_id AND f.project_id = b.project_id
+           AND f.docno IN (SELECT (e >> 32)::integer FROM unnest(b.entries) e)
+         WHERE f.classification <> b.classification
+            OR f.observed_at NOT BETWEEN b.min_observed_at AND b.max_observed_at
+            OR (f.expires_at IS NULL AND b.max_expires_at IS NOT NULL)
+            OR (f.expires_at IS NOT NULL AND (f.expires_at < b.min_expires_at
+                                              OR b.min_expires_at IS NULL
+                                              OR f.expires_at > b.max_expires_at))"""
+
+
 LEXICAL_INDEX_CHECKS = {
     "a posting that is not its fragment's (or of a fragment not active)": """
         SELECT p.workspace_id, p.project_id, p.lexeme, p.docno, p.tf, p.doc_length,
@@ -484,18 +502,9 @@ LEXICAL_INDEX_CHECKS = {
                IS DISTINCT FROM (p.lexemes[1], p.lexemes[cardinality(p.lexemes)])
             OR NOT k.ok OR k.last_stop <> p.postings
             OR a.ascending IS FALSE""",
-    "a page whose time range does not bound its fragments": """
-        SELECT p.workspace_id, p.project_id, p.bucket, p.page
-          FROM pyretrieve.lexical_pages p
-          JOIN pyretrieve.fragments f
-            ON f.workspace_id = p.workspace_id AND f.project_id = p.project_id
-           AND f.docno IN (SELECT (e >> 32)::integer FROM unnest(p.entries) e)
-         WHERE f.classification <> p.classification
-            OR f.observed_at NOT BETWEEN p.min_observed_at AND p.max_observed_at
-            OR (f.expires_at IS NULL AND p.max_expires_at IS NOT NULL)
-            OR (f.expires_at IS NOT NULL AND (f.expires_at < p.min_expires_at
-                                              OR p.min_expires_at IS NULL
-                                              OR f.expires_at > p.max_expires_at))""",
+    "a page whose time range does not bound its fragments": _time_range_check(
+        "lexical_pages", "b.bucket, b.page"
+    ),
     "a block whose summary is wrong": """
         SELECT b.workspace_id, b.project_id, b.lexeme, b.first_docno
           FROM pyretrieve.lexical_blocks b
@@ -509,18 +518,9 @@ LEXICAL_INDEX_CHECKS = {
          WHERE (s.lo, s.hi, s.n, s.tf, s.len) IS DISTINCT FROM
                (b.first_docno, b.last_docno, b.postings::bigint, b.max_tf, b.min_length)
             OR NOT s.ascending""",
-    "a block whose time range does not bound its fragments": """
-        SELECT b.workspace_id, b.project_id, b.lexeme, b.first_docno
-          FROM pyretrieve.lexical_blocks b
-          JOIN pyretrieve.fragments f
-            ON f.workspace_id = b.workspace_id AND f.project_id = b.project_id
-           AND f.docno IN (SELECT (e >> 32)::integer FROM unnest(b.entries) e)
-         WHERE f.classification <> b.classification
-            OR f.observed_at NOT BETWEEN b.min_observed_at AND b.max_observed_at
-            OR (f.expires_at IS NULL AND b.max_expires_at IS NOT NULL)
-            OR (f.expires_at IS NOT NULL AND (f.expires_at < b.min_expires_at
-                                              OR b.min_expires_at IS NULL
-                                              OR f.expires_at > b.max_expires_at))""",
+    "a block whose time range does not bound its fragments": _time_range_check(
+        "lexical_blocks", "b.lexeme, b.first_docno"
+    ),
 }
 
 

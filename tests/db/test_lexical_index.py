@@ -435,3 +435,41 @@ def test_principals_cannot_touch_the_pages_directly(db: Database, conn: Conn) ->
             with acting_as(conn, nick), pytest.raises(psycopg.errors.InsufficientPrivilege):
                 conn.execute(statement)
     assert errors(db) == {}
+
+
+# Each corruption, made by hand as the superuser, and the invariant check that must name it.
+CORRUPTIONS = {
+    "a block whose time range does not bound its fragments": (
+        "UPDATE pyretrieve.lexical_blocks SET min_observed_at = min_observed_at + interval"
+        " '1 day', max_observed_at = max_observed_at + interval '1 day'"
+    ),
+    "a page whose time range does not bound its fragments": (
+        "UPDATE pyretrieve.lexical_pages SET min_observed_at = min_observed_at + interval"
+        " '1 day', max_observed_at = max_observed_at + interval '1 day'"
+    ),
+    "a block whose summary is wrong": "UPDATE pyretrieve.lexical_blocks SET max_tf = max_tf + 1",
+    "a page whose layout or summary is wrong": (
+        "UPDATE pyretrieve.lexical_pages SET last_docno = last_docno + 1"
+    ),
+    "an active fragment's posting missing": "DELETE FROM pyretrieve.lexical_pages",
+}
+
+
+def test_each_invariant_check_finds_the_corruption_it_names(db: Database, conn: Conn) -> None:
+    """The checks every test above relies on can fail: on an index with both blocks and pages,
+    each corruption made by hand (and rolled back) is named by its check."""
+    setup(conn)
+    for i in range(6):
+        put(conn, "acme", f"zebra herd note {i}", "internal")
+    compact(conn)
+    for i in range(6, 9):
+        put(conn, "acme", f"zebra herd note {i}", "internal")  # blocks the run has not moved
+    assert errors(db) == {}
+    assert small_blocks(db) > 0
+    assert index_rows(db)
+    for what, corruption in CORRUPTIONS.items():
+        with db.admin() as admin, admin.transaction(force_rollback=True):
+            admin.execute(corruption)
+            found = lexical_index_errors(admin)
+        assert what in found, what
+    assert errors(db) == {}
