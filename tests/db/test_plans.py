@@ -454,6 +454,13 @@ def test_a_principal_sees_no_plan_over_a_table(corpus: Database) -> None:
         " WHERE workspace_id = 'ws3' AND project_id = 'p1' AND lexeme = 'word'",
         "EXPLAIN (ANALYZE, FORMAT JSON) SELECT 1 FROM pyretrieve.lexical_tombstones"
         " WHERE workspace_id = 'ws3' AND project_id = 'p1' AND lexeme = 'word'",
+        # A page's lexemes: an estimate or a removed-row count would tell whether a hidden
+        # fragment holds the word.
+        "EXPLAIN (ANALYZE, FORMAT JSON) SELECT 1 FROM pyretrieve.lexical_pages"
+        " WHERE workspace_id = 'ws3' AND project_id = 'p1'"
+        "   AND bucket = pyretrieve.lexeme_bucket('word') AND 'word' = ANY (lexemes)",
+        "EXPLAIN (FORMAT JSON) SELECT 1 FROM pyretrieve.lexical_pages"
+        " WHERE workspace_id = 'ws3' AND project_id = 'p1' AND first_lexeme <= 'word'",
         "EXPLAIN (ANALYZE, FORMAT JSON) SELECT * FROM pyretrieve.grants",
         "EXPLAIN (FORMAT JSON) SELECT * FROM pyretrieve.decisions",
     ]
