@@ -38,6 +38,7 @@ __all__ = [
     "INVALID_FUSION_SQLSTATE",
     "LEXICAL_BLOCK_POSTINGS",
     "LEXICAL_BUCKETS",
+    "LEXICAL_COMPACT_MIN_SHARE",
     "LEXICAL_PAGE_POSTINGS",
     "MAX_BODY_CHARS",
     "MAX_DIMENSION",
@@ -136,6 +137,10 @@ LEXICAL_BLOCK_POSTINGS: Final = 128
 LEXICAL_PAGE_POSTINGS: Final = 1024
 # Buckets of a scope's pages per classification: the first byte of the lexeme's SHA-256.
 LEXICAL_BUCKETS: Final = 256
+# The Ingestor compacts a scope after a run once the postings in blocks not full are at least
+# this share of those in pages (compact_lexical_index's p_min_share): a run rewrites every page
+# of the buckets it touches, and with 1 the pages at least double between runs.
+LEXICAL_COMPACT_MIN_SHARE: Final = 1.0
 
 # ----------------------------------------------------------------- fusion and scores
 

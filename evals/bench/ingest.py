@@ -155,7 +155,8 @@ def _compacts(conn: psycopg.Connection[Any]) -> bool:
     """Whether the schema has the lexical index's compaction (0022 on): a run compacts its
     scope where it can, so a comparison with an earlier schema counts the compaction's cost."""
     row = conn.execute(
-        "SELECT to_regprocedure('pyretrieve.compact_lexical_index(text, text)') IS NOT NULL"
+        "SELECT EXISTS (SELECT 1 FROM pg_proc WHERE proname = 'compact_lexical_index'"
+        "   AND pronamespace = 'pyretrieve'::regnamespace)"
     ).fetchone()
     return bool(row and row[0])
 

@@ -90,6 +90,7 @@ _RULE_MESSAGES: frozenset[str] = frozenset(
         "k1 must be in (0, 10] and b in [0, 1]",
         "limit must be between 1 and 100000",
         "max_age must be positive days/hours (no months or years)",
+        "min share must be a finite number of at least 0",
         "min_rows must be at least 2",
         "mode must be hybrid, lexical or vector",
         "months ahead must be between 0 and 24",

@@ -534,7 +534,7 @@ SELECT fragment_id, source_uri
 # Compaction of the write scope's lexical index (small lists into pages), after a run.
 INGEST_COMPACT: Final = """
 SELECT rows_read, rows_written, postings
-  FROM pyretrieve.compact_lexical_index(p_workspace => %s, p_project => %s)
+  FROM pyretrieve.compact_lexical_index(p_workspace => %s, p_project => %s, p_min_share => %s)
 """
 
 INGEST_RETRACT: Final = """

@@ -200,7 +200,7 @@ class Ingestor:
                 conn, workspace, project, input_source, seen, counts, retract=retract_legacy
             )
             if self._compact_after and (counts.inserted or counts.superseded or counts.retracted):
-                self._compact(conn, workspace, project)
+                self._compact(conn, workspace, project, contract.LEXICAL_COMPACT_MIN_SHARE)
             if progress is not None:
                 progress(counts.read, counts.read)
         return IngestReport(
@@ -288,7 +288,7 @@ class Ingestor:
             retract_fragments(cur, workspace, project, ids)
         if self._compact_after:
             with self._connection() as conn:
-                self._compact(conn, workspace, project)
+                self._compact(conn, workspace, project, contract.LEXICAL_COMPACT_MIN_SHARE)
         return RetractReport(
             workspace=workspace,
             project=project,
@@ -297,12 +297,14 @@ class Ingestor:
 
     def compact(self, *, workspace: str, project: str) -> CompactReport:
         """Compact the scope's lexical index for this writer's classifications: rare lexemes'
-        postings move from a block each into pages shared by many (``ingest_path`` and
-        ``retract`` do it after they write). Searches give the same results before and after;
-        rows another transaction holds are left for a later run."""
+        postings move from a block each into pages shared by many. ``ingest_path`` and
+        ``retract`` do it after they write, once the postings waiting in blocks are at least
+        ``contract.LEXICAL_COMPACT_MIN_SHARE`` of those in pages; this call always does.
+        Searches give the same results before and after; rows another transaction holds are
+        left for a later run."""
         _check_scope(workspace, project)
         with self._connection() as conn:
-            return self._compact(conn, workspace, project)
+            return self._compact(conn, workspace, project, 0.0)
 
     def sources(self, *, workspace: str, project: str, prefix: str | None = None) -> SourceList:
         """The documents of a scope that this writer may see, with their active fragments:
@@ -398,10 +400,10 @@ class Ingestor:
             yield cur, str(row[0])
 
     def _compact(
-        self, conn: psycopg.Connection[Any], workspace: str, project: str
+        self, conn: psycopg.Connection[Any], workspace: str, project: str, min_share: float
     ) -> CompactReport:
         with self._transaction(conn, workspace, project) as (cur, _ceiling):
-            row = cur.execute(queries.INGEST_COMPACT, (workspace, project)).fetchone()
+            row = cur.execute(queries.INGEST_COMPACT, (workspace, project, min_share)).fetchone()
         assert row is not None
         return CompactReport(
             workspace=workspace,

@@ -137,7 +137,7 @@ GRANT EXECUTE ON FUNCTION
     pyretrieve.put_fragment(text, text, text, pyretrieve.classification, timestamptz, timestamptz, text, text, text, regconfig),
     pyretrieve.supersede_fragment(text, text, uuid, text, pyretrieve.classification, timestamptz, timestamptz, text, text, text),
     pyretrieve.retract_fragment(text, text, uuid),
-    pyretrieve.compact_lexical_index(text, text),
+    pyretrieve.compact_lexical_index(text, text, double precision),
     pyretrieve.put_embedding(text, text, uuid, text, public.vector, bytea),
     pyretrieve.active_sources(text, text, text[]),
     pyretrieve.active_sources_like(text, text, text[]),

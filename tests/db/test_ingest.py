@@ -20,6 +20,7 @@ import numpy as np
 import psycopg
 import pytest
 
+from pyretrieve.contract import LEXICAL_COMPACT_MIN_SHARE
 from pyretrieve.embedders.hashing import HashNgramEmbedder
 from pyretrieve.errors import AccessDenied, InternalError, InvalidInput, UnknownModel
 from pyretrieve.ingest import (
@@ -246,9 +247,9 @@ def lexical_hits(conn: psycopg.Connection[Any], query: str) -> list[tuple[Any, .
 def test_a_run_leaves_its_scope_compacted_and_compact_reports_what_it_moved(
     scope: Database, conn: psycopg.Connection[Any], tmp_path: Path
 ) -> None:
-    """After ingest_path (several batches, each appending blocks) and after retract, the scope's
-    small lists are in pages, with no block of a small lexeme and no tombstone left; compact()
-    then finds nothing to move, and reports as much."""
+    """After ingest_path (several batches, each appending blocks) the scope's small lists are in
+    pages, with no block of a small lexeme left; a retraction's tombstones wait for compact(),
+    after which a second compact() finds nothing to move, and reports as much."""
 
     path = write_jsonl(tmp_path / "c.jsonl", docs(40))
     report = writer(conn, batch_size=7).ingest_path(path, workspace=WS, project=PJ)
@@ -256,9 +257,14 @@ def test_a_run_leaves_its_scope_compacted_and_compact_reports_what_it_moved(
     after_run = lexical_rows(scope)
     assert after_run["pages"] > 0
     assert after_run["small_blocks"] == 0
+    # A retraction's few tombstones wait: under contract.LEXICAL_COMPACT_MIN_SHARE of the
+    # pages' postings, the run after it does not rewrite the pages; compact() always does.
     writer(conn).retract(workspace=WS, project=PJ, source_uris=["c.jsonl#doc3"])
-    assert lexical_rows(scope)["tombstones"] == 0
+    assert lexical_rows(scope)["tombstones"] > 0
     assert lexical_rows(scope)["small_blocks"] == 0
+    moved = writer(conn).compact(workspace=WS, project=PJ)
+    assert moved.rows_read > 0
+    assert lexical_rows(scope)["tombstones"] == 0
     again = writer(conn).compact(workspace=WS, project=PJ)
     assert (again.workspace, again.project) == (WS, PJ)
     assert (again.rows_read, again.rows_written, again.postings) == (0, 0, 0)
@@ -290,6 +296,30 @@ def test_with_compact_off_a_run_leaves_blocks_that_compact_later_moves_with_the_
     assert [lexical_hits(conn, q) for q in queries] == hits
     with pytest.raises(InvalidInput):
         Ingestor(conn, principal=role("wally"), compact="no")  # type: ignore[arg-type]
+
+
+def test_runs_into_a_growing_scope_compact_once_the_blocks_waiting_match_the_pages(
+    scope: Database, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    """A run compacts its scope only once the postings waiting in blocks are at least
+    contract.LEXICAL_COMPACT_MIN_SHARE of those in pages, so a growing scope's pages are not
+    all rewritten at every run: a small run after a large one leaves its blocks, and a run as
+    large as what the pages hold moves them."""
+    assert LEXICAL_COMPACT_MIN_SHARE == 1.0
+    writer(conn).ingest_path(
+        write_jsonl(tmp_path / "a.jsonl", docs(40, prefix="alpha")), workspace=WS, project=PJ
+    )
+    assert lexical_rows(scope)["small_blocks"] == 0
+    pages = lexical_rows(scope)["pages"]
+    writer(conn).ingest_path(
+        write_jsonl(tmp_path / "b.jsonl", docs(2, prefix="beta")), workspace=WS, project=PJ
+    )
+    assert lexical_rows(scope)["small_blocks"] > 0
+    assert lexical_rows(scope)["pages"] == pages
+    writer(conn).ingest_path(
+        write_jsonl(tmp_path / "c.jsonl", docs(60, prefix="gamma")), workspace=WS, project=PJ
+    )
+    assert lexical_rows(scope)["small_blocks"] == 0
 
 
 def test_changed_content_supersedes_the_active_fragment(

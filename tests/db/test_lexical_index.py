@@ -213,12 +213,18 @@ def test_every_lexeme_keeps_at_most_four_blocks_not_full(db: Database, conn: Con
 # -- pages of small lists (migration 0022) ---------------------------------------------------
 
 
-def compact(conn: Conn, nick: str = "wally", project: str = "docs") -> tuple[int, int, int]:
+def compact(
+    conn: Conn, nick: str = "wally", project: str = "docs", min_share: float | None = None
+) -> tuple[int, int, int]:
+    """compact_lexical_index as ``nick``; ``min_share`` None: the default (always)."""
     with acting_as(conn, nick):
         got = conn.execute(
             "SELECT rows_read, rows_written, postings"
-            " FROM pyretrieve.compact_lexical_index('acme', %s)",
-            (project,),
+            " FROM pyretrieve.compact_lexical_index('acme', %s)"
+            if min_share is None
+            else "SELECT rows_read, rows_written, postings"
+            " FROM pyretrieve.compact_lexical_index('acme', %s, p_min_share => %s)",
+            (project,) if min_share is None else (project, min_share),
         ).fetchone()
     assert got is not None
     return int(got["rows_read"]), int(got["rows_written"]), int(got["postings"])
@@ -472,4 +478,39 @@ def test_each_invariant_check_finds_the_corruption_it_names(db: Database, conn: 
             admin.execute(corruption)
             found = lexical_index_errors(admin)
         assert what in found, what
+    assert errors(db) == {}
+
+
+def test_a_min_share_compacts_only_once_enough_waits_in_blocks(db: Database, conn: Conn) -> None:
+    """p_min_share > 0: a run moves nothing while the postings in blocks not full and the
+    tombstones are below that share of the postings in pages, and compacts once they reach it;
+    the leg's rows are the same either way. A share that is negative, infinite, not a number
+    or NULL is refused (PR010) before anything moves."""
+    setup(conn)
+    ids = [put(conn, "acme", f"zebra herd note {i} savanna river") for i in range(12)]
+    assert compact(conn, min_share=1.0)[0] > 0  # no page yet: the share is met at once
+    paged = sum(p for k, (_, p) in index_rows(db).items() if k.startswith("pages/"))
+    put(conn, "acme", "zebra okapi note")  # a few postings wait in blocks
+    waiting = small_blocks(db)
+    assert waiting > 0
+    before = legs(conn)
+    assert compact(conn, min_share=1.0) == (0, 0, 0)
+    assert small_blocks(db) == waiting
+    assert legs(conn) == before
+    # A retraction's tombstones count as waiting too.
+    with acting_as(conn, "wally"):
+        conn.execute("SELECT pyretrieve.retract_fragment('acme', 'docs', %s)", (ids[0],))
+    assert tombstones(db) > 0
+    after_retract = legs(conn)
+    assert compact(conn, min_share=1.0) == (0, 0, 0)
+    assert compact(conn, min_share=0.01)[0] > 0  # 0.01 of the pages' postings is waiting
+    assert (small_blocks(db), tombstones(db)) == (0, 0)
+    assert legs(conn) == after_retract
+    assert paged > 0
+    for bad in (-0.5, float("nan"), float("inf"), None):
+        with acting_as(conn, "wally"), pytest.raises(psycopg.Error) as caught:
+            conn.execute(
+                "SELECT * FROM pyretrieve.compact_lexical_index('acme', 'docs', %s)", (bad,)
+            )
+        assert error_fields(caught.value)[0] == "PR010"
     assert errors(db) == {}
