@@ -360,6 +360,10 @@ def test_ingest_revisions_quick(server: Server, template_db: str, tmp_path: Path
     for side in ("baseline", "current"):
         assert [r["fragments"] for r in result["runs"][side]] == [20, 20]
         assert result["median"][side]["wall_s_per_1000"] > 0
+        runs = result["runs"][side]
+        if all(r["server_cpu_s"] is not None for r in runs):
+            expected = sum(r["server_cpu_s"] for r in runs) / sum(r["fragments"] for r in runs)
+            assert result["total"][side] == round(expected * 1000, 4)
     assert result["settings"]["baseline"] == "pyretrieve_0016"
     with psycopg.connect(server.admin_dsn) as conn:
         left = conn.execute(
