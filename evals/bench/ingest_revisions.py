@@ -108,7 +108,7 @@ def _total_per_thousand(runs: list[dict[str, Any]]) -> float | None:
     """Server CPU seconds per 1,000 fragments over every round together."""
     if not runs or any(r["server_cpu_s"] is None for r in runs):
         return None
-    fragments = sum(r["fragments"] for r in runs)
+    fragments = int(sum(r["fragments"] for r in runs))
     seconds = float(sum(r["server_cpu_s"] for r in runs))
     return round(seconds / fragments * 1000, 4)
 
