@@ -119,8 +119,8 @@ def _database_name(dsn: str) -> str:
     return f"database {row[0]} (schema {row[1]})"
 
 
-# The lexical index of every revision: a row per posting (up to 0020), or blocks, their
-# tombstones and the fragments' document-number key (0021).
+# The lexical index of every revision (runtime.LEXICAL_TABLES): a row per posting (up to 0020),
+# or blocks, their tombstones and the fragments' document-number key (0021), and pages (0022).
 def _lexical_storage(conn: psycopg.Connection[Any]) -> dict[str, int]:
     """Bytes of the lexical index's tables (with their TOAST) and of each of their indexes,
     and of the fragments' document-number key where there is one."""

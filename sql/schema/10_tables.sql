@@ -204,8 +204,8 @@ COMMENT ON TABLE pyretrieve.lexical_blocks IS
     'The lexical index: per scope, lexeme and classification, the postings of active fragments in blocks of up to 128 (docno << 32 | (tf - 1) << 24 | document length, in document-number order), with the count, largest tf, smallest length and time range each block''s read policy and the lexical leg use; maintained by triggers only.';
 
 -- The lexical index's small lists. Where a scope holds many rare words, a row per lexeme was
--- most of the index (about 270 bytes a row and its keys, for a few postings: 433 MB for
--- 200,000 fragments in 207 scopes, 7 times a GIN index of the same text). A lexeme with fewer
+-- most of the index (about 270 bytes a row and its keys, for a few postings: 656.5 MB for
+-- 200,000 fragments in 207 scopes, 11 times a GIN index of the same text). A lexeme with fewer
 -- than 128 postings of a classification in a scope keeps them in a page instead, shared with
 -- the other such lexemes of its bucket (lexeme_bucket: one of 256, a hash of the lexeme): the
 -- page holds its lexemes in bytewise order, where each one's postings start in its entries

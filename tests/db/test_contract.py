@@ -154,6 +154,8 @@ def test_the_lexical_index_sizes_are_the_contracts(catalog: dict[str, str]) -> N
     assert _numbers(r"g\.n [<>=]+ (\d+)", compacts) == {block}
     assert _numbers(r"k\.k \* (\d+)", compacts) == {block}
     assert _numbers(r"before / (\d+)", compacts) == {contract.LEXICAL_PAGE_POSTINGS}
+    # The share rule counts the postings in blocks not full.
+    assert _numbers(r"postings < (\d+)", catalog["function:compact_lexical_index"]) == {block}
     assert _numbers(r"bucket <= (\d+)", catalog["check:lexical_pages"]) == {
         contract.LEXICAL_BUCKETS - 1
     }

@@ -33,6 +33,7 @@ from pyretrieve.ingest import (
     split_text,
 )
 from tests.conftest import Database, acting_as, role
+from tests.db.test_lexical_index import index_rows, small_blocks, tombstones
 
 WS, PJ = "acme", "docs"
 MODEL = "hash-ngram-v1"
@@ -212,19 +213,8 @@ def test_reingesting_the_same_content_writes_nothing(
 
 def lexical_rows(db: Database) -> dict[str, Any]:
     """The lexical index's pages, tombstones and blocks of lexemes with no full block."""
-    with db.admin() as admin:
-        row = admin.execute(
-            "SELECT (SELECT count(*) FROM pyretrieve.lexical_pages) AS pages,"
-            " (SELECT count(*) FROM pyretrieve.lexical_tombstones) AS tombstones,"
-            " (SELECT count(*) FROM pyretrieve.lexical_blocks b"
-            "   WHERE NOT EXISTS (SELECT 1 FROM pyretrieve.lexical_blocks f"
-            "    WHERE (f.workspace_id, f.project_id, f.lexeme, f.classification)"
-            "        = (b.workspace_id, b.project_id, b.lexeme, b.classification)"
-            "      AND f.postings = 128)) AS small_blocks"
-            "  FROM pyretrieve.installation"
-        ).fetchone()
-    assert row is not None
-    return dict(row)
+    pages = sum(n for key, (n, _) in index_rows(db, WS).items() if key.startswith("pages/"))
+    return {"pages": pages, "tombstones": tombstones(db), "small_blocks": small_blocks(db)}
 
 
 def lexical_hits(conn: psycopg.Connection[Any], query: str) -> list[tuple[Any, ...]]:
