@@ -514,3 +514,56 @@ def test_a_min_share_compacts_only_once_enough_waits_in_blocks(db: Database, con
             )
         assert error_fields(caught.value)[0] == "PR010"
     assert errors(db) == {}
+
+
+def test_the_share_rule_counts_nothing_a_writer_may_not_see(db: Database, conn: Conn) -> None:
+    """Attack: a writer whose ceiling is internal picks shares just above and just below the
+    ratio of its own waiting postings to its own paged ones, in a scope whose restricted rows
+    (pages, and blocks waiting) would tip either choice if they were counted. Whether its run
+    compacts follows its own rows alone, so the rule is no oracle for hidden postings."""
+    setup(conn)
+    with acting_as(conn, "adam"):
+        conn.execute(
+            "SELECT pyretrieve.grant_access(%s::regrole, 'acme', 'docs', 'ingest', 'internal')",
+            (role("walt"),),
+        )
+    for i in range(10):
+        put(conn, "acme", f"zebra herd note {i} savanna", "internal")
+        put(conn, "acme", f"zebra secret plan {i} vault", "restricted")
+    compact(conn, "wally")  # pages of both classifications
+    for i in range(2):
+        put(conn, "acme", f"zebra herd late note {i}", "internal")  # the writer's rows waiting
+
+    def visible_ratio() -> float:
+        with db.admin() as admin:
+            row = admin.execute(
+                "SELECT (SELECT sum(postings) FROM pyretrieve.lexical_blocks"
+                "         WHERE classification <= 'internal' AND postings < 128) AS small,"
+                "       (SELECT sum(postings) FROM pyretrieve.lexical_pages"
+                "         WHERE classification <= 'internal') AS paged"
+            ).fetchone()
+        assert row is not None
+        assert row["small"]
+        assert row["paged"]
+        return float(row["small"]) / float(row["paged"])
+
+    ratio = visible_ratio()
+    for i in range(30):
+        put(conn, "acme", f"zebra secret extra {i} vault key", "restricted")  # hidden, waiting
+    hidden = {k: v for k, v in index_rows(db).items() if k.endswith("/restricted")}
+    assert "pages/restricted" in hidden
+    assert "blocks/restricted" in hidden
+    # The hidden rows would tip both choices: their waiting postings lift the ratio above
+    # 1.01 times the writer's own, and their pages bring it below 0.99 times.
+    paged = float(index_rows(db)["pages/internal"][1])
+    small = ratio * paged
+    assert (small + hidden["blocks/restricted"][1]) / paged > ratio * 1.01
+    assert small / (paged + hidden["pages/restricted"][1]) < ratio * 0.99
+    before = index_rows(db)
+    # Just above its own ratio: nothing moves (counting the hidden waiting postings would).
+    assert compact(conn, "walt", min_share=ratio * 1.01) == (0, 0, 0)
+    assert index_rows(db) == before
+    # Just below: it compacts its own rows (counting the hidden pages would have skipped).
+    assert compact(conn, "walt", min_share=ratio * 0.99)[0] > 0
+    assert {k: v for k, v in index_rows(db).items() if k.endswith("/restricted")} == hidden
+    assert errors(db) == {}
