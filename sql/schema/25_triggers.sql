@@ -14,15 +14,25 @@ BEGIN ATOMIC
      WHERE p.workspace_id = p_workspace AND p.project_id = p_project;
 END;
 
--- A fragment's document number in the lexical index is the generation it is first stamped
--- with (unique in its scope), and never changes. Document numbers are int4, as the index keeps
--- them: a scope runs out after 2,147,483,647 generations.
-CREATE FUNCTION pyretrieve.stamp_lexical_generation()
+-- Every write of a fragment row: its text analysed once (the tsvector under its configuration,
+-- and the document length from it), kept as it was when neither the body nor the configuration
+-- changes, whatever the statement set; and its generation stamped. A fragment's document number
+-- in the lexical index is the generation it is first stamped with (unique in its scope), and
+-- never changes. Document numbers are int4, as the index keeps them: a scope runs out after
+-- 2,147,483,647 generations.
+CREATE FUNCTION pyretrieve.stamp_fragment()
 RETURNS trigger
 LANGUAGE plpgsql SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    IF TG_OP = 'UPDATE' AND NEW.body = OLD.body AND NEW.ts_config = OLD.ts_config THEN
+        NEW.tsv := OLD.tsv;
+        NEW.doc_length := OLD.doc_length;
+    ELSE
+        NEW.tsv := to_tsvector(NEW.ts_config, NEW.body);
+        NEW.doc_length := pyretrieve.tsvector_length(NEW.tsv);
+    END IF;
     NEW.lexical_generation := nextval(pyretrieve.scope_sequence(NEW.workspace_id, NEW.project_id));
     IF TG_OP = 'INSERT' THEN
         IF NEW.lexical_generation > 2147483647 THEN
@@ -582,7 +592,7 @@ CREATE TRIGGER fragments_lexical_update AFTER UPDATE ON pyretrieve.fragments
     FOR EACH STATEMENT EXECUTE FUNCTION pyretrieve.lexical_index_update();
 
 CREATE TRIGGER fragments_stamp BEFORE INSERT OR UPDATE ON pyretrieve.fragments
-    FOR EACH ROW EXECUTE FUNCTION pyretrieve.stamp_lexical_generation();
+    FOR EACH ROW EXECUTE FUNCTION pyretrieve.stamp_fragment();
 CREATE TRIGGER fragments_bump_insert AFTER INSERT ON pyretrieve.fragments
     REFERENCING NEW TABLE AS changed
     FOR EACH STATEMENT EXECUTE FUNCTION pyretrieve.bump_scope_lexical();

@@ -374,6 +374,55 @@ def test_triggers_stamp_generations_from_the_scopes_own_sequence(
     assert end["vector_generation"] == vgen
 
 
+def test_the_row_trigger_analyses_the_text_whatever_a_statement_sets(
+    db: Database, conn: Conn, s: Seeded
+) -> None:
+    """tsv and doc_length are not generated columns (0025): the row trigger sets both from the
+    body on every write. Principals hold no privilege on the table; even a statement that may
+    write them (here the superuser's, past RLS) cannot make them differ from the body."""
+    truth = (
+        "SELECT to_tsvector(%s::regconfig, %s) AS tsv,"
+        " pyretrieve.tsvector_length(to_tsvector(%s::regconfig, %s)) AS n"
+    )
+
+    def analysed(config: str, body: str) -> tuple[Any, int]:
+        with db.admin() as su:
+            row = su.execute(truth, (config, body, config, body)).fetchone()
+        assert row is not None
+        return row["tsv"], row["n"]
+
+    body = "Daggers drawn at dawn, daggers sheathed"
+    with db.admin(autocommit=True) as su:
+        row = su.execute(
+            "INSERT INTO pyretrieve.fragments (workspace_id, project_id, body, tsv, doc_length)"
+            " VALUES ('acme', 'docs', %s, 'forged:1', 999) RETURNING fragment_id, tsv, doc_length",
+            (body,),
+        ).fetchone()
+        assert row is not None
+        assert (row["tsv"], row["doc_length"]) == analysed("english", body)
+        assert row["doc_length"] == 5  # daggers twice, drawn, dawn, sheathed
+        fid = row["fragment_id"]
+        # Setting them alone changes nothing, in any row.
+        before = {k: (r["tsv"], r["doc_length"]) for k, r in all_acme(conn).items()}
+        su.execute("UPDATE pyretrieve.fragments SET tsv = 'forged:1', doc_length = 0")
+        assert {k: (r["tsv"], r["doc_length"]) for k, r in all_acme(conn).items()} == before
+        # A new body, or a new configuration, is analysed again.
+        su.execute(
+            "UPDATE pyretrieve.fragments SET body = 'a quiet harbour', doc_length = 0"
+            " WHERE fragment_id = %s",
+            (fid,),
+        )
+        after = all_acme(conn)[fid]
+        assert (after["tsv"], after["doc_length"]) == analysed("english", "a quiet harbour")
+        assert after["doc_length"] == 2
+        su.execute(
+            "UPDATE pyretrieve.fragments SET ts_config = 'simple' WHERE fragment_id = %s", (fid,)
+        )
+        after = all_acme(conn)[fid]
+        assert (after["tsv"], after["doc_length"]) == analysed("simple", "a quiet harbour")
+        assert after["doc_length"] == 3
+
+
 @pytest.mark.parametrize(
     "statement",
     [
