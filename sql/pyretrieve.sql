@@ -405,6 +405,19 @@ CREATE TYPE pyretrieve.statistics_delta AS (
     generation      bigint
 );
 
+-- One lexeme's postings of one classification, to be written into a scope's lexical index
+-- (pyretrieve.write_lexical_lists): the entries packed as in lexical_blocks, in document-number
+-- order, and the time range of their fragments.
+CREATE TYPE pyretrieve.lexical_list AS (
+    classification  pyretrieve.classification,
+    lexeme          text,
+    min_observed_at timestamptz,
+    max_observed_at timestamptz,
+    min_expires_at  timestamptz,
+    max_expires_at  timestamptz,
+    entries         bigint[]
+);
+
 CREATE TABLE pyretrieve.embedding_models (
     model_id      text NOT NULL CHECK (model_id ~ '^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$'),
     dimension     integer NOT NULL CHECK (dimension BETWEEN 1 AND 2000),
@@ -869,6 +882,35 @@ AS $$
 DECLARE
     v_blocks tid[];
 BEGIN
+    -- Into an index empty of what the writer may see (a new scope's first write), the lists go
+    -- as compaction would leave them: blocks for a lexeme with 128 postings or more, pages for
+    -- the others. Nothing is there to merge, and compaction need not move them later. (Two
+    -- first writes at once may both take this way: their pages then share buckets, which the
+    -- leg reads and compaction merges.)
+    IF p_entries IS NOT NULL
+       AND NOT EXISTS (SELECT 1 FROM pyretrieve.lexical_blocks b
+                        WHERE b.workspace_id = p_workspace AND b.project_id = p_project)
+       AND NOT EXISTS (SELECT 1 FROM pyretrieve.lexical_pages p
+                        WHERE p.workspace_id = p_workspace AND p.project_id = p_project)
+       AND NOT EXISTS (SELECT 1 FROM pyretrieve.lexical_tombstones x
+                        WHERE x.workspace_id = p_workspace AND x.project_id = p_project) THEN
+        PERFORM pyretrieve.write_lexical_lists(p_workspace, p_project, ARRAY(
+            SELECT ROW(g.classification, g.lexeme, g.min_observed_at, g.max_observed_at,
+                       g.min_expires_at, g.max_expires_at, o.entries)::pyretrieve.lexical_list
+              FROM (SELECT n.lexeme, n.classification, min(n.observed_at) AS min_observed_at,
+                           max(n.observed_at) AS max_observed_at,
+                           min(n.expires_at) AS min_expires_at,
+                           CASE WHEN bool_and(n.expires_at IS NOT NULL) THEN max(n.expires_at) END
+                               AS max_expires_at,
+                           array_agg(n.entry) AS entries
+                      FROM unnest(p_lexemes, p_classes, p_entries, p_observed, p_expires)
+                               AS n(lexeme, classification, entry, observed_at, expires_at)
+                     GROUP BY n.lexeme, n.classification) g
+             CROSS JOIN LATERAL (SELECT array_agg(v.e ORDER BY v.e) AS entries
+                                   FROM unnest(g.entries) AS v(e)) o));
+        RETURN;
+    END IF;
+
     -- The blocks to rewrite: for each lexeme, first without a lock whether one may be needed,
     -- then its candidates (through the partial index; for a tombstone, the few blocks starting
     -- last at or before its document number, as concurrent writers' blocks interleave), those
@@ -1011,6 +1053,90 @@ AS $$
     SELECT get_byte(sha256(convert_to(p_lexeme, 'UTF8')), 0)::smallint
 $$;
 
+-- Writes lists of postings into a scope's lexical index, each (lexeme, classification) once,
+-- its entries in document-number order: a list of 128 or more in blocks of 128 (each with its
+-- count, largest tf, smallest length, document-number range and the time range of its sources),
+-- the others packed into pages of about 1,024 postings per bucket and classification, in
+-- bytewise lexeme order (a page closes once 1,024 postings precede the next lexeme), each with
+-- where its lexemes start and the time range of their sources. Compaction writes what it takes
+-- back through here, and so does the first write into a scope's empty index. Returns the rows
+-- written.
+CREATE FUNCTION pyretrieve.write_lexical_lists(
+    p_workspace text, p_project text, p_lists pyretrieve.lexical_list[])
+RETURNS integer
+LANGUAGE plpgsql SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_written integer;
+BEGIN
+    WITH grouped AS (
+        SELECT l.classification, l.lexeme, pyretrieve.lexeme_bucket(l.lexeme) AS bucket,
+               l.min_observed_at, l.max_observed_at, l.min_expires_at, l.max_expires_at,
+               l.entries, cardinality(l.entries) AS n
+          FROM unnest(p_lists) AS l
+    ), blocks AS (
+        INSERT INTO pyretrieve.lexical_blocks (
+            workspace_id, project_id, lexeme, classification, first_docno, last_docno, postings,
+            max_tf, min_length, min_observed_at, max_observed_at, min_expires_at, max_expires_at,
+            entries)
+        SELECT p_workspace, p_project, g.lexeme, g.classification,
+               (c.e[1] >> 32)::integer, (c.e[cardinality(c.e)] >> 32)::integer, cardinality(c.e),
+               s.max_tf, s.min_length, g.min_observed_at, g.max_observed_at, g.min_expires_at,
+               g.max_expires_at, c.e
+          FROM grouped g
+         CROSS JOIN LATERAL generate_series(0, (g.n - 1) / 128) AS k(k)
+         CROSS JOIN LATERAL (SELECT g.entries[k.k * 128 + 1 : k.k * 128 + 128] AS e) c
+         CROSS JOIN LATERAL (SELECT max(((x.v >> 24) & 255)::integer + 1) AS max_tf,
+                                    min((x.v & 16777215)::integer) AS min_length
+                               FROM unnest(c.e) AS x(v)) s
+         WHERE g.n >= 128
+        RETURNING 1
+    ), placed AS (
+        -- Each small lexeme's page in its bucket and where its postings start there.
+        SELECT p.*, p.before / 1024 AS page_no
+          FROM (SELECT g.*, sum(g.n) OVER (PARTITION BY g.classification, g.bucket
+                                           ORDER BY g.lexeme COLLATE "C") - g.n AS before
+                  FROM grouped g
+                 WHERE g.n < 128) p
+    ), paged AS (
+        SELECT p.*, (p.before - min(p.before) OVER (PARTITION BY p.classification, p.bucket, p.page_no))::integer + 1
+                        AS start
+          FROM placed p
+    ), pages AS (
+        INSERT INTO pyretrieve.lexical_pages (
+            workspace_id, project_id, bucket, classification, first_lexeme, last_lexeme,
+            postings, first_docno, last_docno, min_observed_at, max_observed_at, min_expires_at,
+            max_expires_at, lexemes, starts, entries)
+        SELECT p_workspace, p_project, h.bucket, h.classification, h.lexemes[1],
+               h.lexemes[cardinality(h.lexemes)], cardinality(e.entries), e.first_docno,
+               e.last_docno, h.min_observed_at, h.max_observed_at, h.min_expires_at,
+               h.max_expires_at, h.lexemes, h.starts, e.entries
+          FROM (SELECT p.classification, p.bucket, p.page_no,
+                       array_agg(p.lexeme ORDER BY p.lexeme COLLATE "C") AS lexemes,
+                       array_agg(p.start ORDER BY p.lexeme COLLATE "C") AS starts,
+                       min(p.min_observed_at) AS min_observed_at,
+                       max(p.max_observed_at) AS max_observed_at,
+                       min(p.min_expires_at) AS min_expires_at,
+                       CASE WHEN bool_and(p.max_expires_at IS NOT NULL) THEN max(p.max_expires_at) END
+                           AS max_expires_at
+                  FROM paged p
+                 GROUP BY p.classification, p.bucket, p.page_no) h
+          JOIN (SELECT p.classification, p.bucket, p.page_no,
+                       array_agg(u.e ORDER BY p.lexeme COLLATE "C", u.e) AS entries,
+                       min((u.e >> 32)::integer) AS first_docno,
+                       max((u.e >> 32)::integer) AS last_docno
+                  FROM paged p CROSS JOIN LATERAL unnest(p.entries) AS u(e)
+                 GROUP BY p.classification, p.bucket, p.page_no) e
+            ON e.classification = h.classification AND e.bucket = h.bucket
+           AND e.page_no = h.page_no
+        RETURNING 1
+    )
+    SELECT (SELECT count(*) FROM blocks) + (SELECT count(*) FROM pages) INTO v_written;
+    RETURN v_written;
+END;
+$$;
+
 -- Moves a scope's small lists into pages (lexical_pages), for the classifications up to
 -- p_ceiling. A small lexeme is one whose blocks in a classification are all not full; the
 -- buckets rewritten are those holding one, or a tombstone. In each, the pages no other
@@ -1033,6 +1159,7 @@ DECLARE
     v_lexemes text[];
     v_buckets smallint[];
     v_held text[];
+    v_lists pyretrieve.lexical_list[];
     v_written integer;
     v_postings integer;
 BEGIN
@@ -1132,9 +1259,8 @@ BEGIN
            AND x.docno = (o.entry >> 32)::integer
         RETURNING x.lexeme, x.classification, x.docno
     ), grouped AS (
-        SELECT g.classification, g.lexeme, pyretrieve.lexeme_bucket(g.lexeme) AS bucket,
-               g.min_observed_at, g.max_observed_at, g.min_expires_at, g.max_expires_at,
-               o.entries, cardinality(o.entries) AS n
+        SELECT g.classification, g.lexeme, g.min_observed_at, g.max_observed_at,
+               g.min_expires_at, g.max_expires_at, o.entries
           FROM (SELECT o.classification, o.lexeme, min(o.min_observed_at) AS min_observed_at,
                        max(o.max_observed_at) AS max_observed_at,
                        min(o.min_expires_at) AS min_expires_at,
@@ -1148,67 +1274,13 @@ BEGIN
                  GROUP BY o.classification, o.lexeme) g
          CROSS JOIN LATERAL (SELECT array_agg(v.e ORDER BY v.e) AS entries
                                FROM unnest(g.entries) AS v(e)) o
-    ), blocks AS (
-        INSERT INTO pyretrieve.lexical_blocks (
-            workspace_id, project_id, lexeme, classification, first_docno, last_docno, postings,
-            max_tf, min_length, min_observed_at, max_observed_at, min_expires_at, max_expires_at,
-            entries)
-        SELECT p_workspace, p_project, g.lexeme, g.classification,
-               (c.e[1] >> 32)::integer, (c.e[cardinality(c.e)] >> 32)::integer, cardinality(c.e),
-               s.max_tf, s.min_length, g.min_observed_at, g.max_observed_at, g.min_expires_at,
-               g.max_expires_at, c.e
-          FROM grouped g
-         CROSS JOIN LATERAL generate_series(0, (g.n - 1) / 128) AS k(k)
-         CROSS JOIN LATERAL (SELECT g.entries[k.k * 128 + 1 : k.k * 128 + 128] AS e) c
-         CROSS JOIN LATERAL (SELECT max(((x.v >> 24) & 255)::integer + 1) AS max_tf,
-                                    min((x.v & 16777215)::integer) AS min_length
-                               FROM unnest(c.e) AS x(v)) s
-         WHERE g.n >= 128
-        RETURNING 1
-    ), placed AS (
-        -- Each small lexeme's page in its bucket (a page closes once 1,024 postings precede the
-        -- next lexeme) and where its postings start there.
-        SELECT p.*, p.before / 1024 AS page_no
-          FROM (SELECT g.*, sum(g.n) OVER (PARTITION BY g.classification, g.bucket
-                                           ORDER BY g.lexeme COLLATE "C") - g.n AS before
-                  FROM grouped g
-                 WHERE g.n < 128) p
-    ), paged AS (
-        SELECT p.*, (p.before - min(p.before) OVER (PARTITION BY p.classification, p.bucket, p.page_no))::integer + 1
-                        AS start
-          FROM placed p
-    ), pages AS (
-        INSERT INTO pyretrieve.lexical_pages (
-            workspace_id, project_id, bucket, classification, first_lexeme, last_lexeme,
-            postings, first_docno, last_docno, min_observed_at, max_observed_at, min_expires_at,
-            max_expires_at, lexemes, starts, entries)
-        SELECT p_workspace, p_project, h.bucket, h.classification, h.lexemes[1],
-               h.lexemes[cardinality(h.lexemes)], cardinality(e.entries), e.first_docno,
-               e.last_docno, h.min_observed_at, h.max_observed_at, h.min_expires_at,
-               h.max_expires_at, h.lexemes, h.starts, e.entries
-          FROM (SELECT p.classification, p.bucket, p.page_no,
-                       array_agg(p.lexeme ORDER BY p.lexeme COLLATE "C") AS lexemes,
-                       array_agg(p.start ORDER BY p.lexeme COLLATE "C") AS starts,
-                       min(p.min_observed_at) AS min_observed_at,
-                       max(p.max_observed_at) AS max_observed_at,
-                       min(p.min_expires_at) AS min_expires_at,
-                       CASE WHEN bool_and(p.max_expires_at IS NOT NULL) THEN max(p.max_expires_at) END
-                           AS max_expires_at
-                  FROM paged p
-                 GROUP BY p.classification, p.bucket, p.page_no) h
-          JOIN (SELECT p.classification, p.bucket, p.page_no,
-                       array_agg(u.e ORDER BY p.lexeme COLLATE "C", u.e) AS entries,
-                       min((u.e >> 32)::integer) AS first_docno,
-                       max((u.e >> 32)::integer) AS last_docno
-                  FROM paged p CROSS JOIN LATERAL unnest(p.entries) AS u(e)
-                 GROUP BY p.classification, p.bucket, p.page_no) e
-            ON e.classification = h.classification AND e.bucket = h.bucket
-           AND e.page_no = h.page_no
-        RETURNING 1
     )
-    SELECT (SELECT count(*) FROM blocks) + (SELECT count(*) FROM pages),
-           (SELECT coalesce(sum(g.n), 0) FROM grouped g)
-      INTO v_written, v_postings;
+    SELECT array_agg(ROW(g.classification, g.lexeme, g.min_observed_at, g.max_observed_at,
+                         g.min_expires_at, g.max_expires_at, g.entries)::pyretrieve.lexical_list),
+           coalesce(sum(cardinality(g.entries)), 0)
+      INTO v_lists, v_postings
+      FROM grouped g;
+    v_written := coalesce(pyretrieve.write_lexical_lists(p_workspace, p_project, v_lists), 0);
 
     RETURN QUERY SELECT coalesce(cardinality(v_pages), 0) + coalesce(cardinality(v_blocks), 0),
                         v_written, v_postings;
@@ -5192,7 +5264,8 @@ BEGIN
 END
 $revoke$;
 REVOKE ALL ON TYPE pyretrieve.classification, pyretrieve.fragment_state, pyretrieve.semantic_policy,
-    pyretrieve.identifier, pyretrieve.ingest_row, pyretrieve.statistics_delta FROM PUBLIC;
+    pyretrieve.identifier, pyretrieve.ingest_row, pyretrieve.statistics_delta,
+    pyretrieve.lexical_list FROM PUBLIC;
 
 GRANT USAGE ON SCHEMA pyretrieve TO pyretrieve_reader, pyretrieve_writer, pyretrieve_admin, pyretrieve_api;
 GRANT USAGE ON TYPE pyretrieve.classification, pyretrieve.fragment_state, pyretrieve.semantic_policy,
@@ -5201,6 +5274,8 @@ GRANT USAGE ON TYPE pyretrieve.classification, pyretrieve.fragment_state, pyretr
 GRANT USAGE ON TYPE pyretrieve.ingest_row TO pyretrieve_writer, pyretrieve_api;
 -- The statistics log's triggers pass their rows to log_statistics as this type.
 GRANT USAGE ON TYPE pyretrieve.statistics_delta TO pyretrieve_api;
+-- The lexical index's triggers and compaction pass postings to write_lexical_lists as this type.
+GRANT USAGE ON TYPE pyretrieve.lexical_list TO pyretrieve_api;
 
 -- What the API functions (and the triggers they fire) read and write, as pyretrieve_api.
 GRANT SELECT ON pyretrieve.installation, pyretrieve.workspaces, pyretrieve.projects,
@@ -5257,6 +5332,7 @@ GRANT EXECUTE ON FUNCTION pyretrieve.caller(), pyretrieve.caller_in(name),
     pyretrieve.write_lexical_postings(text, text, text[], pyretrieve.classification[], bigint[],
         timestamptz[], timestamptz[]),
     pyretrieve.lexeme_bucket(text),
+    pyretrieve.write_lexical_lists(text, text, pyretrieve.lexical_list[]),
     pyretrieve.compact_lexical_postings(text, text, pyretrieve.classification),
     pyretrieve.create_scope_sequence(text, text),
     pyretrieve.create_scope_vector_index(integer, text), pyretrieve.drop_scope_vector_index(integer, text),
@@ -6344,7 +6420,7 @@ SET LOCAL ROLE pyretrieve_owner;
 SELECT pg_catalog.count(*) AS decision_partitions FROM pyretrieve.ensure_decision_partitions();
 
 INSERT INTO pyretrieve.installation (schema_version, created_vector)
-VALUES ('0025', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
+VALUES ('0026', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
 
 RESET ROLE;
 -- pyretrieve_api created the API functions; it may not create anything else.

@@ -317,6 +317,19 @@ CREATE TYPE pyretrieve.statistics_delta AS (
     generation      bigint
 );
 
+-- One lexeme's postings of one classification, to be written into a scope's lexical index
+-- (pyretrieve.write_lexical_lists): the entries packed as in lexical_blocks, in document-number
+-- order, and the time range of their fragments.
+CREATE TYPE pyretrieve.lexical_list AS (
+    classification  pyretrieve.classification,
+    lexeme          text,
+    min_observed_at timestamptz,
+    max_observed_at timestamptz,
+    min_expires_at  timestamptz,
+    max_expires_at  timestamptz,
+    entries         bigint[]
+);
+
 CREATE TABLE pyretrieve.embedding_models (
     model_id      text NOT NULL CHECK (model_id ~ '^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$'),
     dimension     integer NOT NULL CHECK (dimension BETWEEN 1 AND 2000),

@@ -19,7 +19,8 @@ BEGIN
 END
 $revoke$;
 REVOKE ALL ON TYPE pyretrieve.classification, pyretrieve.fragment_state, pyretrieve.semantic_policy,
-    pyretrieve.identifier, pyretrieve.ingest_row, pyretrieve.statistics_delta FROM PUBLIC;
+    pyretrieve.identifier, pyretrieve.ingest_row, pyretrieve.statistics_delta,
+    pyretrieve.lexical_list FROM PUBLIC;
 
 GRANT USAGE ON SCHEMA pyretrieve TO pyretrieve_reader, pyretrieve_writer, pyretrieve_admin, pyretrieve_api;
 GRANT USAGE ON TYPE pyretrieve.classification, pyretrieve.fragment_state, pyretrieve.semantic_policy,
@@ -28,6 +29,8 @@ GRANT USAGE ON TYPE pyretrieve.classification, pyretrieve.fragment_state, pyretr
 GRANT USAGE ON TYPE pyretrieve.ingest_row TO pyretrieve_writer, pyretrieve_api;
 -- The statistics log's triggers pass their rows to log_statistics as this type.
 GRANT USAGE ON TYPE pyretrieve.statistics_delta TO pyretrieve_api;
+-- The lexical index's triggers and compaction pass postings to write_lexical_lists as this type.
+GRANT USAGE ON TYPE pyretrieve.lexical_list TO pyretrieve_api;
 
 -- What the API functions (and the triggers they fire) read and write, as pyretrieve_api.
 GRANT SELECT ON pyretrieve.installation, pyretrieve.workspaces, pyretrieve.projects,
@@ -84,6 +87,7 @@ GRANT EXECUTE ON FUNCTION pyretrieve.caller(), pyretrieve.caller_in(name),
     pyretrieve.write_lexical_postings(text, text, text[], pyretrieve.classification[], bigint[],
         timestamptz[], timestamptz[]),
     pyretrieve.lexeme_bucket(text),
+    pyretrieve.write_lexical_lists(text, text, pyretrieve.lexical_list[]),
     pyretrieve.compact_lexical_postings(text, text, pyretrieve.classification),
     pyretrieve.create_scope_sequence(text, text),
     pyretrieve.create_scope_vector_index(integer, text), pyretrieve.drop_scope_vector_index(integer, text),

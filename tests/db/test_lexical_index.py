@@ -42,6 +42,20 @@ def blocks_of(db: Database, lexeme: str) -> list[dict[str, Any]]:
         ).fetchall()
 
 
+def paged(db: Database, lexeme: str) -> int:
+    """The postings of an acme/docs lexeme in pages."""
+    with db.admin() as admin:
+        row = admin.execute(
+            "SELECT coalesce(sum(coalesce(p.starts[l.n + 1], p.postings + 1) - l.start), 0) AS n"
+            "  FROM pyretrieve.lexical_pages p"
+            " CROSS JOIN LATERAL unnest(p.lexemes, p.starts) WITH ORDINALITY AS l(lexeme, start, n)"
+            " WHERE p.workspace_id = 'acme' AND p.project_id = 'docs' AND l.lexeme = %s",
+            (lexeme,),
+        ).fetchone()
+    assert row is not None
+    return int(row["n"])
+
+
 def tombstones(db: Database) -> int:
     with db.admin() as admin:
         row = admin.execute("SELECT count(*) AS n FROM pyretrieve.lexical_tombstones").fetchone()
@@ -139,7 +153,12 @@ def test_a_posting_in_a_held_block_is_tombstoned_and_never_counted(
     block fragment by fragment, so the retracted fragment neither returns nor counts, byte for
     byte the result once a later write has merged the block and dropped the tombstone."""
     setup(conn)
-    target = put(conn, "acme", "zebra migration held in a block")
+    # Two earlier blocks not full of a word of its own (the scope's first write put the corpus's
+    # first fragment in pages), so that the holder's write, the fourth, merges them and holds
+    # the target's block.
+    for i in range(2):
+        put(conn, "acme", f"gnu early {i}")
+    target = put(conn, "acme", "zebra migration gnu held in a block")
     holding = threading.Event()
     release = threading.Event()
     failures: list[BaseException] = []
@@ -152,7 +171,7 @@ def test_a_posting_in_a_held_block_is_tombstoned_and_never_counted(
             with db.connect() as c, c.transaction():
                 c.execute(f'SET LOCAL ROLE "{role("wally")}"')
                 got = c.execute(
-                    "SELECT pyretrieve.put_fragment('acme', 'docs', 'zebra migration too') AS id"
+                    "SELECT pyretrieve.put_fragment('acme', 'docs', 'zebra migration gnu too') AS id"
                 ).fetchone()
                 assert got is not None
                 too.append(got["id"])
@@ -181,7 +200,7 @@ def test_a_posting_in_a_held_block_is_tombstoned_and_never_counted(
     # A later write with the same words merges the blocks and drops the tombstones; retracting
     # it and the holder's fragment again leaves the visible fragments the held search saw, and
     # the leg returns that result byte for byte, from blocks without a tombstone.
-    later = put(conn, "acme", "a later zebra migration")
+    later = put(conn, "acme", "a later zebra migration gnu")
     assert tombstones(db) == 0
     with acting_as(conn, "wally"):
         conn.execute(
@@ -205,7 +224,8 @@ def test_every_lexeme_keeps_at_most_four_blocks_not_full(db: Database, conn: Con
         assert len(blocks_of(db, "okapi")) <= 4, i
     assert sum(b["postings"] for b in blocks_of(db, "okapi")) == 5
     zebra = blocks_of(db, "zebra")
-    assert sum(b["postings"] for b in zebra) == 150 + 5  # the corpus's zebras too
+    # The corpus's zebras too (its first fragment's in a page: the scope's first write).
+    assert sum(b["postings"] for b in zebra) + paged(db, "zebra") == 150 + 5
     assert len([b for b in zebra if b["postings"] == 128]) == 1
     assert errors(db) == {}
 
@@ -290,7 +310,10 @@ def test_compaction_moves_small_lists_into_pages_and_every_result_stays_byte_for
     assert errors(db) == {}
     assert small_blocks(db) == 0
     assert 0 < written < read
-    assert moved == sum(p for n, p in rows.values())
+    # Every block's postings, and those of the pages of the buckets it rewrote (the scope's
+    # first write went straight to pages).
+    in_blocks = sum(p for k, (_n, p) in rows.items() if k.startswith("blocks/"))
+    assert in_blocks <= moved <= sum(p for _n, p in rows.values())
     after = index_rows(db)
     assert sum(n for n, _ in after.values()) < sum(n for n, _ in rows.values())
     assert legs(conn) == before
@@ -402,8 +425,9 @@ def test_a_writer_compacts_only_its_own_scope_and_classifications(db: Database, 
     assert {k: v for k, v in after.items() if k in hidden} == hidden
     assert "pages/confidential" not in after
     assert "pages/restricted" not in after
-    mine = sum(p for k, (_n, p) in rows.items() if k.endswith(("/public", "/internal")))
-    assert moved == mine
+    mine = {k: p for k, (_n, p) in rows.items() if k.endswith(("/public", "/internal"))}
+    assert sum(p for k, p in mine.items() if k.startswith("blocks/")) <= moved
+    assert moved <= sum(mine.values())
     assert errors(db) == {}
     settled = index_rows(db, "globex")
     with acting_as(conn, "walt"), pytest.raises(psycopg.Error) as denied:
@@ -566,4 +590,89 @@ def test_the_share_rule_counts_nothing_a_writer_may_not_see(db: Database, conn: 
     # Just below: it compacts its own rows (counting the hidden pages would have skipped).
     assert compact(conn, "walt", min_share=ratio * 0.99)[0] > 0
     assert {k: v for k, v in index_rows(db).items() if k.endswith("/restricted")} == hidden
+    assert errors(db) == {}
+
+
+def test_a_first_write_into_an_empty_index_goes_straight_to_pages(db: Database, conn: Conn) -> None:
+    """Since 0026 a writer's first write into a scope whose index holds nothing it may see
+    writes its lists as compaction would leave them: pages for lexemes with fewer than 128
+    postings, blocks of 128 for the others, so compaction has nothing to move; the index is exact
+    and the leg equals an independent BM25. Later writes wait in blocks as before.
+    Attack: restricted rows already in the scope, which an internal writer may not see, neither
+    change what its first write does nor are touched by it (the same layout as in a scope
+    without them), so the writer's layout is no oracle for hidden rows."""
+    setup(conn)  # acme/docs: CORPUS, written by wally (restricted ceiling)
+    with acting_as(conn, "adam"):
+        for ws in ("acme", "globex"):
+            conn.execute("SELECT pyretrieve.create_project(%s, 'fresh')", (ws,))
+            conn.execute(
+                "SELECT pyretrieve.grant_access(%s::regrole, %s, 'fresh', 'ingest', 'restricted')",
+                (role("wally"), ws),
+            )
+            conn.execute(
+                "SELECT pyretrieve.grant_access(%s::regrole, %s, 'fresh', 'ingest', 'internal')",
+                (role("walt"), ws),
+            )
+    with acting_as(conn, "wally"):  # hidden from walt: acme/fresh only
+        call_batch(
+            conn,
+            [row(i, f"okapi vault secret {i}", classification="restricted") for i in range(5)],
+            project="fresh",
+        )
+    hidden = index_rows(db)
+    assert hidden.get("pages/restricted", (0, 0))[1] > 0  # wally's first write: pages
+
+    def first_write(ws: str) -> None:
+        with acting_as(conn, "walt"):
+            call_batch(
+                conn,
+                [row(i, f"okapi sighting {i}" + (" rare" if i == 3 else "")) for i in range(130)],
+                workspace=ws,
+                project="fresh",
+            )
+
+    def layout(ws: str) -> list[tuple[Any, ...]]:
+        with db.admin() as admin:
+            return [
+                tuple(r.values())
+                for r in admin.execute(
+                    "SELECT 'block', lexeme, classification::text, postings, max_tf, min_length,"
+                    "       cardinality(entries), NULL::text[]"
+                    "  FROM pyretrieve.lexical_blocks"
+                    " WHERE workspace_id = %(ws)s AND project_id = 'fresh'"
+                    "   AND classification <= 'internal'"
+                    " UNION ALL"
+                    " SELECT 'page', first_lexeme, classification::text, postings, bucket, starts[1],"
+                    "       cardinality(entries), lexemes"
+                    "  FROM pyretrieve.lexical_pages"
+                    " WHERE workspace_id = %(ws)s AND project_id = 'fresh'"
+                    "   AND classification <= 'internal'"
+                    " ORDER BY 1, 2, 3, 4",
+                    {"ws": ws},
+                ).fetchall()
+            ]
+
+    restricted = {k: v for k, v in index_rows(db).items() if k.endswith("/restricted")}
+    first_write("acme")
+    first_write("globex")
+    assert errors(db) == {}
+    acme = layout("acme")
+    assert acme == layout("globex")
+    # okapi and sighting (130 postings each): a block of 128 and one of 2; every other lexeme
+    # (the numbers, rare) in pages, none waiting in blocks.
+    blocks = sorted((r[1], r[3]) for r in acme if r[0] == "block")
+    assert blocks == [("okapi", 2), ("okapi", 128), ("sight", 2), ("sight", 128)]
+    assert sum(r[3] for r in acme if r[0] == "page") == 130 + 1  # a number each, and rare
+    assert {k: v for k, v in index_rows(db).items() if k.endswith("/restricted")} == restricted
+    assert compact(conn, "walt", project="fresh") == (0, 0, 0)
+    # A later write waits in blocks until compaction.
+    with acting_as(conn, "walt"):
+        call_batch(conn, [row(1, "a rare okapi")], project="fresh")
+    with db.admin() as admin:
+        waiting = admin.execute(
+            "SELECT count(*) AS n FROM pyretrieve.lexical_blocks WHERE workspace_id = 'acme'"
+            " AND project_id = 'fresh' AND lexeme = 'rare' AND postings = 1"
+        ).fetchone()
+    assert waiting is not None
+    assert waiting["n"] == 1
     assert errors(db) == {}
