@@ -1137,6 +1137,28 @@ BEGIN
 END;
 $$;
 
+-- A scope's pages (of the classifications up to p_ceiling) whose lexeme range meets that of
+-- another page of their bucket and classification: written by two first writes at once, or two
+-- compactions at once. The leg reads them all, so they are correct; compaction counts their
+-- postings as waiting and rewrites their buckets, so they do not stay.
+CREATE FUNCTION pyretrieve.overlapping_pages(
+    p_workspace text, p_project text, p_ceiling pyretrieve.classification)
+RETURNS TABLE (classification pyretrieve.classification, bucket smallint, postings integer)
+LANGUAGE sql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT p.classification, p.bucket, p.postings
+      FROM pyretrieve.lexical_pages p
+     WHERE p.workspace_id = p_workspace AND p.project_id = p_project
+       AND p.classification <= p_ceiling
+       AND EXISTS (SELECT 1 FROM pyretrieve.lexical_pages o
+                    WHERE o.workspace_id = p.workspace_id AND o.project_id = p.project_id
+                      AND o.bucket = p.bucket AND o.classification = p.classification
+                      AND o.page <> p.page
+                      AND o.first_lexeme COLLATE "C" <= p.last_lexeme
+                      AND p.first_lexeme COLLATE "C" <= o.last_lexeme);
+END;
+
 -- Moves a scope's small lists into pages (lexical_pages), for the classifications up to
 -- p_ceiling. A small lexeme is one whose blocks in a classification are all not full; the
 -- buckets rewritten are those holding one, or a tombstone. In each, the pages no other
@@ -1182,8 +1204,9 @@ BEGIN
             OFFSET 0) s
      WHERE NOT s.full_block;
 
-    -- The buckets to rewrite (of a small lexeme, or of a tombstone), the pages of each that no
-    -- other transaction holds (taken), and the buckets with a page held elsewhere (left alone).
+    -- The buckets to rewrite (of a small lexeme, of a tombstone, or with pages that overlap),
+    -- the pages of each that no other transaction holds (taken), and the buckets with a page
+    -- held elsewhere (left alone).
     WITH wanted AS (
         SELECT DISTINCT x.classification, x.bucket
           FROM (SELECT u.classification, u.bucket FROM unnest(v_classes, v_buckets) AS u(classification, bucket)
@@ -1191,7 +1214,10 @@ BEGIN
                 SELECT t.classification, pyretrieve.lexeme_bucket(t.lexeme)
                   FROM pyretrieve.lexical_tombstones t
                  WHERE t.workspace_id = p_workspace AND t.project_id = p_project
-                   AND t.classification <= p_ceiling) x
+                   AND t.classification <= p_ceiling
+                UNION ALL
+                SELECT o.classification, o.bucket
+                  FROM pyretrieve.overlapping_pages(p_workspace, p_project, p_ceiling) o) x
     ), seen AS MATERIALIZED (
         SELECT w.classification, w.bucket, c.pages, t.page
           FROM wanted w
@@ -3151,8 +3177,9 @@ $$;
 COMMENT ON FUNCTION pyretrieve.retract_fragment(text, text, uuid) IS
     'Retract an active fragment: it disappears from every search at once. Raises PR020 alike for an absent fragment and one the writer may not see. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
 
--- p_min_share > 0 compacts only once the postings in blocks not full and the tombstones are
--- at least that share of the postings in pages: each run rewrites every page of the buckets it
+-- p_min_share > 0 compacts only once the postings in blocks not full, the tombstones and the
+-- postings of overlapping pages (overlapping_pages) are at least that share of the postings in
+-- pages: each run rewrites every page of the buckets it
 -- touches, so with 1 the pages at least double between runs and a growing scope rewrites each
 -- posting a bounded number of times (rewriting at every run made each run cost in proportion
 -- to the scope).
@@ -3176,6 +3203,8 @@ BEGIN
                + (SELECT count(*) FROM pyretrieve.lexical_tombstones t
                    WHERE t.workspace_id = p_workspace AND t.project_id = p_project
                      AND t.classification <= v_ceiling)
+               + (SELECT coalesce(sum(o.postings), 0)
+                    FROM pyretrieve.overlapping_pages(p_workspace, p_project, v_ceiling) o)
           INTO v_small
           FROM pyretrieve.lexical_blocks b
          WHERE b.workspace_id = p_workspace AND b.project_id = p_project
@@ -3194,7 +3223,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION pyretrieve.compact_lexical_index(text, text, double precision) IS
-    'Compact the write scope''s lexical index, for the writer''s classifications: the postings of lexemes with fewer than 128 in a classification move from their blocks into pages shared by the lexemes of a bucket (a row per rare lexeme is most of the index otherwise), lexemes that reached 128 move back to blocks, and tombstoned postings of the rewritten pages go. Rows another transaction holds are left for a later run (it never waits on a writer). p_min_share > 0 compacts only when the postings in blocks not full and the tombstones are at least that share of the postings in pages, else returns zeros (the Ingestor runs it after each ingest run with 1, so a growing scope rewrites each posting a bounded number of times); 0, the default, always compacts. Raises PR010 for a share that is negative, infinite or not a number. Returns the rows read and written and the postings moved. Searches return the same rows, scores and terms before and after. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+    'Compact the write scope''s lexical index, for the writer''s classifications: the postings of lexemes with fewer than 128 in a classification move from their blocks into pages shared by the lexemes of a bucket (a row per rare lexeme is most of the index otherwise), lexemes that reached 128 move back to blocks, tombstoned postings of the rewritten pages go, and pages that overlap are merged. Rows another transaction holds are left for a later run (it never waits on a writer). p_min_share > 0 compacts only when the postings in blocks not full, the tombstones and the postings of pages whose lexeme range meets another''s in their bucket (two first writes at once) are at least that share of the postings in pages, else returns zeros (the Ingestor runs it after each ingest run with 1, so a growing scope rewrites each posting a bounded number of times); 0, the default, always compacts. Raises PR010 for a share that is negative, infinite or not a number. Returns the rows read and written and the postings moved. Searches return the same rows, scores and terms before and after. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
 
 CREATE FUNCTION pyretrieve.put_embedding(
     p_workspace text,
@@ -5333,6 +5362,7 @@ GRANT EXECUTE ON FUNCTION pyretrieve.caller(), pyretrieve.caller_in(name),
         timestamptz[], timestamptz[]),
     pyretrieve.lexeme_bucket(text),
     pyretrieve.write_lexical_lists(text, text, pyretrieve.lexical_list[]),
+    pyretrieve.overlapping_pages(text, text, pyretrieve.classification),
     pyretrieve.compact_lexical_postings(text, text, pyretrieve.classification),
     pyretrieve.create_scope_sequence(text, text),
     pyretrieve.create_scope_vector_index(integer, text), pyretrieve.drop_scope_vector_index(integer, text),
@@ -6420,7 +6450,7 @@ SET LOCAL ROLE pyretrieve_owner;
 SELECT pg_catalog.count(*) AS decision_partitions FROM pyretrieve.ensure_decision_partitions();
 
 INSERT INTO pyretrieve.installation (schema_version, created_vector)
-VALUES ('0026', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
+VALUES ('0027', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
 
 RESET ROLE;
 -- pyretrieve_api created the API functions; it may not create anything else.

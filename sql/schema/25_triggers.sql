@@ -402,6 +402,28 @@ BEGIN
 END;
 $$;
 
+-- A scope's pages (of the classifications up to p_ceiling) whose lexeme range meets that of
+-- another page of their bucket and classification: written by two first writes at once, or two
+-- compactions at once. The leg reads them all, so they are correct; compaction counts their
+-- postings as waiting and rewrites their buckets, so they do not stay.
+CREATE FUNCTION pyretrieve.overlapping_pages(
+    p_workspace text, p_project text, p_ceiling pyretrieve.classification)
+RETURNS TABLE (classification pyretrieve.classification, bucket smallint, postings integer)
+LANGUAGE sql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT p.classification, p.bucket, p.postings
+      FROM pyretrieve.lexical_pages p
+     WHERE p.workspace_id = p_workspace AND p.project_id = p_project
+       AND p.classification <= p_ceiling
+       AND EXISTS (SELECT 1 FROM pyretrieve.lexical_pages o
+                    WHERE o.workspace_id = p.workspace_id AND o.project_id = p.project_id
+                      AND o.bucket = p.bucket AND o.classification = p.classification
+                      AND o.page <> p.page
+                      AND o.first_lexeme COLLATE "C" <= p.last_lexeme
+                      AND p.first_lexeme COLLATE "C" <= o.last_lexeme);
+END;
+
 -- Moves a scope's small lists into pages (lexical_pages), for the classifications up to
 -- p_ceiling. A small lexeme is one whose blocks in a classification are all not full; the
 -- buckets rewritten are those holding one, or a tombstone. In each, the pages no other
@@ -447,8 +469,9 @@ BEGIN
             OFFSET 0) s
      WHERE NOT s.full_block;
 
-    -- The buckets to rewrite (of a small lexeme, or of a tombstone), the pages of each that no
-    -- other transaction holds (taken), and the buckets with a page held elsewhere (left alone).
+    -- The buckets to rewrite (of a small lexeme, of a tombstone, or with pages that overlap),
+    -- the pages of each that no other transaction holds (taken), and the buckets with a page
+    -- held elsewhere (left alone).
     WITH wanted AS (
         SELECT DISTINCT x.classification, x.bucket
           FROM (SELECT u.classification, u.bucket FROM unnest(v_classes, v_buckets) AS u(classification, bucket)
@@ -456,7 +479,10 @@ BEGIN
                 SELECT t.classification, pyretrieve.lexeme_bucket(t.lexeme)
                   FROM pyretrieve.lexical_tombstones t
                  WHERE t.workspace_id = p_workspace AND t.project_id = p_project
-                   AND t.classification <= p_ceiling) x
+                   AND t.classification <= p_ceiling
+                UNION ALL
+                SELECT o.classification, o.bucket
+                  FROM pyretrieve.overlapping_pages(p_workspace, p_project, p_ceiling) o) x
     ), seen AS MATERIALIZED (
         SELECT w.classification, w.bucket, c.pages, t.page
           FROM wanted w

@@ -198,8 +198,9 @@ $$;
 COMMENT ON FUNCTION pyretrieve.retract_fragment(text, text, uuid) IS
     'Retract an active fragment: it disappears from every search at once. Raises PR020 alike for an absent fragment and one the writer may not see. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
 
--- p_min_share > 0 compacts only once the postings in blocks not full and the tombstones are
--- at least that share of the postings in pages: each run rewrites every page of the buckets it
+-- p_min_share > 0 compacts only once the postings in blocks not full, the tombstones and the
+-- postings of overlapping pages (overlapping_pages) are at least that share of the postings in
+-- pages: each run rewrites every page of the buckets it
 -- touches, so with 1 the pages at least double between runs and a growing scope rewrites each
 -- posting a bounded number of times (rewriting at every run made each run cost in proportion
 -- to the scope).
@@ -223,6 +224,8 @@ BEGIN
                + (SELECT count(*) FROM pyretrieve.lexical_tombstones t
                    WHERE t.workspace_id = p_workspace AND t.project_id = p_project
                      AND t.classification <= v_ceiling)
+               + (SELECT coalesce(sum(o.postings), 0)
+                    FROM pyretrieve.overlapping_pages(p_workspace, p_project, v_ceiling) o)
           INTO v_small
           FROM pyretrieve.lexical_blocks b
          WHERE b.workspace_id = p_workspace AND b.project_id = p_project
@@ -241,7 +244,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION pyretrieve.compact_lexical_index(text, text, double precision) IS
-    'Compact the write scope''s lexical index, for the writer''s classifications: the postings of lexemes with fewer than 128 in a classification move from their blocks into pages shared by the lexemes of a bucket (a row per rare lexeme is most of the index otherwise), lexemes that reached 128 move back to blocks, and tombstoned postings of the rewritten pages go. Rows another transaction holds are left for a later run (it never waits on a writer). p_min_share > 0 compacts only when the postings in blocks not full and the tombstones are at least that share of the postings in pages, else returns zeros (the Ingestor runs it after each ingest run with 1, so a growing scope rewrites each posting a bounded number of times); 0, the default, always compacts. Raises PR010 for a share that is negative, infinite or not a number. Returns the rows read and written and the postings moved. Searches return the same rows, scores and terms before and after. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+    'Compact the write scope''s lexical index, for the writer''s classifications: the postings of lexemes with fewer than 128 in a classification move from their blocks into pages shared by the lexemes of a bucket (a row per rare lexeme is most of the index otherwise), lexemes that reached 128 move back to blocks, tombstoned postings of the rewritten pages go, and pages that overlap are merged. Rows another transaction holds are left for a later run (it never waits on a writer). p_min_share > 0 compacts only when the postings in blocks not full, the tombstones and the postings of pages whose lexeme range meets another''s in their bucket (two first writes at once) are at least that share of the postings in pages, else returns zeros (the Ingestor runs it after each ingest run with 1, so a growing scope rewrites each posting a bounded number of times); 0, the default, always compacts. Raises PR010 for a share that is negative, infinite or not a number. Returns the rows read and written and the postings moved. Searches return the same rows, scores and terms before and after. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
 
 CREATE FUNCTION pyretrieve.put_embedding(
     p_workspace text,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections import Counter
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -38,7 +39,7 @@ def sha(text: str) -> bytes:
     return hashlib.sha256(text.encode("utf-8")).digest()
 
 
-def setup(conn: Conn) -> None:
+def setup(conn: Conn, corpus: Sequence[str] = CORPUS) -> None:
     with acting_as(conn, "adam"):
         for ws in ("acme", "globex"):
             conn.execute("SELECT pyretrieve.create_workspace(%s)", (ws,))
@@ -52,7 +53,7 @@ def setup(conn: Conn) -> None:
             " p_max_age => interval '30 days')",
             (role("alice"), PURPOSE),
         )
-    for body in CORPUS:
+    for body in corpus:
         put(conn, "acme", body or " ")
 
 

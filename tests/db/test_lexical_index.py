@@ -676,3 +676,58 @@ def test_a_first_write_into_an_empty_index_goes_straight_to_pages(db: Database, 
     assert waiting is not None
     assert waiting["n"] == 1
     assert errors(db) == {}
+
+
+def test_two_first_writes_at_once_both_go_to_pages_and_compaction_merges_them(
+    db: Database, conn: Conn
+) -> None:
+    """Two writers' first writes into one empty scope, each in a transaction still open when
+    the other writes (so neither sees the other's rows): both take the first write's way to
+    pages, neither waits on the other, the buckets then hold pages of both whose lexeme ranges
+    overlap, and the index is exact, the leg equal to an independent BM25. Since 0027 the
+    postings of overlapping pages count as waiting in the share rule (a share just above theirs
+    moves nothing, just below compacts), and compaction merges each such bucket's pages into
+    pages that no longer overlap, every row, score and term the same."""
+    setup(conn, corpus=())
+
+    def write(c: Conn, n: int) -> None:
+        call_batch(c, [row(i, f"zebra savanna writer {n} note {i} okapi{n}") for i in range(20)])
+
+    def overlapping() -> int:
+        """Pairs of pages of one bucket and classification whose lexeme ranges meet."""
+        with db.admin() as admin:
+            got = admin.execute(
+                "SELECT count(*) AS n FROM pyretrieve.lexical_pages a"
+                "  JOIN pyretrieve.lexical_pages b"
+                "    ON (b.workspace_id, b.project_id, b.bucket, b.classification)"
+                "     = (a.workspace_id, a.project_id, a.bucket, a.classification)"
+                "   AND b.page > a.page"
+                '   AND b.first_lexeme COLLATE "C" <= a.last_lexeme'
+                '   AND a.first_lexeme COLLATE "C" <= b.last_lexeme'
+            ).fetchone()
+        assert got is not None
+        return int(got["n"])
+
+    assert concurrent_writers(db, "wally", 2, write) == []
+    assert errors(db) == {}
+    assert small_blocks(db) == 0
+    assert overlapping() > 0  # 'zebra' and 'savanna', at least, in a page of each writer
+    matches_python_bm25(conn, "zebra savanna note okapi0 okapi1")
+    before = legs(conn)
+    # Nothing else waits: the overlapping pages' share of the paged postings decides.
+    with db.admin() as admin:
+        got = admin.execute(
+            "SELECT (SELECT sum(postings) FROM pyretrieve.overlapping_pages('acme', 'docs',"
+            "        'restricted'))::float8 / sum(postings) AS share"
+            "  FROM pyretrieve.lexical_pages"
+        ).fetchone()
+    assert got is not None
+    share = float(got["share"])
+    assert 0 < share <= 1
+    assert compact(conn, min_share=share * 1.01) == (0, 0, 0)
+    assert overlapping() > 0
+    assert compact(conn, min_share=share * 0.99)[0] > 0
+    assert errors(db) == {}
+    assert overlapping() == 0
+    assert legs(conn) == before
+    assert compact(conn, min_share=0.01) == (0, 0, 0)  # nothing waits any more
