@@ -880,108 +880,96 @@ LANGUAGE plpgsql SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    v_first boolean;
     v_blocks tid[];
+    v_lists pyretrieve.lexical_list[];
 BEGIN
     -- Into an index empty of what the writer may see (a new scope's first write), the lists go
     -- as compaction would leave them: blocks for a lexeme with 128 postings or more, pages for
     -- the others. Nothing is there to merge, and compaction need not move them later. (Two
     -- first writes at once may both take this way: their pages then share buckets, which the
     -- leg reads and compaction merges.)
-    IF p_entries IS NOT NULL
+    v_first := p_entries IS NOT NULL
        AND NOT EXISTS (SELECT 1 FROM pyretrieve.lexical_blocks b
                         WHERE b.workspace_id = p_workspace AND b.project_id = p_project)
        AND NOT EXISTS (SELECT 1 FROM pyretrieve.lexical_pages p
                         WHERE p.workspace_id = p_workspace AND p.project_id = p_project)
        AND NOT EXISTS (SELECT 1 FROM pyretrieve.lexical_tombstones x
-                        WHERE x.workspace_id = p_workspace AND x.project_id = p_project) THEN
-        PERFORM pyretrieve.write_lexical_lists(p_workspace, p_project, ARRAY(
-            SELECT ROW(g.classification, g.lexeme, g.min_observed_at, g.max_observed_at,
-                       g.min_expires_at, g.max_expires_at, o.entries)::pyretrieve.lexical_list
-              FROM (SELECT n.lexeme, n.classification, min(n.observed_at) AS min_observed_at,
-                           max(n.observed_at) AS max_observed_at,
-                           min(n.expires_at) AS min_expires_at,
-                           CASE WHEN bool_and(n.expires_at IS NOT NULL) THEN max(n.expires_at) END
-                               AS max_expires_at,
-                           array_agg(n.entry) AS entries
-                      FROM unnest(p_lexemes, p_classes, p_entries, p_observed, p_expires)
-                               AS n(lexeme, classification, entry, observed_at, expires_at)
-                     GROUP BY n.lexeme, n.classification) g
-             CROSS JOIN LATERAL (SELECT array_agg(v.e ORDER BY v.e) AS entries
-                                   FROM unnest(g.entries) AS v(e)) o));
-        RETURN;
-    END IF;
+                        WHERE x.workspace_id = p_workspace AND x.project_id = p_project);
 
-    -- The blocks to rewrite: for each lexeme, first without a lock whether one may be needed,
-    -- then its candidates (through the partial index; for a tombstone, the few blocks starting
-    -- last at or before its document number, as concurrent writers' blocks interleave), those
-    -- no other transaction holds, then the rule again on what was taken.
-    WITH touched AS MATERIALIZED (
-        SELECT t.lexeme, t.classification, count(t.entry) % 128 AS fresh
-          FROM unnest(p_lexemes, p_classes, p_entries) AS t(lexeme, classification, entry)
-         GROUP BY t.lexeme, t.classification
-    ), wanted AS MATERIALIZED (
-        SELECT t.lexeme, t.classification, t.fresh
-          FROM touched t
-         CROSS JOIN LATERAL (
-               SELECT count(*) AS blocks, sum(pb.postings) AS postings
-                 FROM pyretrieve.lexical_blocks pb
-                WHERE pb.workspace_id = p_workspace AND pb.project_id = p_project
-                  AND pb.lexeme = t.lexeme AND pb.classification = t.classification
-                  AND pb.postings < 128) pa
-         WHERE EXISTS (SELECT 1 FROM pyretrieve.lexical_tombstones x
-                        WHERE x.workspace_id = p_workspace AND x.project_id = p_project
-                          AND x.lexeme = t.lexeme AND x.classification = t.classification)
-            OR pa.blocks + (t.fresh > 0)::integer >= 2
-               AND pa.blocks + (t.fresh > 0)::integer >= 4
-    ), candidate AS MATERIALIZED (
-        SELECT w.lexeme, w.classification, w.fresh, c.first_docno
-          FROM wanted w
-         CROSS JOIN LATERAL (
-               SELECT pb.first_docno
-                 FROM pyretrieve.lexical_blocks pb
-                WHERE pb.workspace_id = p_workspace AND pb.project_id = p_project
-                  AND pb.lexeme = w.lexeme AND pb.classification = w.classification
-                  AND pb.postings < 128
-               UNION
-               SELECT tb.first_docno
-                 FROM pyretrieve.lexical_tombstones x
-                CROSS JOIN LATERAL (
-                      SELECT tb.first_docno, tb.last_docno
-                        FROM pyretrieve.lexical_blocks tb
-                       WHERE tb.workspace_id = p_workspace AND tb.project_id = p_project
-                         AND tb.lexeme = x.lexeme AND tb.classification = x.classification
-                         AND tb.first_docno <= x.docno
-                       ORDER BY tb.first_docno DESC
-                       LIMIT 8) tb
-                WHERE x.workspace_id = p_workspace AND x.project_id = p_project
-                  AND x.lexeme = w.lexeme AND x.classification = w.classification
-                  AND tb.last_docno >= x.docno) c
-    ), taken AS MATERIALIZED (
-        SELECT c.fresh, b.*
-          FROM candidate c
-         CROSS JOIN LATERAL (
-               SELECT b.ctid AS block, b.lexeme, b.classification, b.postings,
-                      EXISTS (SELECT 1 FROM pyretrieve.lexical_tombstones x
-                               WHERE x.workspace_id = p_workspace AND x.project_id = p_project
-                                 AND x.lexeme = b.lexeme AND x.classification = b.classification
-                                 AND x.docno BETWEEN b.first_docno AND b.last_docno) AS tombstoned
-                 FROM pyretrieve.lexical_blocks b
-                WHERE b.workspace_id = p_workspace AND b.project_id = p_project
-                  AND b.lexeme = c.lexeme AND b.classification = c.classification
-                  AND b.first_docno = c.first_docno
-                  FOR UPDATE SKIP LOCKED) b
-    )
-    -- The blocks are held (locked) until the transaction ends, so their row versions stay put.
-    SELECT array_agg(k.block) INTO v_blocks
-      FROM (SELECT k.block,
-                   bool_or(k.tombstoned) OVER w AS dropping,
-                   count(*) FILTER (WHERE k.postings < 128) OVER w + (k.fresh > 0)::integer
-                       AS partial,
-                   sum(k.postings) FILTER (WHERE k.postings < 128) OVER w + k.fresh
-                       AS partial_postings
-              FROM taken k
-            WINDOW w AS (PARTITION BY k.lexeme, k.classification)) k
-     WHERE k.dropping OR k.partial >= 4;
+    IF NOT v_first THEN
+        -- The blocks to rewrite: for each lexeme, first without a lock whether one may be needed,
+        -- then its candidates (through the partial index; for a tombstone, the few blocks starting
+        -- last at or before its document number, as concurrent writers' blocks interleave), those
+        -- no other transaction holds, then the rule again on what was taken.
+        WITH touched AS MATERIALIZED (
+            SELECT t.lexeme, t.classification, count(t.entry) % 128 AS fresh
+              FROM unnest(p_lexemes, p_classes, p_entries) AS t(lexeme, classification, entry)
+             GROUP BY t.lexeme, t.classification
+        ), wanted AS MATERIALIZED (
+            SELECT t.lexeme, t.classification, t.fresh
+              FROM touched t
+             CROSS JOIN LATERAL (
+                   SELECT count(*) AS blocks, sum(pb.postings) AS postings
+                     FROM pyretrieve.lexical_blocks pb
+                    WHERE pb.workspace_id = p_workspace AND pb.project_id = p_project
+                      AND pb.lexeme = t.lexeme AND pb.classification = t.classification
+                      AND pb.postings < 128) pa
+             WHERE EXISTS (SELECT 1 FROM pyretrieve.lexical_tombstones x
+                            WHERE x.workspace_id = p_workspace AND x.project_id = p_project
+                              AND x.lexeme = t.lexeme AND x.classification = t.classification)
+                OR pa.blocks + (t.fresh > 0)::integer >= 2
+                   AND pa.blocks + (t.fresh > 0)::integer >= 4
+        ), candidate AS MATERIALIZED (
+            SELECT w.lexeme, w.classification, w.fresh, c.first_docno
+              FROM wanted w
+             CROSS JOIN LATERAL (
+                   SELECT pb.first_docno
+                     FROM pyretrieve.lexical_blocks pb
+                    WHERE pb.workspace_id = p_workspace AND pb.project_id = p_project
+                      AND pb.lexeme = w.lexeme AND pb.classification = w.classification
+                      AND pb.postings < 128
+                   UNION
+                   SELECT tb.first_docno
+                     FROM pyretrieve.lexical_tombstones x
+                    CROSS JOIN LATERAL (
+                          SELECT tb.first_docno, tb.last_docno
+                            FROM pyretrieve.lexical_blocks tb
+                           WHERE tb.workspace_id = p_workspace AND tb.project_id = p_project
+                             AND tb.lexeme = x.lexeme AND tb.classification = x.classification
+                             AND tb.first_docno <= x.docno
+                           ORDER BY tb.first_docno DESC
+                           LIMIT 8) tb
+                    WHERE x.workspace_id = p_workspace AND x.project_id = p_project
+                      AND x.lexeme = w.lexeme AND x.classification = w.classification
+                      AND tb.last_docno >= x.docno) c
+        ), taken AS MATERIALIZED (
+            SELECT c.fresh, b.*
+              FROM candidate c
+             CROSS JOIN LATERAL (
+                   SELECT b.ctid AS block, b.lexeme, b.classification, b.postings,
+                          EXISTS (SELECT 1 FROM pyretrieve.lexical_tombstones x
+                                   WHERE x.workspace_id = p_workspace AND x.project_id = p_project
+                                     AND x.lexeme = b.lexeme AND x.classification = b.classification
+                                     AND x.docno BETWEEN b.first_docno AND b.last_docno) AS tombstoned
+                     FROM pyretrieve.lexical_blocks b
+                    WHERE b.workspace_id = p_workspace AND b.project_id = p_project
+                      AND b.lexeme = c.lexeme AND b.classification = c.classification
+                      AND b.first_docno = c.first_docno
+                      FOR UPDATE SKIP LOCKED) b
+        )
+        -- The blocks are held (locked) until the transaction ends, so their row versions stay put.
+        SELECT array_agg(k.block) INTO v_blocks
+          FROM (SELECT k.block,
+                       bool_or(k.tombstoned) OVER w AS dropping,
+                       count(*) FILTER (WHERE k.postings < 128) OVER w + (k.fresh > 0)::integer
+                           AS partial,
+                       sum(k.postings) FILTER (WHERE k.postings < 128) OVER w + k.fresh
+                           AS partial_postings
+                  FROM taken k
+                WINDOW w AS (PARTITION BY k.lexeme, k.classification)) k
+         WHERE k.dropping OR k.partial >= 4;
+    END IF;
 
     WITH gone AS (
         DELETE FROM pyretrieve.lexical_blocks b
@@ -1026,20 +1014,11 @@ BEGIN
          CROSS JOIN LATERAL (SELECT array_agg(v.e ORDER BY v.e) AS entries
                                FROM unnest(g.entries) AS v(e)) o
     )
-    INSERT INTO pyretrieve.lexical_blocks (
-        workspace_id, project_id, lexeme, classification, first_docno, last_docno, postings,
-        max_tf, min_length, min_observed_at, max_observed_at, min_expires_at, max_expires_at,
-        entries)
-    SELECT p_workspace, p_project, g.lexeme, g.classification,
-           (c.e[1] >> 32)::integer, (c.e[cardinality(c.e)] >> 32)::integer, cardinality(c.e),
-           s.max_tf, s.min_length, g.min_observed_at, g.max_observed_at, g.min_expires_at,
-           g.max_expires_at, c.e
-      FROM grouped g
-     CROSS JOIN LATERAL generate_series(0, (cardinality(g.entries) - 1) / 128) AS k(k)
-     CROSS JOIN LATERAL (SELECT g.entries[k.k * 128 + 1 : k.k * 128 + 128] AS e) c
-     CROSS JOIN LATERAL (SELECT max(((x.v >> 24) & 255)::integer + 1) AS max_tf,
-                                min((x.v & 16777215)::integer) AS min_length
-                           FROM unnest(c.e) AS x(v)) s;
+    SELECT array_agg(ROW(g.classification, g.lexeme, g.min_observed_at, g.max_observed_at,
+                         g.min_expires_at, g.max_expires_at, g.entries)::pyretrieve.lexical_list)
+      INTO v_lists
+      FROM grouped g;
+    PERFORM pyretrieve.write_lexical_lists(p_workspace, p_project, v_lists, p_pages => v_first);
 END;
 $$;
 
@@ -1054,15 +1033,17 @@ AS $$
 $$;
 
 -- Writes lists of postings into a scope's lexical index, each (lexeme, classification) once,
--- its entries in document-number order: a list of 128 or more in blocks of 128 (each with its
+-- its entries in document-number order: a list of 128 or more (every list, with p_pages false:
+-- a write's lists waiting for compaction) in blocks of 128 (each with its
 -- count, largest tf, smallest length, document-number range and the time range of its sources),
 -- the others packed into pages of about 1,024 postings per bucket and classification, in
 -- bytewise lexeme order (a page closes once 1,024 postings precede the next lexeme), each with
 -- where its lexemes start and the time range of their sources. Compaction writes what it takes
--- back through here, and so does the first write into a scope's empty index. Returns the rows
--- written.
+-- back through here, and so does every write of postings (into pages only when the scope's
+-- index is empty). Returns the rows written.
 CREATE FUNCTION pyretrieve.write_lexical_lists(
-    p_workspace text, p_project text, p_lists pyretrieve.lexical_list[])
+    p_workspace text, p_project text, p_lists pyretrieve.lexical_list[],
+    p_pages boolean DEFAULT true)
 RETURNS integer
 LANGUAGE plpgsql SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
@@ -1090,7 +1071,7 @@ BEGIN
          CROSS JOIN LATERAL (SELECT max(((x.v >> 24) & 255)::integer + 1) AS max_tf,
                                     min((x.v & 16777215)::integer) AS min_length
                                FROM unnest(c.e) AS x(v)) s
-         WHERE g.n >= 128
+         WHERE g.n >= 128 OR NOT p_pages
         RETURNING 1
     ), placed AS (
         -- Each small lexeme's page in its bucket and where its postings start there.
@@ -1098,7 +1079,7 @@ BEGIN
           FROM (SELECT g.*, sum(g.n) OVER (PARTITION BY g.classification, g.bucket
                                            ORDER BY g.lexeme COLLATE "C") - g.n AS before
                   FROM grouped g
-                 WHERE g.n < 128) p
+                 WHERE g.n < 128 AND p_pages) p
     ), paged AS (
         SELECT p.*, (p.before - min(p.before) OVER (PARTITION BY p.classification, p.bucket, p.page_no))::integer + 1
                         AS start
@@ -5361,7 +5342,7 @@ GRANT EXECUTE ON FUNCTION pyretrieve.caller(), pyretrieve.caller_in(name),
     pyretrieve.write_lexical_postings(text, text, text[], pyretrieve.classification[], bigint[],
         timestamptz[], timestamptz[]),
     pyretrieve.lexeme_bucket(text),
-    pyretrieve.write_lexical_lists(text, text, pyretrieve.lexical_list[]),
+    pyretrieve.write_lexical_lists(text, text, pyretrieve.lexical_list[], boolean),
     pyretrieve.overlapping_pages(text, text, pyretrieve.classification),
     pyretrieve.compact_lexical_postings(text, text, pyretrieve.classification),
     pyretrieve.create_scope_sequence(text, text),
@@ -6450,7 +6431,7 @@ SET LOCAL ROLE pyretrieve_owner;
 SELECT pg_catalog.count(*) AS decision_partitions FROM pyretrieve.ensure_decision_partitions();
 
 INSERT INTO pyretrieve.installation (schema_version, created_vector)
-VALUES ('0027', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
+VALUES ('0028', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
 
 RESET ROLE;
 -- pyretrieve_api created the API functions; it may not create anything else.

@@ -33,7 +33,7 @@ SELECT plan(633);
 -- The installation.
 SELECT has_schema('pyretrieve');
 SELECT schema_owner_is('pyretrieve', 'pyretrieve_owner');
-SELECT is((SELECT schema_version FROM pyretrieve.installation), '0027', 'pyretrieve schema version is 0027');
+SELECT is((SELECT schema_version FROM pyretrieve.installation), '0028', 'pyretrieve schema version is 0028');
 
 -- Roles: the owner and three groups, none of which can log in or bypass row-level security;
 -- the owner does not inherit; a writer is a reader.
@@ -701,7 +701,7 @@ SELECT results_eq(
     ('pyretrieve.tsvector_length(tsvector)', 'pyretrieve_api'),
     ('pyretrieve.vector_candidates(uuid, text, public.vector, integer)', 'pyretrieve_reader'),
     ('pyretrieve.visible_successor(text, text, uuid)', 'pyretrieve_api'),
-    ('pyretrieve.write_lexical_lists(text, text, pyretrieve.lexical_list[])', 'pyretrieve_api'),
+    ('pyretrieve.write_lexical_lists(text, text, pyretrieve.lexical_list[], boolean)', 'pyretrieve_api'),
     ('pyretrieve.write_lexical_postings(text, text, text[], pyretrieve.classification[], bigint[], timestamp with time zone[], timestamp with time zone[])', 'pyretrieve_api'),
     ('pyretrieve.writer_ceiling(text, text)', 'pyretrieve_api')
         ) AS v(f, r)

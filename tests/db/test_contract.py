@@ -148,7 +148,6 @@ def test_the_lexical_index_sizes_are_the_contracts(catalog: dict[str, str]) -> N
     writes = catalog["function:write_lexical_postings"]
     assert _numbers(r"postings < (\d+)", writes) == {block}
     assert _numbers(r"% (\d+) AS fresh", writes) == {block}
-    assert _numbers(r"k\.k \* (\d+)", writes) == {block}
     compacts = catalog["function:compact_lexical_postings"]
     assert _numbers(r"postings [<=]+ (\d+)", compacts) == {block}
     # Compaction and a first write pack their lists in one place.
