@@ -385,14 +385,14 @@ def test_the_row_trigger_analyses_the_text_whatever_a_statement_sets(
         " pyretrieve.tsvector_length(to_tsvector(%s::regconfig, %s)) AS n"
     )
 
-    def analysed(config: str, body: str) -> tuple[Any, int]:
-        with db.admin() as su:
-            row = su.execute(truth, (config, body, config, body)).fetchone()
-        assert row is not None
-        return row["tsv"], row["n"]
-
     body = "Daggers drawn at dawn, daggers sheathed"
     with db.admin(autocommit=True) as su:
+
+        def analysed(config: str, body: str) -> tuple[Any, int]:
+            row = su.execute(truth, (config, body, config, body)).fetchone()
+            assert row is not None
+            return row["tsv"], row["n"]
+
         row = su.execute(
             "INSERT INTO pyretrieve.fragments (workspace_id, project_id, body, tsv, doc_length)"
             " VALUES ('acme', 'docs', %s, 'forged:1', 999) RETURNING fragment_id, tsv, doc_length",
