@@ -17,6 +17,7 @@ import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import NamedTuple
 from uuid import UUID
 
 from pyretrieve.contract import DBSF_DEGENERATE, DBSF_SPREAD, FRESHNESS_SLOPE, is_stale
@@ -142,9 +143,10 @@ def vector_input(distance: float) -> float:
     return 1.0 - distance
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class _Part:
-    """One candidate's share of the fused score, and for DBSF how it was normalised."""
+class _Part(NamedTuple):
+    """One candidate's share of the fused score, and for DBSF how it was normalised (a named
+    tuple: a search makes one per candidate, and a frozen dataclass costs several times more
+    to build)."""
 
     contribution: float
     value: float | None = None  # DBSF: the normalised input
@@ -289,6 +291,16 @@ def retrieval_id(
     permutation of the input rows yields the same id. ``null`` (did not run) and
     ``[]`` (ran, found nothing) are different inputs and give different ids.
     """
+    # Each fragment's text form once (records and both legs name the same fragments). A UUID's
+    # text sorts as its integer does (fixed-width lower-case hex), so records sort by id.
+    text: dict[UUID, str] = {}
+
+    def fid(value: UUID) -> str:
+        known = text.get(value)
+        if known is None:
+            known = text[value] = str(value)
+        return known
+
     payload: dict[str, JsonValue] = {
         "decision_id": str(decision.decision_id),
         "query_digest": hex_digest(query_digest),
@@ -300,8 +312,8 @@ def retrieval_id(
             None
             if lexical is None
             else [
-                [c.rank, str(c.fragment_id), hex_digest(c.content_digest), c.lexical_generation]
-                for c in sorted(lexical, key=lambda c: c.rank)
+                [c.rank, fid(c.fragment_id), hex_digest(c.content_digest), c.lexical_generation]
+                for c in sorted(lexical, key=_by_rank)
             ]
         ),
         "vector": (
@@ -310,18 +322,18 @@ def retrieval_id(
             else [
                 [
                     c.rank,
-                    str(c.fragment_id),
+                    fid(c.fragment_id),
                     hex_digest(c.content_digest),
                     c.vector_generation,
                     c.lexical_generation,
                     c.search.value,
                 ]
-                for c in sorted(vector, key=lambda c: c.rank)
+                for c in sorted(vector, key=_by_rank)
             ]
         ),
         "records": [
-            [str(r.fragment_id), hex_digest(r.content_digest), r.lexical_generation]
-            for r in sorted(records, key=lambda r: str(r.fragment_id))
+            [fid(r.fragment_id), hex_digest(r.content_digest), r.lexical_generation]
+            for r in sorted(records, key=_by_fragment_id)
         ],
     }
     return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
@@ -452,8 +464,9 @@ def _check_bindings(
 # ---------------------------------------------------------------------- ranking
 
 
-@dataclass(frozen=True, slots=True)
-class _Scored:
+class _Scored(NamedTuple):
+    """One record with its candidates, parts and scores (a named tuple, as :class:`_Part`)."""
+
     record: FragmentRecord
     lexical: LexicalCandidate | None
     vector: VectorCandidate | None
@@ -722,6 +735,10 @@ def _score(checked: _Checked) -> list[_Scored]:
 
 def _by_rank(candidate: LexicalCandidate | VectorCandidate) -> int:
     return candidate.rank
+
+
+def _by_fragment_id(record: FragmentRecord) -> UUID:
+    return record.fragment_id
 
 
 def _plain_part(part: _Part | None) -> PartExplanation | None:

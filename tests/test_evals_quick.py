@@ -394,3 +394,34 @@ def test_lexical_lengths_quick(fresh_dsn: str, tmp_path: Path) -> None:
     shares = [by[k]["postings_read_share_mean"] for k in ("1", "2", "4+")]
     assert 0 < shares[0] < shares[1] < shares[2] <= 1
     assert result["settings"]["scope_postings"] > 0
+
+
+def test_ranker_quick(tmp_path: Path) -> None:
+    """This tree's ranker against HEAD's, one round each: both children ran on the same
+    synthetic input, ranked it the same, and cut it at the limit."""
+    from evals.bench import ranker
+
+    out = tmp_path / "ranker.json"
+    result = ranker.main(
+        ["--rounds", "2", "--iterations", "3", "--candidates", "20", "--out", str(out)]
+    )
+    assert out.exists()
+    assert result["settings"]["input"] == {"lexical": 20, "vector": 20, "records": 31}
+    assert result["same_result"] is True
+    assert result["results_and_omissions"] == [ranker.LIMIT, 31 - ranker.LIMIT]
+    for side in ("current", "baseline"):
+        assert len(result["results"][side]["per_round_rank_ms"]) == 2
+        assert result["results"][side]["rank_p50_ms"] > 0
+    assert len(result["baseline"]["commit"]) == 40
+
+
+def test_the_ranker_bench_input_passes_every_check_of_the_ranker() -> None:
+    """The synthetic rows are what the database would return: the strict ranker accepts them
+    (a row it refused would raise) and every record is either a result or an omission."""
+    from evals.bench import ranker
+    from pyretrieve import ranking
+    from pyretrieve.types import SemanticStatus
+
+    data = ranker.make_input(candidates=30, overlap=0.5, seed=3)
+    result = ranking.rank(**data["rank"], semantic=SemanticStatus.used({"model": "bench"}))
+    assert len(result.results) + len(result.omissions) == data["shape"]["records"] == 45

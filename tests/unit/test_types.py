@@ -20,13 +20,16 @@ from ranking_factories import (
 )
 
 from pyretrieve import errors
+from pyretrieve import types as types_module
 from pyretrieve.errors import IntegrityViolation, InvalidInput, PyretrieveError
 from pyretrieve.types import (
     Classification,
     Decision,
     DegradationReason,
     FragmentRecord,
+    FragmentState,
     LexicalCandidate,
+    LexicalTerm,
     SemanticOutcome,
     SemanticPolicy,
     SemanticStatus,
@@ -224,6 +227,45 @@ def test_candidate_and_record_parsing_round_trip() -> None:
     assert parsed.identity == record["content_digest"].hex() + ":" + str(record["fragment_id"])
     assert LexicalCandidate.from_row(lexical_row(record, 2)).rank == 2
     assert VectorCandidate.from_row(vector_row(record, 1)).vector_generation == 3
+
+
+def test_parsed_rows_equal_the_dataclasses_built_the_usual_way() -> None:
+    """The parsers store each field through the slots instead of calling ``__init__``: the
+    instances must be the same values, frozen and hashable as ever."""
+    record = record_row(1, expires_at=None)
+    lexical = lexical_row(record, 2)
+    parsed = LexicalCandidate.from_row(lexical)
+    built = LexicalCandidate(
+        **{**lexical, "terms": tuple(LexicalTerm(**t) for t in lexical["terms"])}
+    )
+    assert parsed == built
+    assert hash(parsed) == hash(built)
+    assert repr(parsed) == repr(built)
+    assert FragmentRecord.from_row(record) == FragmentRecord(
+        **{
+            **record,
+            "classification": Classification(record["classification"]),
+            "state": FragmentState(record["state"]),
+        }
+    )
+    with pytest.raises(AttributeError):
+        parsed.rank = 3  # type: ignore[misc]
+
+
+def test_a_row_parser_names_every_field_of_a_class_without_post_init() -> None:
+    spec = dict(types_module._TERM_SPEC)
+    del spec["tf"]
+    with pytest.raises(TypeError):
+        types_module._row_parser(LexicalTerm, spec)
+    with pytest.raises(TypeError):
+        types_module._row_parser(
+            LexicalTerm, {**types_module._TERM_SPEC, "extra": types_module._p_str}
+        )
+    # A class that checks itself in __post_init__ must be built by its __init__.
+    with pytest.raises(TypeError):
+        types_module._row_parser(
+            Weights, {"lexical": types_module._p_float, "vector": types_module._p_float}
+        )
 
 
 def test_int_is_not_a_float_signal() -> None:
