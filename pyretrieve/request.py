@@ -28,7 +28,7 @@ from numpy.typing import NDArray
 
 from pyretrieve import contract, ranking, telemetry
 from pyretrieve.db import queries
-from pyretrieve.db.steps import Call, Failed, Reply, Row, Steps
+from pyretrieve.db.steps import Batch, Call, Failed, Row, Steps, replies, rows
 from pyretrieve.embedders import Embedder
 from pyretrieve.errors import (
     InvalidEmbedding,
@@ -232,37 +232,38 @@ def search_steps(request: SearchRequest, embedding: QueryEmbedding) -> Steps[Sea
     holds no decision yet: its one decision is the request's)."""
     intent = contract.semantic_intent(request.mode, request.semantic)
     scope = request.scope
+    authorize = Call(
+        step="authorize",
+        query=queries.AUTHORIZE,
+        params=(
+            scope.workspace,
+            scope.project,
+            scope.purpose,
+            request.query_digest,
+            intent,
+            embedding.digest,
+            request.limit,
+        ),
+    )
+    # The model's defaults are read after the decision, as search() in SQL reads them, and in
+    # the same round trip: the server runs the second call of a batch only once the first has
+    # succeeded, so a denied request reads nothing of the model, and a request that gives both
+    # its fusion and its weights reads nothing at all.
+    default_rows: list[Row] | None = None
     # Each step is a span of the request's (telemetry: nothing when OpenTelemetry is absent).
     with telemetry.leg("authorize", semantic_intent=intent) as span:
-        reply = yield Call(
-            step="authorize",
-            query=queries.AUTHORIZE,
-            params=(
-                scope.workspace,
-                scope.project,
-                scope.purpose,
-                request.query_digest,
-                intent,
-                embedding.digest,
-                request.limit,
-            ),
-        )
-        decision = _decision(reply)
+        if request.model is not None and (request.fusion is None or request.weights is None):
+            model_defaults = Call(
+                step="model_defaults", query=queries.MODEL_DEFAULTS, params=(request.model,)
+            )
+            decision_rows, default_rows = replies((yield Batch((authorize, model_defaults))), 2)
+        else:
+            decision_rows = rows((yield authorize))
+        decision = _decision(decision_rows)
         span.set(**telemetry.decision_attributes(decision))
     cap = decision.candidate_limit
     per_leg = min(cap, request.candidate_limit or cap)
-    # Read after the decision, as search() in SQL does: a denied request reads nothing of the
-    # model, and a request that gives both its fusion and its weights reads nothing at all.
-    defaults: Row | None = None
-    if request.model is not None and (request.fusion is None or request.weights is None):
-        rows = _rows(
-            (
-                yield Call(
-                    step="model_defaults", query=queries.MODEL_DEFAULTS, params=(request.model,)
-                )
-            )
-        )
-        defaults = rows[0] if rows else None
+    defaults = default_rows[0] if default_rows else None
     fusion = resolve_fusion(request, defaults)
 
     lexical: list[Row] | None = None
@@ -280,7 +281,7 @@ def search_steps(request: SearchRequest, embedding: QueryEmbedding) -> Steps[Sea
         key=str,
     )
     with telemetry.leg("records", ids=len(ids)) as span:
-        records = _rows(
+        records = rows(
             (
                 yield Call(
                     step="fragments", query=queries.FRAGMENTS, params=(decision.decision_id, ids)
@@ -338,20 +339,12 @@ def resolve_fusion(request: SearchRequest, defaults: Row | None) -> FusionSettin
     )
 
 
-def _rows(reply: Reply) -> list[Row]:
-    # Only calls that asked for their failure get one back.
-    if isinstance(reply, Failed):
-        raise reply.error
-    return reply
-
-
-def _decision(reply: Reply) -> Decision:
+def _decision(found: list[Row]) -> Decision:
     """The decision, parsed into its typed value right away (a row that breaks the contract
     ends the request before any candidate is asked for)."""
-    rows = _rows(reply)
-    if len(rows) != 1:
+    if len(found) != 1:
         raise InvalidInput("authorization returned no decision")
-    return Decision.from_row(rows[0])
+    return Decision.from_row(found[0])
 
 
 def _lexical(request: SearchRequest, decision: Decision, limit: int) -> Steps[list[Row]]:
@@ -368,7 +361,7 @@ def _lexical(request: SearchRequest, decision: Decision, limit: int) -> Steps[li
         if isinstance(error, InvalidInput | LexicalFailure) or error.code.endswith("DECISION"):
             raise error from None
         raise LexicalFailure() from None
-    return reply
+    return rows(reply)
 
 
 def _vector(
@@ -407,9 +400,10 @@ def _vector(
     )
     if isinstance(reply, Failed):
         return degrade(*_failure(reply.error, model))
+    found = rows(reply)
     stale = [
         r
-        for r in reply
+        for r in found
         if contract.is_stale(
             source_digest=r["source_digest"],
             content_digest=r["content_digest"],
@@ -420,9 +414,9 @@ def _vector(
     if stale:
         return degrade(
             DegradationReason.STALE,
-            {"model": model, "stale_candidates": len(stale), "candidates": len(reply)},
+            {"model": model, "stale_candidates": len(stale), "candidates": len(found)},
         )
-    return _VectorLeg(rows=reply, status=SemanticStatus.used({"model": model}))
+    return _VectorLeg(rows=found, status=SemanticStatus.used({"model": model}))
 
 
 def _failure(error: PyretrieveError, model: str) -> tuple[DegradationReason, dict[str, JsonValue]]:

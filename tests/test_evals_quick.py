@@ -425,3 +425,24 @@ def test_the_ranker_bench_input_passes_every_check_of_the_ranker() -> None:
     data = ranker.make_input(candidates=30, overlap=0.5, seed=3)
     result = ranking.rank(**data["rank"], semantic=SemanticStatus.used({"model": "bench"}))
     assert len(result.results) + len(result.omissions) == data["shape"]["records"] == 45
+
+
+def test_round_trips_quick(fresh_dsn: str, tmp_path: Path) -> None:
+    """The pipelined client against statements one by one behind a proxy that delays each
+    chunk: both timed, and the round trips counted on the wire."""
+    from evals.bench import round_trips
+
+    out = tmp_path / "round-trips.json"
+    result = round_trips.main(
+        [
+            *("--dsn", fresh_dsn, "--one-way-ms", "0.5", "--rounds", "1", "--searches", "2"),
+            *("--rows", "30", "--out", str(out)),
+        ]
+    )
+    assert out.exists()
+    entry = result["results"]["0.5"]
+    assert entry["hybrid"]["round_trips"] == {"pipeline": 5, "one_by_one": 10}
+    assert entry["lexical"]["round_trips"] == {"pipeline": 4, "one_by_one": 6}
+    assert entry["measured_round_trip_ms"] >= 1.0
+    for mode in ("hybrid", "lexical"):
+        assert entry[mode]["pipeline"]["n"] == entry[mode]["one_by_one"]["n"] == 2

@@ -79,6 +79,9 @@ __all__ = [
     "ROLE_EXISTS",
     "ROLE_OTHER_GROUPS",
     "ROLE_POWERS",
+    "SAVEPOINT",
+    "SAVEPOINT_RELEASE",
+    "SAVEPOINT_ROLLBACK",
     "SERVER_VERSION",
     "SET_TOOL_ROLLOUT",
     "SHARED_BUFFERS_PENDING_RESTART",
@@ -87,6 +90,9 @@ __all__ = [
     "TOOL_ROLLOUT",
     "TOOL_SCHEMAS",
     "TOOL_TEXT",
+    "TX_BEGIN",
+    "TX_COMMIT",
+    "TX_ROLLBACK",
     "VECTOR_CANDIDATES",
     "VERSION_NUM",
     "VERSION_TABLE",
@@ -121,6 +127,17 @@ def set_local_role_quoted(quoted: str) -> str:
     """``SET LOCAL ROLE`` for a role name another library has already quoted (SQLAlchemy's
     dialect quoting, for a statement it runs as text)."""
     return f"SET LOCAL ROLE {quoted}"
+
+
+# A request in pipeline mode states its transaction and its savepoint itself: psycopg's
+# transaction blocks wait for the server at each boundary, which is what the pipeline saves.
+TX_BEGIN: Final = "BEGIN"
+TX_COMMIT: Final = "COMMIT"
+TX_ROLLBACK: Final = "ROLLBACK"
+# The savepoint of a call whose failure must not abort the request (the vector leg).
+SAVEPOINT: Final = "SAVEPOINT pyretrieve_call"
+SAVEPOINT_RELEASE: Final = "RELEASE SAVEPOINT pyretrieve_call"
+SAVEPOINT_ROLLBACK: Final = "ROLLBACK TO SAVEPOINT pyretrieve_call"
 
 
 def cast_value(type_name: str) -> sql.Composed:

@@ -20,6 +20,7 @@ from contextlib import (
     AbstractContextManager,
     asynccontextmanager,
     contextmanager,
+    suppress,
 )
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
@@ -38,8 +39,10 @@ __all__ = [
     "as_principal",
     "async_as_principal",
     "async_connection",
+    "async_pipelined_principal_transaction",
     "async_principal_transaction",
     "connection",
+    "pipelined_principal_transaction",
     "principal_transaction",
     "refuse_privileged",
 ]
@@ -138,6 +141,56 @@ def principal_transaction(
         yield conn
 
 
+@contextmanager
+def pipelined_principal_transaction(
+    source: ConnectionSource, principal: str | None, *, needs: str = "a request"
+) -> Iterator[tuple[psycopg.Connection[Any], psycopg.Pipeline | None]]:
+    """:func:`principal_transaction` in pipeline mode, for a request driven by
+    :func:`pyretrieve.db.steps.run`: ``BEGIN`` and ``SET LOCAL ROLE`` are queued and reach the
+    server with the request's first statement, each yield of the steps is then one round trip,
+    and ``COMMIT`` the last. Yields the connection and its pipeline.
+
+    The transaction is stated as statements, not with psycopg's transaction blocks, which wait
+    for the server at each boundary. A connection that is not in autocommit mode (its driver
+    opens transactions of its own), or a client library that cannot pipeline, gets
+    :func:`as_principal` instead, and None for the pipeline: the same statements, one by one.
+
+    The session's role is known only once the server has answered, so the caller refuses a
+    superuser then: ``run(conn, steps, pipeline=p, after_first=refuse_privileged)``, before
+    the steps see the first reply (``authorize()`` refuses one in the database as well)."""
+    with connection(source, needs=needs) as conn:
+        if not conn.autocommit or not psycopg.Pipeline.is_supported():
+            with as_principal(conn, principal) as same:
+                yield same, None
+            return
+        try:
+            with conn.pipeline() as pipeline:
+                conn.execute(queries.TX_BEGIN)
+                if principal is not None:
+                    conn.execute(queries.set_local_role(principal))
+                try:
+                    yield conn, pipeline
+                except BaseException:
+                    _roll_back(conn, pipeline)
+                    raise
+                # Sent, and its outcome read, when the pipeline closes (its last round trip).
+                conn.execute(queries.TX_COMMIT)
+        except PyretrieveError:
+            raise
+        except psycopg.Error as exc:
+            raise translate(exc) from None
+
+
+def _roll_back(conn: psycopg.Connection[Any], pipeline: psycopg.Pipeline) -> None:
+    # The block's own error is what propagates; a connection too broken to roll back ends the
+    # transaction anyway when it closes.
+    with suppress(psycopg.Error):
+        pipeline.sync()  # out of an aborted pipeline, if a statement failed unsynced
+    with suppress(psycopg.Error):
+        conn.execute(queries.TX_ROLLBACK)
+        pipeline.sync()
+
+
 # ------------------------------------------------------------------------------ async twins
 
 
@@ -174,6 +227,43 @@ async def async_as_principal(
         raise
     except psycopg.Error as exc:
         raise translate(exc) from None
+
+
+@asynccontextmanager
+async def async_pipelined_principal_transaction(
+    source: AsyncConnectionSource, principal: str | None, *, needs: str = "a request"
+) -> AsyncIterator[tuple[psycopg.AsyncConnection[Any], psycopg.AsyncPipeline | None]]:
+    """:func:`pipelined_principal_transaction` for an async connection or pool."""
+    async with async_connection(source, needs=needs) as conn:
+        if not conn.autocommit or not psycopg.AsyncPipeline.is_supported():
+            async with async_as_principal(conn, principal) as same:
+                yield same, None
+            return
+        try:
+            async with conn.pipeline() as pipeline:
+                await conn.execute(queries.TX_BEGIN)
+                if principal is not None:
+                    await conn.execute(queries.set_local_role(principal))
+                try:
+                    yield conn, pipeline
+                except BaseException:
+                    await _async_roll_back(conn, pipeline)
+                    raise
+                await conn.execute(queries.TX_COMMIT)
+        except PyretrieveError:
+            raise
+        except psycopg.Error as exc:
+            raise translate(exc) from None
+
+
+async def _async_roll_back(
+    conn: psycopg.AsyncConnection[Any], pipeline: psycopg.AsyncPipeline
+) -> None:
+    with suppress(psycopg.Error):
+        await pipeline.sync()
+    with suppress(psycopg.Error):
+        await conn.execute(queries.TX_ROLLBACK)
+        await pipeline.sync()
 
 
 @asynccontextmanager

@@ -34,7 +34,8 @@ from pyretrieve import ranking, telemetry
 from pyretrieve.client import Row, SearchRequest, build_request
 from pyretrieve.db import queries
 from pyretrieve.db.errors import translate
-from pyretrieve.db.steps import Call, Failed, Reply, Steps
+from pyretrieve.db.steps import Call, Steps
+from pyretrieve.db.steps import rows as _rows
 from pyretrieve.embedders import Embedder
 from pyretrieve.errors import AccessDenied, InvalidInput, PyretrieveError
 from pyretrieve.tools import context, events, select
@@ -553,12 +554,6 @@ def select_tools(
         schema_tokens=tokens,
         token_method=method,
     )
-
-
-def _rows(reply: Reply) -> list[Row]:
-    # The discovery's calls raise on failure; a reply is always rows.
-    assert not isinstance(reply, Failed)
-    return reply
 
 
 def _discovery_events(d: Discovery) -> None:

@@ -20,7 +20,13 @@ from psycopg import sql
 
 from pyretrieve import Retriever, Scope
 from pyretrieve.db.errors import translate
-from pyretrieve.errors import InvalidEmbedding, LimitExceeded, PrivilegedCaller, Timeout
+from pyretrieve.errors import (
+    AccessDenied,
+    InvalidEmbedding,
+    LimitExceeded,
+    PrivilegedCaller,
+    Timeout,
+)
 from pyretrieve.vectors import canonical_embedding
 from tests.conftest import Database, Server, acting_as, create_database, drop_database, role
 from tests.db.seed import error_as, error_text, grant, put, sha
@@ -315,6 +321,29 @@ def test_a_superuser_caller_is_refused(world: Database) -> None:
             )
     assert exc.value.sqlstate == "PR004"
     assert write.value.sqlstate == "PR004"
+
+
+@pytest.mark.parametrize("pipeline", [True, False])
+def test_the_client_refuses_a_superuser_session_but_not_one_acting_as_a_principal(
+    world: Database, pipeline: bool
+) -> None:
+    """Pipelined, the client learns the session's role only from the server's first reply: a
+    superuser session is refused (in the database, PR004, and by the client), while one that
+    acts as a principal gets exactly that principal's answer, its denial included. After a
+    failed statement the server has undone SET LOCAL ROLE, so the client must not read the
+    role then: it would see the superuser and mask the principal's own error."""
+    where = Scope(workspace="aa", project="docs", purpose="support")
+    nowhere = Scope(workspace="aa", project="nowhere", purpose="support")
+    with world.admin(autocommit=True) as admin:
+        with pytest.raises(PrivilegedCaller):
+            Retriever(admin, pipeline=pipeline).search("ledger", scope=where)
+        acting = Retriever(admin, principal=role("alice"), pipeline=pipeline)
+        with pytest.raises(AccessDenied):
+            acting.search("ledger", scope=nowhere)
+        assert acting.search("ledger", scope=where, mode="lexical").decision.principal == role(
+            "alice"
+        )
+        assert admin.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
 
 
 def test_a_role_reaching_bypassrls_is_refused(world: Database) -> None:

@@ -28,6 +28,7 @@ from psycopg import sql
 from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 
+from evals.bench.latency_proxy import LatencyProxy
 from pyretrieve import ranking
 from pyretrieve.client import AsyncRetriever, Retriever
 from pyretrieve.errors import (
@@ -189,11 +190,14 @@ class Harness:
         self.conn.statements = []
         self.conn.recording = False
 
-    def client(self, principal: str, *embedders: Any) -> Retriever | Blocking:
+    def client(
+        self, principal: str, *embedders: Any, pipeline: bool = True
+    ) -> Retriever | Blocking:
         if self.runner is None:
-            return Retriever(self.conn, principal=principal, embedders=embedders)
+            return Retriever(self.conn, principal=principal, embedders=embedders, pipeline=pipeline)
         return Blocking(
-            AsyncRetriever(self.conn, principal=principal, embedders=embedders), self.runner
+            AsyncRetriever(self.conn, principal=principal, embedders=embedders, pipeline=pipeline),
+            self.runner,
         )
 
     @contextlib.contextmanager
@@ -433,6 +437,29 @@ HYBRID_ORDER = [
 ]
 
 
+def test_without_the_pipeline_the_same_statements_go_one_by_one(rec: Harness) -> None:
+    """``pipeline=False``: the same statements in the same order, each sent once the one before
+    it has come back (so each sees the transaction open and idle), and the same result."""
+    rec.reset()
+    piped = alice(rec).search(QUERY, scope=scope(), embedding=QUERY_VECTOR, model=MODEL, limit=3)
+    rec.reset()
+    plain = rec.client(role("alice"), pipeline=False).search(
+        QUERY, scope=scope(), embedding=QUERY_VECTOR, model=MODEL, limit=3
+    )
+    rec.recording = False
+    assert rec.kinds() == HYBRID_ORDER
+    assert all(s.status == TransactionStatus.INTRANS for s in rec.statements[1:])
+    assert rec.statements[0].status == TransactionStatus.IDLE
+    assert rec.info.transaction_status == TransactionStatus.IDLE
+    assert [r.record.fragment_id for r in plain.results] == [
+        r.record.fragment_id for r in piped.results
+    ]
+    assert [r.explanation["final_score"] for r in plain.results] == [  # type: ignore[index]
+        r.explanation["final_score"]
+        for r in piped.results  # type: ignore[index]
+    ]
+
+
 def test_a_requests_fusion_and_weights_win_without_reading_the_models(rec: Harness) -> None:
     rec.reset()
     result = alice(rec).search(
@@ -464,8 +491,12 @@ def test_hybrid_calls_authorize_lexical_vector_fragments_in_one_transaction(
     result = alice(rec).search(QUERY, scope=scope(), embedding=QUERY_VECTOR, model=MODEL, limit=3)
     rec.recording = False
     assert rec.kinds() == HYBRID_ORDER
-    # Everything between BEGIN and COMMIT ran inside the one transaction, and it is closed.
-    assert all(s.status == TransactionStatus.INTRANS for s in rec.statements[1:])
+    # Everything between BEGIN and COMMIT was sent inside the one transaction (in pipeline mode
+    # a statement goes out while others are in flight: ACTIVE, never IDLE), and it is closed.
+    assert all(
+        s.status in (TransactionStatus.INTRANS, TransactionStatus.ACTIVE)
+        for s in rec.statements[1:]
+    )
     assert rec.statements[0].status == TransactionStatus.IDLE
     assert rec.info.transaction_status == TransactionStatus.IDLE
     set_role = rec.of("set_role")[0]
@@ -548,7 +579,10 @@ def test_a_deny_raises_access_denied_and_nothing_runs_after_authorize(
         with pytest.raises(AccessDenied) as info:
             alice(rec).search(QUERY, scope=denied, embedding=QUERY_VECTOR, model=MODEL)
         rec.recording = False
-        assert rec.kinds() == ["BEGIN", "set_role", "authorize", "ROLLBACK"]
+        # The model's defaults travel in authorize's round trip; the server skips what follows
+        # a failed statement until the Sync, so they are sent but never run (the driver's
+        # batch test shows the skipping), and nothing else is sent.
+        assert rec.kinds() == ["BEGIN", "set_role", "authorize", "model_defaults", "ROLLBACK"]
         assert info.value.as_dict() == {
             "code": "VES_MEMORY_ACCESS_DENIED",
             "message": "access denied",
@@ -1172,3 +1206,51 @@ def test_async_connect_closes_its_own_connection_and_refuses_a_sync_one(
         AsyncRetriever(rec.conn, principal=role("alice")) if rec.flavor == "sync" else Retriever(
             rec.conn, principal=role("alice")
         )
+
+
+# ------------------------------------------------------------------------------ round trips
+
+
+@pytest.mark.parametrize("flavor", FLAVORS)
+def test_a_hybrid_search_takes_five_round_trips_and_ten_without_the_pipeline(
+    mdb: tuple[Database, Any], flavor: str
+) -> None:
+    """Counted on the wire, by a proxy between the client and the server: BEGIN, SET LOCAL
+    ROLE, authorize and the model's defaults; lexical; the savepoint and vector; its release
+    and the records; COMMIT. One by one, each of the ten statements is a round trip. Both give
+    the same results."""
+    database = mdb[0]
+    # A delay on the wire keeps the count exact: a client that waits for an answer sends
+    # only after the proxy has passed the answer on, and a pipelined batch goes out whole.
+    with psycopg.connect(database.app_dsn) as probe:
+        proxy = LatencyProxy.to_server(probe.info, one_way_ms=0.5)
+    with proxy:
+        dsn = proxy.dsn(database.app_dsn)
+        turns: dict[bool, int] = {}
+        finals: dict[bool, list[Any]] = {}
+        for pipeline in (True, False):
+            if flavor == "sync":
+                with psycopg.connect(dsn, autocommit=True) as conn:
+                    client = Retriever(conn, principal=role("alice"), pipeline=pipeline)
+                    before = proxy.turns
+                    result = client.search(
+                        QUERY, scope=scope(), embedding=QUERY_VECTOR, model=MODEL, limit=3
+                    )
+                    turns[pipeline] = proxy.turns - before
+            else:
+
+                async def one(pipeline: bool = pipeline) -> tuple[SearchResult, int]:
+                    conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+                    async with conn:
+                        client = AsyncRetriever(conn, principal=role("alice"), pipeline=pipeline)
+                        before = proxy.turns
+                        found = await client.search(
+                            QUERY, scope=scope(), embedding=QUERY_VECTOR, model=MODEL, limit=3
+                        )
+                        return found, proxy.turns - before
+
+                result, turns[pipeline] = asyncio.run(one())
+            finals[pipeline] = [(r.record.fragment_id, r.final_score) for r in result.results]
+    assert turns == {True: 5, False: 10}
+    assert finals[True] == finals[False]
+    assert finals[True]
