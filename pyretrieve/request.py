@@ -58,6 +58,7 @@ from pyretrieve.vectors import QueryEmbedding
 __all__ = [
     "SearchOptions",
     "SearchRequest",
+    "authorize_call",
     "build_request",
     "calls_embedder",
     "query_embedding",
@@ -231,20 +232,7 @@ def search_steps(request: SearchRequest, embedding: QueryEmbedding) -> Steps[Sea
     """One search, as statements, in the current transaction (which acts as the principal and
     holds no decision yet: its one decision is the request's)."""
     intent = contract.semantic_intent(request.mode, request.semantic)
-    scope = request.scope
-    authorize = Call(
-        step="authorize",
-        query=queries.AUTHORIZE,
-        params=(
-            scope.workspace,
-            scope.project,
-            scope.purpose,
-            request.query_digest,
-            intent,
-            embedding.digest,
-            request.limit,
-        ),
-    )
+    authorize = authorize_call(request, intent=intent, embedding_digest=embedding.digest)
     # The model's defaults are read after the decision, as search() in SQL reads them, and in
     # the same round trip: the server runs the second call of a batch only once the first has
     # succeeded, so a denied request reads nothing of the model, and a request that gives both
@@ -309,6 +297,25 @@ def search_steps(request: SearchRequest, embedding: QueryEmbedding) -> Steps[Sea
     # The request's span (search or discovery) gets the outcome.
     telemetry.annotate(**telemetry.result_attributes(result))
     return result
+
+
+def authorize_call(request: SearchRequest, *, intent: str, embedding_digest: bytes | None) -> Call:
+    """The request's ``authorize()`` statement: the scope, the query's digest, the semantic
+    intent, the embedding's digest and the limit, and nothing else of the request."""
+    scope = request.scope
+    return Call(
+        step="authorize",
+        query=queries.AUTHORIZE,
+        params=(
+            scope.workspace,
+            scope.project,
+            scope.purpose,
+            request.query_digest,
+            intent,
+            embedding_digest,
+            request.limit,
+        ),
+    )
 
 
 def resolve_fusion(request: SearchRequest, defaults: Row | None) -> FusionSettings:

@@ -29,7 +29,6 @@ import statistics
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,11 +45,10 @@ from evals.bench.runtime import (  # noqa: E402
     Principals,
     acting_as,
     display_path,
-    ensure_installed,
+    given_or_throwaway,
     load_average,
     provenance,
     summary_ms,
-    throwaway_database,
 )
 from pyretrieve import Retriever, Scope  # noqa: E402
 
@@ -207,16 +205,6 @@ def measure(
     return out
 
 
-@contextlib.contextmanager
-def _database(dsn: str | None) -> Iterator[str]:
-    if dsn is None:
-        with throwaway_database() as url:
-            yield url
-    else:
-        ensure_installed(dsn)
-        yield dsn
-
-
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--dsn", help="a fresh database (superuser); default: a throwaway server")
@@ -229,7 +217,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     one_way = [float(x) for x in args.one_way_ms.split(",")]
     load_before = load_average()
-    with _database(args.dsn) as dsn, psycopg.connect(dsn, autocommit=True) as conn:
+    with given_or_throwaway(args.dsn) as dsn, psycopg.connect(dsn, autocommit=True) as conn:
         principals = Principals.create(conn, "rtt")
         info = provenance(conn)
         try:

@@ -109,6 +109,18 @@ def ensure_installed(dsn: str) -> None:
         migrate.upgrade(dsn)
 
 
+@contextlib.contextmanager
+def given_or_throwaway(dsn: str | None) -> Iterator[str]:
+    """``dsn`` with the schema installed when it has none, or, without one, a throwaway
+    embedded server (:func:`throwaway_database`)."""
+    if dsn is None:
+        with throwaway_database() as url:
+            yield url
+    else:
+        ensure_installed(dsn)
+        yield dsn
+
+
 @dataclass
 class Principals:
     """Roles for one run: ``admin`` (pyretrieve_admin), ``writer``, ``reader``."""

@@ -28,7 +28,6 @@ import json
 import re
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,11 +41,10 @@ from evals.bench import synth
 from evals.bench.runtime import (
     Principals,
     acting_as,
-    ensure_installed,
+    given_or_throwaway,
     load_average,
     provenance,
     summary_ms,
-    throwaway_database,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -220,16 +218,6 @@ def _scope(
     }
 
 
-@contextlib.contextmanager
-def _database(dsn: str | None) -> Iterator[str]:
-    if dsn is None:
-        with throwaway_database() as url:
-            yield url
-    else:
-        ensure_installed(dsn)
-        yield dsn
-
-
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="2000,10000,30000,100000")
@@ -249,7 +237,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     vocabulary = synth.zipf_vocabulary(1000)
     gen = synth.Generator(vocabulary, clusters=args.clusters, seed=args.seed)
     queries = [v for _, v in gen.queries("vix", args.queries)]
-    with _database(args.dsn) as dsn, psycopg.connect(dsn, autocommit=True) as setup:
+    with given_or_throwaway(args.dsn) as dsn, psycopg.connect(dsn, autocommit=True) as setup:
         principals = Principals.create(setup, "vix")
         try:
             started = time.perf_counter()

@@ -38,6 +38,7 @@ from pyretrieve.db.steps import Call, Steps
 from pyretrieve.db.steps import rows as _rows
 from pyretrieve.embedders import Embedder
 from pyretrieve.errors import AccessDenied, InvalidInput, PyretrieveError
+from pyretrieve.request import authorize_call
 from pyretrieve.tools import context, events, select
 from pyretrieve.tools.definitions import NAME_RE, ToolDefinition, definitions
 from pyretrieve.types import Scope, SearchResult, Weights
@@ -613,8 +614,6 @@ class Rediscovery:
 
 
 # The rediscovery decision's semantic intent, embedding digest and requested limit.
-_NO_VECTOR = ("disabled", None, 1)
-
 REJECTED = Rediscovery(status="rejected", message="tool not available")
 
 
@@ -665,21 +664,7 @@ def _precheck(name: str, session: ToolSession) -> Rediscovery | None:
 def _tool_by_name(name: str, scope: Scope) -> Steps[Row | None]:
     # A new transaction, so a new authorization, lexical only: the name is the query.
     request = build_request(name, scope=scope, mode="lexical", semantic="disabled", limit=1)
-    decision = _rows(
-        (
-            yield Call(
-                step="authorize",
-                query=queries.AUTHORIZE,
-                params=(
-                    scope.workspace,
-                    scope.project,
-                    scope.purpose,
-                    request.query_digest,
-                    *_NO_VECTOR,
-                ),
-            )
-        )
-    )[0]
+    decision = _rows((yield authorize_call(request, intent="disabled", embedding_digest=None)))[0]
     found = _rows(
         (
             yield Call(
