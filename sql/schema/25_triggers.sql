@@ -512,38 +512,56 @@ BEGIN
          WHERE b.ctid = ANY (v_blocks)
            AND b.workspace_id = p_workspace AND b.project_id = p_project
         RETURNING b.*
-    ), old AS (
-        SELECT g.classification, l.lexeme, g.entries[i.i] AS entry, g.min_observed_at,
-               g.max_observed_at, g.min_expires_at, g.max_expires_at
+    ), slices AS (
+        -- Each taken page's slice of each of its lexemes, and each taken block, as arrays: a
+        -- list's entries are stored in document-number order, so a slice is one already.
+        SELECT g.classification, l.lexeme,
+               g.entries[l.start : coalesce(g.starts[l.n + 1] - 1, g.postings)] AS e,
+               g.min_observed_at, g.max_observed_at, g.min_expires_at, g.max_expires_at
           FROM gone_pages g
          CROSS JOIN LATERAL unnest(g.lexemes, g.starts) WITH ORDINALITY AS l(lexeme, start, n)
-         CROSS JOIN LATERAL generate_series(l.start, coalesce(g.starts[l.n + 1], g.postings + 1) - 1)
-               AS i(i)
         UNION ALL
-        SELECT g.classification, g.lexeme, u.entry, g.min_observed_at, g.max_observed_at,
+        SELECT g.classification, g.lexeme, g.entries, g.min_observed_at, g.max_observed_at,
                g.min_expires_at, g.max_expires_at
-          FROM gone_blocks g CROSS JOIN LATERAL unnest(g.entries) AS u(entry)
+          FROM gone_blocks g
     ), dropped AS (
+        -- The tombstones of postings taken, with them (one probe of each tombstone's slices).
         DELETE FROM pyretrieve.lexical_tombstones x
-         USING old o
+         USING slices s
          WHERE x.workspace_id = p_workspace AND x.project_id = p_project
-           AND x.lexeme = o.lexeme AND x.classification = o.classification
-           AND x.docno = (o.entry >> 32)::integer
+           AND x.lexeme = s.lexeme AND x.classification = s.classification
+           AND x.docno BETWEEN (s.e[1] >> 32)::integer AND (s.e[cardinality(s.e)] >> 32)::integer
+           AND EXISTS (SELECT 1 FROM unnest(s.e) AS u(v) WHERE (u.v >> 32)::integer = x.docno)
         RETURNING x.lexeme, x.classification, x.docno
+    ), keyed AS (
+        -- A list with one slice and no tombstone is written as it is; only the others are
+        -- opened, filtered and sorted (posting by posting).
+        SELECT s.*, count(*) OVER (PARTITION BY s.classification, s.lexeme) = 1
+                    AND t.lexeme IS NULL AS kept
+          FROM slices s
+          LEFT JOIN (SELECT DISTINCT d.classification, d.lexeme FROM dropped d) t
+            ON t.classification = s.classification AND t.lexeme = s.lexeme
     ), grouped AS (
+        SELECT k.classification, k.lexeme, k.min_observed_at, k.max_observed_at,
+               k.min_expires_at, k.max_expires_at, k.e AS entries
+          FROM keyed k
+         WHERE k.kept
+        UNION ALL
         SELECT g.classification, g.lexeme, g.min_observed_at, g.max_observed_at,
                g.min_expires_at, g.max_expires_at, o.entries
-          FROM (SELECT o.classification, o.lexeme, min(o.min_observed_at) AS min_observed_at,
-                       max(o.max_observed_at) AS max_observed_at,
-                       min(o.min_expires_at) AS min_expires_at,
-                       CASE WHEN bool_and(o.max_expires_at IS NOT NULL) THEN max(o.max_expires_at) END
+          FROM (SELECT k.classification, k.lexeme, min(k.min_observed_at) AS min_observed_at,
+                       max(k.max_observed_at) AS max_observed_at,
+                       min(k.min_expires_at) AS min_expires_at,
+                       CASE WHEN bool_and(k.max_expires_at IS NOT NULL) THEN max(k.max_expires_at) END
                            AS max_expires_at,
-                       array_agg(o.entry) AS entries
-                  FROM old o
-                 WHERE NOT EXISTS (SELECT 1 FROM dropped d
-                                    WHERE d.lexeme = o.lexeme AND d.classification = o.classification
-                                      AND d.docno = (o.entry >> 32)::integer)
-                 GROUP BY o.classification, o.lexeme) g
+                       array_agg(u.v) AS entries
+                  FROM keyed k
+                 CROSS JOIN LATERAL unnest(k.e) AS u(v)
+                 WHERE NOT k.kept
+                   AND NOT EXISTS (SELECT 1 FROM dropped d
+                                    WHERE d.lexeme = k.lexeme AND d.classification = k.classification
+                                      AND d.docno = (u.v >> 32)::integer)
+                 GROUP BY k.classification, k.lexeme) g
          CROSS JOIN LATERAL (SELECT array_agg(v.e ORDER BY v.e) AS entries
                                FROM unnest(g.entries) AS v(e)) o
     )
