@@ -31,12 +31,14 @@ from pyretrieve.db import queries
 from pyretrieve.db.steps import Batch, Call, Failed, Row, Steps, replies, rows
 from pyretrieve.embedders import Embedder
 from pyretrieve.errors import (
+    DatabaseUnavailable,
     InvalidEmbedding,
     InvalidFusion,
     InvalidInput,
     LexicalFailure,
     PyretrieveError,
     SemanticRequired,
+    Timeout,
     UnknownModel,
 )
 from pyretrieve.types import (
@@ -354,9 +356,15 @@ def _decision(found: list[Row]) -> Decision:
     return Decision.from_row(found[0])
 
 
+# Failures of the session rather than of a leg: a timeout, or a connection that is gone. A leg
+# that meets one raises it as it is (the caller can tell a slow or lost database from a broken
+# leg, and retry); an optional vector leg that timed out degrades instead, naming the timeout.
+_SESSION_FAILURES = Timeout | DatabaseUnavailable
+
+
 def _lexical(request: SearchRequest, decision: Decision, limit: int) -> Steps[list[Row]]:
-    """The lexical leg: a failure ends the request (as LexicalFailure, unless the input or the
-    decision was at fault); there is no fallback to the vector leg."""
+    """The lexical leg: a failure ends the request (as LexicalFailure, unless the input, the
+    decision or the session was at fault); there is no fallback to the vector leg."""
     reply = yield Call(
         step="lexical",
         query=queries.LEXICAL_CANDIDATES,
@@ -365,7 +373,9 @@ def _lexical(request: SearchRequest, decision: Decision, limit: int) -> Steps[li
     )
     if isinstance(reply, Failed):
         error = reply.error
-        if isinstance(error, InvalidInput | LexicalFailure) or error.code.endswith("DECISION"):
+        if isinstance(error, InvalidInput | LexicalFailure | _SESSION_FAILURES):
+            raise error from None
+        if error.code.endswith("DECISION"):
             raise error from None
         raise LexicalFailure() from None
     return rows(reply)
@@ -406,7 +416,12 @@ def _vector(
         on_error="savepoint",
     )
     if isinstance(reply, Failed):
-        return degrade(*_failure(reply.error, model))
+        error = reply.error
+        # A lost connection cannot degrade (the request cannot finish); a required leg that
+        # timed out raises the timeout, which says more than SemanticRequired.
+        if isinstance(error, DatabaseUnavailable) or (required and isinstance(error, Timeout)):
+            raise error from None
+        return degrade(*_failure(error, model))
     found = rows(reply)
     stale = [
         r
