@@ -253,3 +253,42 @@ def test_the_async_client_meets_a_timeout_in_each_leg_as_the_sync_one(
     else:
         assert got.semantic.status is SemanticOutcome.DEGRADED
         assert got.semantic.evidence == {"model": MODEL, "cause": Timeout.code}
+
+
+@pytest.mark.usefixtures("scope")
+def test_a_pooled_connection_killed_in_a_search_is_replaced_and_the_same_retriever_retries(
+    db: Database, holder: psycopg.Connection[Any]
+) -> None:
+    """Through a one-connection pool, the "log in once, SET ROLE per request" pattern: the
+    connection killed in the lexical leg gives ``DatabaseUnavailable``, the pool discards it,
+    and the same ``Retriever`` answers the retry on a new connection."""
+    from psycopg_pool import ConnectionPool
+
+    before = decisions(db)
+    hold(holder, "lexical")
+    application = "search-killed-pooled"
+    errors: list[BaseException] = []
+    kwargs = {"autocommit": True, "application_name": application}
+    with ConnectionPool(db.app_dsn, min_size=1, max_size=1, kwargs=kwargs, open=True) as pool:
+        client = Retriever(pool, principal=role("alice"), embedders=[HashNgramEmbedder()])
+
+        def run() -> None:
+            try:
+                client.search("ledger accounts", scope=SCOPE, model=MODEL)
+            except BaseException as exc:
+                errors.append(exc)
+
+        worker = threading.Thread(target=run)
+        worker.start()
+        pid = wait_for_lock_wait(db, application)
+        with db.admin(autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        worker.join(timeout=60)
+        assert not worker.is_alive()
+        holder.rollback()
+        (error,) = errors
+        assert isinstance(error, DatabaseUnavailable), repr(error)
+        result = client.search("ledger accounts", scope=SCOPE, model=MODEL)
+    assert result.results
+    assert result.vector_ran
+    assert decisions(db) == before + 1
