@@ -42,6 +42,7 @@ class Tool:
     fragment_id: str
     schema_version: int
     operation: str
+    entities: frozenset[str]  # definitions.tool_entities, as the database stores them
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +124,7 @@ def replay(
                 lexical_rank=None if lex is None else lex.rank,
                 vector_rank=None if vec is None else vec.rank,
                 schema_chars=0,
+                entities=tool.entities,
                 lexical_score=None if lex is None else lex.score,
                 vector_distance=None if vec is None else vec.score,
             )
@@ -133,7 +135,10 @@ def replay(
 
 def save(path: Path, tools: Mapping[str, Tool], legs: Mapping[str, QueryLegs]) -> None:
     data: dict[str, Any] = {
-        "tools": {fid: [t.name, t.schema_version, t.operation] for fid, t in tools.items()},
+        "tools": {
+            fid: [t.name, t.schema_version, t.operation, sorted(t.entities)]
+            for fid, t in tools.items()
+        },
         "legs": {
             q: {
                 "lexical": [[h.fragment_id, h.digest, h.rank, h.score] for h in ql.lexical],
@@ -148,7 +153,9 @@ def save(path: Path, tools: Mapping[str, Tool], legs: Mapping[str, QueryLegs]) -
 
 def load(path: Path) -> tuple[dict[str, Tool], dict[str, QueryLegs]]:
     data = json.loads(path.read_text(encoding="utf-8"))
-    tools = {fid: Tool(n, fid, v, op) for fid, (n, v, op) in data["tools"].items()}
+    tools = {
+        fid: Tool(n, fid, v, op, frozenset(ents)) for fid, (n, v, op, ents) in data["tools"].items()
+    }
     legs = {
         q: QueryLegs(
             lexical=tuple(Hit(*h) for h in ql["lexical"]),

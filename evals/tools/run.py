@@ -67,6 +67,7 @@ from pyretrieve.tools.definitions import (
     ToolDefinition,
     operation_family,
     query_operations,
+    tool_entities,
 )
 from pyretrieve.types import Weights
 
@@ -179,6 +180,7 @@ def rebuild(found: Any) -> list[sel.Scored]:
         c = sel.Candidate(
             t.fragment_id, t.name, t.operation, t.schema_version, e["fused_rank"],
             e["fused_score"], e["lexical_rank"], e["vector_rank"], 0,
+            frozenset(),  # the penalties are already in the adjusted score
             e["lexical_score"], e["vector_distance"],
         )  # fmt: skip
         out.append(sel.Scored(c, e["rank"], e["normalized_score"], e["adjusted_score"], ()))
@@ -278,6 +280,7 @@ def evaluate(coll: dict[str, Any], dsn: str, model: str, limit: int | None) -> d
     embedder = get_embedder(model)
     schema_tokens = {t.name: context.schema_tokens([t.schema])[0] for t in coll["tools"]}
     operations = {t.name: t.operation for t in coll["tools"]}
+    entities = {t.name: tool_entities(t.name, t.description) for t in coll["tools"]}
     qids = [q for q in coll["queries"] if q in coll["strict"]][:limit]
     texts = {q: coll["queries"][q][:MAX_QUERY] for q in qids}
     with (
@@ -292,7 +295,7 @@ def evaluate(coll: dict[str, Any], dsn: str, model: str, limit: int | None) -> d
         register_seconds = time.perf_counter() - started
         tools = {
             str(r.fragment_id): L.Tool(
-                r.name, str(r.fragment_id), r.schema_version, operations[r.name]
+                r.name, str(r.fragment_id), r.schema_version, operations[r.name], entities[r.name]
             )
             for r in report.tools
         }

@@ -128,6 +128,8 @@ OPERATION_SYNONYMS: dict[str, frozenset[str]] = {
     "list": frozenset(["list", "lists", "enumerate", "all", "browse"]),
 }
 _WORD_RE = re.compile(r"[A-Za-z][a-z]*|[0-9]+")
+# The endings after which a plural takes "es" (boxes, matches, wishes).
+_ES_PLURAL = ("s", "x", "z", "ch", "sh")
 _STOP = frozenset(
     [
         "a",
@@ -176,9 +178,14 @@ def words(text: str) -> list[str]:
 
 
 def _stem(word: str) -> str:
-    for suffix in ("ies", "es", "s"):
-        if len(word) > len(suffix) + 2 and word.endswith(suffix):
-            return word[: -len(suffix)] + ("y" if suffix == "ies" else "")
+    # English plurals, lightly: policies -> policy, boxes -> box, games -> game (not "gam",
+    # which a request's "game" would never match), class stays class.
+    if len(word) > 5 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 4 and word.endswith("es") and word[:-2].endswith(_ES_PLURAL):
+        return word[:-2]
+    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+        return word[:-1]
     return word
 
 
@@ -189,6 +196,12 @@ def entity_words(text: str) -> frozenset[str]:
         for w in words(text)
         if w not in ALL_OPERATION_WORDS and w not in _STOP and len(w) > 1 and not w.isdigit()
     )
+
+
+def tool_entities(name: str, description: str) -> frozenset[str]:
+    """What a tool is about: the entity words of its name and description. The database stores
+    them with each tool (``pyretrieve.tools.entities``); this is the same computation."""
+    return entity_words(f"{name} {description}")
 
 
 def query_operations(text: str) -> frozenset[str]:

@@ -5,8 +5,8 @@ tool's metadata. Steps, each explained per tool:
 
 1. **Similar-tool penalties** (write tools only). A delete/update/create tool whose family
    the request did not ask for (``delete`` asked, ``create`` offered) has its score multiplied
-   by ``CONTRADICTION_FACTOR``; a write tool of an asked family whose name shares no entity
-   word with the request by ``NO_ENTITY_FACTOR``. Read tools are never penalised. The order is then by
+   by ``CONTRADICTION_FACTOR``; a write tool of an asked family whose name and description
+   share no entity word with the request by ``NO_ENTITY_FACTOR``. Read tools are never penalised. The order is then by
    adjusted score, ties by the fused rank.
 2. **Confidence** from the normalised top score ``s1`` (adjusted score / the ideal fused score:
    1.0 means rank 1 in every leg that ran), the second ``s2`` and the gap ``s1 - s2``:
@@ -74,6 +74,9 @@ class Candidate:
     lexical_rank: int | None
     vector_rank: int | None
     schema_chars: int
+    # The entity words of the tool's name and description (definitions.tool_entities), as the
+    # database stores them with the tool.
+    entities: frozenset[str]
     lexical_score: float | None = None  # BM25 of the lexical leg
     vector_distance: float | None = None  # cosine distance of the vector leg
 
@@ -137,7 +140,10 @@ def penalties_for(query: str, candidate: Candidate) -> tuple[Penalty, ...]:
                 {"asked": sorted(asked), "tool_family": family},
             ),
         )
-    if not (entity_words(candidate.name) & entity_words(query)):
+    # The description counts too: names are terse ("reschedule", "MakePayment") and a request
+    # names what the description is about ("move my event", "send money"); reading the name
+    # alone penalised the right tool in 30 of BFCL's 204 write requests (docs/tools.md).
+    if not (candidate.entities & entity_words(query)):
         return (Penalty("no_shared_entity", NO_ENTITY_FACTOR, {"tool_family": family}),)
     return ()
 

@@ -305,6 +305,7 @@ def _candidates(result: SearchResult, entries: dict[UUID, Row]) -> list[select.C
                 lexical_rank=None if r.lexical is None else r.lexical.rank,
                 vector_rank=None if r.vector is None else r.vector.rank,
                 schema_chars=e["schema_chars"],
+                entities=frozenset(e["entities"]),
                 lexical_score=None if r.lexical is None else r.lexical.score,
                 vector_distance=None if r.vector is None else r.vector.distance,
             )

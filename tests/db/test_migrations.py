@@ -8,6 +8,7 @@ database exactly as a user's would.
 from __future__ import annotations
 
 import difflib
+import json
 import logging
 import os
 import textwrap
@@ -17,9 +18,11 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg.rows import dict_row
 
 from pyretrieve import resources
 from pyretrieve.db import migrate, queries
+from pyretrieve.tools.definitions import tool_entities
 from tests.conftest import (
     HEAD,
     INSTALL_SQL,
@@ -1243,5 +1246,75 @@ def test_upgrading_to_0025_keeps_each_fragments_analysis_and_every_score(
             assert admin.execute(analysis).fetchall() == now
         with psycopg.connect(app, autocommit=True) as conn:
             assert _zebra_leg(conn) == after
+    finally:
+        drop_database(server, name)
+
+
+def _tool_penalties(conn: psycopg.Connection[Any], query: str) -> dict[str, list[str]]:
+    with acting_as(conn, "alice"), conn.transaction():
+        row = conn.execute(
+            "SELECT pyretrieve.discover_tools(p_workspace => 'acme', p_project => 'agents',"
+            " p_purpose => 'agent', p_query => %s, p_mode => 'lexical') AS d",
+            (query,),
+        ).fetchone()
+    assert row is not None
+    return {t["name"]: [p["code"] for p in t["penalties"]] for t in row["d"]["tools"]}
+
+
+def test_upgrading_to_0030_stores_each_tools_entities_and_reads_its_description(
+    server: Server, template_db: str
+) -> None:
+    """0030 adds pyretrieve.tools.entities (the entity words of the name and the description)
+    to the rows already there, and discovery stops penalising a write tool whose description,
+    not its name, names what the request asks about; the downgrade drops the column and gives
+    0029's penalties back."""
+    name = create_database(server, None)
+    dsn = server.dsn(name)
+    app = server.dsn(name, user=role("authenticator"), password=PASSWORD)
+    tools = {
+        "reschedule": ("update", "Moves an event to a new time."),
+        "delete_invoice": ("delete", "Delete an invoice."),
+        "list_games": ("list", "Lists the games of a platform."),
+    }
+    query = "Reschedule event 'Alice-One' to November 1 and delete invoice 7"
+    try:
+        migrate.upgrade(dsn, "pyretrieve_0029")
+        with psycopg.connect(app, autocommit=True, row_factory=dict_row) as conn:
+            with acting_as(conn, "adam"):
+                conn.execute("SELECT pyretrieve.create_workspace('acme')")
+                conn.execute("SELECT pyretrieve.create_project('acme', 'agents')")
+                for nick, purpose in (("wally", "ingest"), ("alice", "agent")):
+                    conn.execute(
+                        "SELECT pyretrieve.grant_access(%s::regrole, 'acme', 'agents', %s,"
+                        " 'internal')",
+                        (role(nick), purpose),
+                    )
+            with acting_as(conn, "wally"):
+                for tool, (family, about) in tools.items():
+                    schema = {"name": tool, "description": about, "parameters": {}}
+                    conn.execute(
+                        "SELECT pyretrieve.put_tool('acme', 'agents', %s::jsonb, %s)",
+                        (json.dumps(schema), family),
+                    )
+            before = _tool_penalties(conn, query)
+            assert before["reschedule"] == ["no_shared_entity"]
+            assert before["delete_invoice"] == []
+            migrate.upgrade(dsn)
+            with psycopg.connect(dsn) as admin:
+                stored = dict(
+                    admin.execute("SELECT name, entities FROM pyretrieve.tools").fetchall()
+                )
+            assert stored == {t: sorted(tool_entities(t, a)) for t, (_, a) in tools.items()}
+            assert stored["list_games"] == ["game", "platform"]
+            after = _tool_penalties(conn, query)
+            assert after == {**before, "reschedule": []}
+            migrate.downgrade(dsn, "pyretrieve_0029")
+            with psycopg.connect(dsn) as admin:
+                gone = admin.execute(
+                    "SELECT count(*) FROM pg_attribute WHERE attrelid = 'pyretrieve.tools'::regclass"
+                    " AND attname = 'entities' AND NOT attisdropped"
+                ).fetchone()
+            assert gone == (0,)
+            assert _tool_penalties(conn, query) == before
     finally:
         drop_database(server, name)

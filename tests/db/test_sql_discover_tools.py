@@ -29,7 +29,7 @@ from pyretrieve.client import Retriever
 from pyretrieve.db import steps
 from pyretrieve.tools import register_tools
 from pyretrieve.tools import select as sel
-from pyretrieve.tools.definitions import _STOP, OPERATION_SYNONYMS
+from pyretrieve.tools.definitions import _STOP, OPERATION_SYNONYMS, entity_words, tool_entities
 from pyretrieve.tools.service import discovery_request, select_tools
 from pyretrieve.types import Scope, Weights, canonical_json
 from pyretrieve.vectors import canonical_embedding, to_pgvector_text
@@ -234,6 +234,59 @@ class _Undo(Exception):
 def test_the_sql_word_lists_are_the_python_ones(pdb: Database) -> None:
     with pdb.admin(autocommit=True) as admin:
         _word_lists_match(admin)
+
+
+_ENTITY_PIECES = [
+    "games", "game", "boxes", "box", "batches", "wishes", "policies", "policy", "classes",
+    "class", "status", "bus", "buses", "ies", "es", "s", "ss", "delete", "Removes", "the", "my",
+    "getUserFiles", "order_items", "api.v2", "HTTPServer", "42", "x", "églises", "naïve",
+]  # fmt: skip
+_entity_text = st.lists(
+    st.one_of(st.sampled_from(_ENTITY_PIECES), st.text("abcehiorsxyzASEH_.-", max_size=8)),
+    max_size=12,
+).map(" ".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=_entity_text)
+def test_the_sql_entity_words_are_the_python_ones(pdb: Database, text: str) -> None:
+    """The stored tool entities and the request's entity words are computed in SQL by
+    discover_tools and in Python by the client and the evaluation's replay: one rule, twice."""
+    with pdb.admin(autocommit=True) as admin:
+        row = admin.execute("SELECT pyretrieve.tool_entity_words(%s) AS e", (text,)).fetchone()
+    assert row is not None
+    assert row["e"] == sorted(entity_words(text))
+
+
+def test_a_tool_stores_the_entity_words_of_its_name_and_description(pdb: Database) -> None:
+    """The column is the database's: computed from the name and the description on every write,
+    whatever a statement sets (even the owner's)."""
+    with pdb.admin(autocommit=True) as admin:
+        project = f"p{next(_PROJECTS)}"
+        with acting_as(admin, "adam"):
+            admin.execute("SELECT pyretrieve.create_project(%s, %s)", (WS, project))
+            grant(admin, role("wally"), WS, project, "ingest", "restricted")
+        schema = {"name": "reschedule", "description": "Moves events to a new time.",
+                  "parameters": {"type": "object", "properties": {}}}  # fmt: skip
+        register_tools(admin, [schema], workspace=WS, project=project, principal=role("wally"))
+        stored = "SELECT entities FROM pyretrieve.tools WHERE project_id = %s"
+        row = admin.execute(stored, (project,)).fetchone()
+        assert row is not None
+        assert row["entities"] == sorted(tool_entities("reschedule", "Moves events to a new time."))
+        # "reschedule" and "new" are operation words: they name no entity.
+        assert row["entities"] == ["event", "move", "time"]
+        with pytest.raises(psycopg.errors.GeneratedAlways):
+            admin.execute(
+                "UPDATE pyretrieve.tools SET entities = '{order}' WHERE project_id = %s", (project,)
+            )
+        admin.execute(
+            "UPDATE pyretrieve.tools SET schema = jsonb_set(schema, '{description}',"
+            " '\"Cancels orders.\"') WHERE project_id = %s",
+            (project,),
+        )
+        row = admin.execute(stored, (project,)).fetchone()
+        assert row is not None
+        assert row["entities"] == ["cancel", "order"]
 
 
 def _word_lists_match(pconn: psycopg.Connection[Any]) -> None:

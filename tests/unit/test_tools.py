@@ -11,10 +11,12 @@ import pytest
 from pyretrieve.errors import InvalidInput
 from pyretrieve.tools import context, parse_definitions, query_operations
 from pyretrieve.tools import select as sel
+from pyretrieve.tools.definitions import entity_words, tool_entities
 
 
-def cand(name: str, op: str, rank: int, score: float) -> sel.Candidate:
-    return sel.Candidate(uuid.uuid4(), name, op, 1, rank, score, rank, rank, 100)
+def cand(name: str, op: str, rank: int, score: float, description: str = "") -> sel.Candidate:
+    entities = tool_entities(name, description)
+    return sel.Candidate(uuid.uuid4(), name, op, 1, rank, score, rank, rank, 100, entities)
 
 
 def test_query_operations_and_synonyms() -> None:
@@ -35,6 +37,28 @@ def test_penalties_are_explained() -> None:
     )
     assert sel.penalties_for(q, cand("delete_user", "delete", 1, 1.0)) == ()
     assert sel.penalties_for("search users", cand("list_users", "list", 1, 1.0)) == ()
+
+
+def test_a_write_tool_whose_description_names_the_requested_entity_is_not_penalised() -> None:
+    """BFCL's terse names ("reschedule", "MakePayment") share no word with requests that their
+    descriptions answer; the entity rule reads the description too, and still penalises a tool
+    of the asked family that is about something else."""
+    q = "Reschedule event 'Alice-One' to November 1 at 8pm London time"
+    name, about = "reschedule", "Moves an event to a new specified time."
+    assert not entity_words(name) & entity_words(q)  # the name alone would be penalised
+    assert sel.penalties_for(q, cand(name, "update", 1, 1.0, about)) == ()
+    other = cand("reschedule_flight", "update", 2, 1.0, "Moves a booked flight to a new date.")
+    assert [p.code for p in sel.penalties_for(q, other)] == ["no_shared_entity"]
+
+
+@pytest.mark.parametrize(
+    ("plural", "singular"),
+    [("games", "game"), ("boxes", "box"), ("batches", "batch"), ("wishes", "wish"),
+     ("policies", "policy"), ("classes", "class"), ("invoices", "invoice"), ("files", "file")],
+)  # fmt: skip
+def test_entity_words_match_a_plural_with_its_singular(plural: str, singular: str) -> None:
+    assert entity_words(plural) == entity_words(singular) != frozenset()
+    assert entity_words("class") == {"class"}  # a final ss is not a plural
 
 
 def test_k_policies_never_exceed_the_candidates() -> None:
@@ -146,7 +170,7 @@ def test_the_estimate_errs_as_documented_on_bfcl_schemas() -> None:
 def test_near_keeps_tools_close_to_each_legs_best_and_cuts_the_rest() -> None:
     def c(name: str, rank: int, bm25: float | None, distance: float | None) -> sel.Candidate:
         return sel.Candidate(uuid.uuid4(), name, "other", 1, rank, 1 / (60 + rank), rank, rank,
-                             100, bm25, distance)  # fmt: skip
+                             100, frozenset(), bm25, distance)  # fmt: skip
 
     rows = [
         c("a", 1, 10.0, 0.20),
