@@ -6,6 +6,7 @@ are never asserted here. Each harness runs in its own fresh database on the test
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +19,8 @@ from evals.bench import lexical_lengths, lexical_revisions, scale, vector_index
 from evals.bench.runtime import DATASETS
 from evals.quality import cli as quality
 from evals.quality import report, weights
+from evals.tools import run as tools_run
+from pyretrieve.tools import select as sel
 from tests.conftest import Server, create_database, drop_database
 
 
@@ -446,3 +449,34 @@ def test_round_trips_quick(fresh_dsn: str, tmp_path: Path) -> None:
     assert entry["measured_round_trip_ms"] >= 1.0
     for mode in ("hybrid", "lexical"):
         assert entry[mode]["pipeline"]["n"] == entry[mode]["one_by_one"]["n"] == 2
+
+
+def test_similar_tool_false_positives_count_each_rule_and_not_a_gold_tools_variant() -> None:
+    """A contradicting write tool counts for operation_contradiction; a write tool of the asked
+    family that is another tool (by title) counts for no_shared_entity; a same-titled variant
+    of the gold tool (BFCL holds many) is neither."""
+
+    def scored(name: str, family: str, rank: int) -> sel.Scored:
+        c = sel.Candidate(uuid.uuid4(), name, family, 1, rank, 1.0, rank, rank, 0, frozenset())
+        return sel.Scored(c, rank, 1.0, 1.0, ())
+
+    coll = {
+        "titles": {"d1": "delete_user", "d2": "delete_user", "d3": "delete_file",
+                   "d4": "create_user", "d5": "get_user"},
+        "strict": {"q": {"d1": 1}},
+        "queries": {"q": "delete the user bob"},
+    }  # fmt: skip
+    before = {"q": [scored(d, f, i) for i, (d, f) in enumerate(
+        [("d2", "delete"), ("d3", "delete"), ("d4", "create"), ("d5", "get"), ("d1", "delete")], 1
+    )]}  # fmt: skip
+    after = {"q": [scored("d1", "delete", 1), scored("d2", "delete", 2), scored("d5", "get", 3)]}
+    got = tools_run.similar(after, before, coll)
+    assert got["queries"] == 1
+    assert got["before"] == {
+        "contradicting_in_top5_per_query": 1.0,
+        "contradicting_at_rank1": 0.0,
+        "same_family_other_tool_in_top5_per_query": 1.0,
+        "recall@5": 1.0,
+    }
+    assert got["after"]["contradicting_in_top5_per_query"] == 0.0
+    assert got["after"]["same_family_other_tool_in_top5_per_query"] == 0.0

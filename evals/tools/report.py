@@ -117,8 +117,9 @@ def confidence(rs: list[dict[str, Any]]) -> list[str]:
 def similar(rs: list[dict[str, Any]]) -> list[str]:
     lines = [
         _row(["collection", "model", "queries", "", "contradicting write tools in top 5 / query",
-              "at rank 1", "R@5 on the set"]),
-        _row(["---"] * 7),
+              "at rank 1", "asked-family write tools of another title in top 5 / query",
+              "R@5 on the set"]),
+        _row(["---"] * 8),
     ]  # fmt: skip
     for r in rs:
         s = r["similar_tools"]
@@ -129,6 +130,7 @@ def similar(rs: list[dict[str, Any]]) -> list[str]:
             lines.append(_row([r["collection"], r["model"], s["queries"],
                                "before (no penalties)" if key == "before" else "after (penalties)",
                                v["contradicting_in_top5_per_query"], v["contradicting_at_rank1"],
+                               v.get("same_family_other_tool_in_top5_per_query", "not measured"),
                                v["recall@5"]]))  # fmt: skip
     return lines
 

@@ -496,13 +496,20 @@ def cross_validate(
     return out
 
 
+def _per(count: int, queries: Sequence[Any]) -> float | None:
+    return round(count / len(queries), 3) if queries else None
+
+
 def similar(
     protected: dict[str, list[sel.Scored]],
     unprotected: dict[str, list[sel.Scored]],
     coll: dict[str, Any],
 ) -> dict[str, Any]:
-    """False positives on delete/update/create requests: write tools in the top 5 (and at
-    rank 1) of a write family the request did not ask for, with and without the penalties."""
+    """False positives on delete/update/create requests, with and without the penalties: write
+    tools in the top 5 (and at rank 1) of a write family the request did not ask for (what
+    ``operation_contradiction`` is for), and write tools of an asked family that are another
+    tool than every gold one, by title (what ``no_shared_entity`` is for; same-titled variants
+    of a gold tool are not counted)."""
     titles = coll["titles"]
     qset = []
     for q in protected:
@@ -513,7 +520,7 @@ def similar(
             qset.append((q, asked))
     out: dict[str, Any] = {"queries": len(qset)}
     for key, kept in (("before", unprotected), ("after", protected)):
-        top5 = top1 = 0
+        top5 = top1 = other = 0
         recall5 = []
         for q, asked in qset:
             scored = kept[q]
@@ -524,10 +531,18 @@ def similar(
             ]
             top5 += len(bad)
             top1 += bool(scored and scored[0] in bad)
+            gold_titles = {titles.get(d, d) for d, g in coll["strict"][q].items() if g > 0}
+            other += sum(
+                1
+                for s in scored[:5]
+                if s.candidate.operation in WRITE_FAMILIES & asked
+                and titles.get(s.candidate.name, s.candidate.name) not in gold_titles
+            )
             recall5.append(recall_at([s.candidate.name for s in scored[:5]], coll["strict"][q]))
         out[key] = {
-            "contradicting_in_top5_per_query": round(top5 / len(qset), 3) if qset else None,
-            "contradicting_at_rank1": round(top1 / len(qset), 3) if qset else None,
+            "contradicting_in_top5_per_query": _per(top5, qset),
+            "contradicting_at_rank1": _per(top1, qset),
+            "same_family_other_tool_in_top5_per_query": _per(other, qset),
             "recall@5": round(statistics.fmean(recall5), 4) if recall5 else None,
         }
     return out
