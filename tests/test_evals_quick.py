@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("ir_measures", reason="the evals extra is not installed")
 
-from evals.bench import lexical_lengths, lexical_revisions, scale, vector_index
+from evals.bench import lexical_lengths, lexical_revisions, passages, scale, vector_index
 from evals.bench.runtime import DATASETS
 from evals.quality import cli as quality
 from evals.quality import report, weights
@@ -235,6 +235,31 @@ def test_vector_index_quick(fresh_dsn: str, tmp_path: Path) -> None:
         assert 0.0 < recall["min"] <= recall["mean"] <= 1.0
         assert scope["found_distances_identical_to_exact"] is True
         assert scope["index"]["name"].startswith("embeddings_hnsw_s")
+
+
+def test_vector_index_quick_on_real_passages(fresh_dsn: str, tmp_path: Path) -> None:
+    """The same bench over passages of the shared collections embedded by the real model."""
+    out = tmp_path / "vector-index-passages.json"
+    args = ["--corpus", "passages", "--passages", "500", "--sizes", "300", "--queries", "3"]
+    result = vector_index.main(
+        [*args, "--foreign-rows", "100", "--dsn", fresh_dsn, "--out", str(out)]
+    )
+    assert result["settings"]["corpus"] == "passages"
+    assert result["settings"]["passages"] == 500
+    assert result["settings"]["model"] == passages.MODEL
+    (scope,) = result["scopes"]
+    assert scope["exact"]["n"] == scope["hnsw"]["n"] == 3
+    assert 0.0 < scope["recall_at_100"]["min"] <= 1.0
+    assert scope["found_distances_identical_to_exact"] is True
+
+
+def test_passages_are_the_body_its_sentences_and_their_pairs() -> None:
+    """Sentences shorter than MIN_CHARS ("Short.", "Third?") are dropped, not glued on."""
+    first, second = "The first sentence is long enough.", "The second one is long as well!"
+    body = f"Short. {first} {second} Third?"
+    assert list(passages.chunks(body)) == [body, first, second, f"{first} {second}"]
+    one = "One sentence only, long enough to count."
+    assert list(passages.chunks(one)) == [one]
 
 
 def _lexrev_scope(dsn: str) -> None:

@@ -28,6 +28,7 @@ import json
 import re
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ from numpy.typing import NDArray
 from psycopg import sql
 from psycopg.rows import dict_row
 
-from evals.bench import synth
+from evals.bench import passages, synth
 from evals.bench.runtime import (
     Principals,
     acting_as,
@@ -86,8 +87,11 @@ def _load(
                 copy.write_row((ws, project, fid, MODEL, _vec(v), b"\x00" * 32))
 
 
+Vectors = Callable[[str, int], NDArray[np.float32]]
+
+
 def _setup(
-    dsn: str, sizes: list[int], foreign: int, principals: Principals, gen: synth.Generator
+    dsn: str, sizes: list[int], foreign: int, principals: Principals, vectors: Vectors
 ) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(principals.admin)))
@@ -113,12 +117,12 @@ def _setup(
             (FOREIGN, "all", foreign),
         ]:
             with conn.transaction():
-                _load(conn, ws, project, _vectors(gen, f"{ws}/{project}", n))
+                _load(conn, ws, project, vectors(f"{ws}/{project}", n))
         conn.execute("VACUUM (ANALYZE) pyretrieve.fragments")
         conn.execute("VACUUM (ANALYZE) pyretrieve.embeddings")
 
 
-def _vectors(gen: synth.Generator, name: str, n: int) -> NDArray[np.float32]:
+def _synthetic(gen: synth.Generator, name: str, n: int) -> NDArray[np.float32]:
     rng = np.random.default_rng(synth._seed(gen.seed, "vix", name))
     clusters = rng.integers(0, gen.clusters, n)
     noise = rng.standard_normal((n, synth.DIMENSION)).astype(np.float32)
@@ -128,6 +132,37 @@ def _vectors(gen: synth.Generator, name: str, n: int) -> NDArray[np.float32]:
         np.float32
     )
     return unit
+
+
+def _sampled(found: passages.Passages, seed: int) -> Vectors:
+    """Each scope: ``n`` passages drawn without replacement (scopes may share passages)."""
+
+    def vectors(name: str, n: int) -> NDArray[np.float32]:
+        if n > len(found.vectors):
+            raise SystemExit(f"{name}: {n} rows asked, {len(found.vectors)} passages exist")
+        rng = np.random.default_rng(synth._seed(seed, "vix-passages", name))
+        return found.vectors[rng.choice(len(found.vectors), n, replace=False)]
+
+    return vectors
+
+
+def _corpus(args: argparse.Namespace) -> tuple[Vectors, list[NDArray[np.float32]], dict[str, Any]]:
+    """The rows' vectors, the queries and what describes them, for ``--corpus``."""
+    if args.corpus == "passages":
+        found = passages.load(limit=args.passages, queries=args.queries, seed=args.seed)
+        described = {
+            "corpus": "passages",
+            "model": found.model,
+            "collections": list(passages.COLLECTIONS),
+            "passages": len(found.texts),
+            "query_seed": args.seed,
+        }
+        return _sampled(found, args.seed), list(found.query_vectors), described
+    vocabulary = synth.zipf_vocabulary(1000)
+    gen = synth.Generator(vocabulary, clusters=args.clusters, seed=args.seed)
+    queries = [v for _, v in gen.queries("vix", args.queries)]
+    described = {"corpus": "synthetic", "clusters": args.clusters}
+    return (lambda name, n: _synthetic(gen, name, n)), queries, described
 
 
 def _search_settings(conn: psycopg.Connection[Any]) -> dict[str, str]:
@@ -190,10 +225,15 @@ def _scope(
     _leg(conn, principals.reader, project, queries[:3])
     hnsw_s, hnsw = _leg(conn, principals.reader, project, queries)
     recalls = []
+    recalls_10 = []
+    missed_ranks: list[int] = []
     same_distance = True
     for truth, got in zip(exact, hnsw, strict=True):
         truth_d = dict(truth)
-        recalls.append(len(set(truth_d) & {i for i, _ in got}) / max(1, len(truth)))
+        found = {i for i, _ in got}
+        recalls.append(len(set(truth_d) & found) / max(1, len(truth)))
+        recalls_10.append(len({i for i, _ in truth[:10]} & {i for i, _ in got[:10]}) / 10)
+        missed_ranks += [rank for rank, (i, _) in enumerate(truth, 1) if i not in found]
         same_distance &= all(truth_d[i] == dist for i, dist in got if i in truth_d)
     return {
         "rows": n,
@@ -207,6 +247,16 @@ def _scope(
             "mean": round(float(np.mean(recalls)), 4),
             "min": round(float(np.min(recalls)), 4),
             "queries": len(recalls),
+        },
+        "recall_at_10": {
+            "mean": round(float(np.mean(recalls_10)), 4),
+            "min": round(float(np.min(recalls_10)), 4),
+        },
+        # Where the rows the index missed stood in the exact order (1 = nearest).
+        "missed_exact_ranks": {
+            "count": len(missed_ranks),
+            "min": min(missed_ranks, default=None),
+            "median": float(np.median(missed_ranks)) if missed_ranks else None,
         },
         "found_distances_identical_to_exact": same_distance,
         "build_seconds": round(build, 2),
@@ -231,17 +281,25 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         default=CLUSTERS,
         help="topic clusters of the synthetic vectors (more: less contrast between neighbours)",
     )
+    parser.add_argument(
+        "--corpus",
+        choices=("synthetic", "passages"),
+        default="synthetic",
+        help="synthetic clustered vectors, or real passages embedded by a real model"
+        " (evals.bench.passages)",
+    )
+    parser.add_argument(
+        "--passages", type=int, help="with --corpus passages: only the first N (default all)"
+    )
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
     sizes = sorted(int(s) for s in args.sizes.split(","))
-    vocabulary = synth.zipf_vocabulary(1000)
-    gen = synth.Generator(vocabulary, clusters=args.clusters, seed=args.seed)
-    queries = [v for _, v in gen.queries("vix", args.queries)]
+    vectors, queries, corpus = _corpus(args)
     with given_or_throwaway(args.dsn) as dsn, psycopg.connect(dsn, autocommit=True) as setup:
         principals = Principals.create(setup, "vix")
         try:
             started = time.perf_counter()
-            _setup(dsn, sizes, args.foreign_rows, principals, gen)
+            _setup(dsn, sizes, args.foreign_rows, principals, vectors)
             load = time.perf_counter() - started
             with psycopg.connect(dsn, autocommit=True) as plain:
                 measured_on = provenance(plain)
@@ -255,7 +313,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         "seed": args.seed,
                         "limit": LIMIT,
                         "dimension": synth.DIMENSION,
-                        "clusters": args.clusters,
+                        **corpus,
                         "hidden_share": HIDDEN_SHARE,
                         "foreign_scope_rows": args.foreign_rows,
                         "maintenance_work_mem_for_the_build": MAINTENANCE_WORK_MEM,
