@@ -6,16 +6,25 @@ are never asserted here. Each harness runs in its own fresh database on the test
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+import psycopg
 import pytest
 
 pytest.importorskip("ir_measures", reason="the evals extra is not installed")
 
-from evals.bench import lexical_lengths, lexical_revisions, passages, scale, vector_index
+from evals.bench import (
+    hnsw_sweep,
+    lexical_lengths,
+    lexical_revisions,
+    passages,
+    scale,
+    vector_index,
+)
 from evals.bench.runtime import DATASETS
 from evals.quality import cli as quality
 from evals.quality import report, weights
@@ -251,6 +260,24 @@ def test_vector_index_quick_on_real_passages(fresh_dsn: str, tmp_path: Path) -> 
     assert scope["exact"]["n"] == scope["hnsw"]["n"] == 3
     assert 0.0 < scope["recall_at_100"]["min"] <= 1.0
     assert scope["found_distances_identical_to_exact"] is True
+
+
+def test_hnsw_sweep_quick(fresh_dsn: str, tmp_path: Path) -> None:
+    out = tmp_path / "sweep.json"
+    args = ["--corpus", "synthetic", "--rows", "600", "--queries", "3", "--options", "8:32,16:64"]
+    result = hnsw_sweep.main(
+        [*args, "--ef-search", "40,200", "--dsn", fresh_dsn, "--out", str(out)]
+    )
+    assert json.loads(out.read_text()) == result
+    settings = [(r["m"], r["ef_construction"], r["ef_search"]) for r in result["results"]]
+    assert settings == [(8, 32, 40), (8, 32, 200), (16, 64, 40), (16, 64, 200)]
+    for r in result["results"]:
+        assert 0.0 < r["recall_at_100"]["min"] <= r["recall_at_100"]["mean"] <= 1.0
+        assert r["query"]["n"] == 3
+        assert r["build_seconds"] >= 0
+        assert r["index_mb"] > 0
+    with psycopg.connect(fresh_dsn) as conn:
+        assert conn.execute("SELECT to_regclass('hnsw_sweep_rows')").fetchone() == (None,)
 
 
 def test_passages_are_the_body_its_sentences_and_their_pairs() -> None:

@@ -146,23 +146,26 @@ def _sampled(found: passages.Passages, seed: int) -> Vectors:
     return vectors
 
 
-def _corpus(args: argparse.Namespace) -> tuple[Vectors, list[NDArray[np.float32]], dict[str, Any]]:
-    """The rows' vectors, the queries and what describes them, for ``--corpus``."""
-    if args.corpus == "passages":
-        found = passages.load(limit=args.passages, queries=args.queries, seed=args.seed)
+def corpus(
+    kind: str, *, queries: int, seed: int, clusters: int = CLUSTERS, limit: int | None = None
+) -> tuple[Vectors, list[NDArray[np.float32]], dict[str, Any]]:
+    """The rows' vectors, the queries and what describes them, for ``--corpus``: ``kind``
+    ``passages`` (the first ``limit`` passages) or ``synthetic`` (``clusters`` topics)."""
+    if kind == "passages":
+        found = passages.load(limit=limit, queries=queries, seed=seed)
         described = {
             "corpus": "passages",
             "model": found.model,
             "collections": list(passages.COLLECTIONS),
             "passages": len(found.texts),
-            "query_seed": args.seed,
+            "query_seed": seed,
         }
-        return _sampled(found, args.seed), list(found.query_vectors), described
+        return _sampled(found, seed), list(found.query_vectors), described
     vocabulary = synth.zipf_vocabulary(1000)
-    gen = synth.Generator(vocabulary, clusters=args.clusters, seed=args.seed)
-    queries = [v for _, v in gen.queries("vix", args.queries)]
-    described = {"corpus": "synthetic", "clusters": args.clusters}
-    return (lambda name, n: _synthetic(gen, name, n)), queries, described
+    gen = synth.Generator(vocabulary, clusters=clusters, seed=seed)
+    asked = [v for _, v in gen.queries("vix", queries)]
+    described = {"corpus": "synthetic", "clusters": clusters}
+    return (lambda name, n: _synthetic(gen, name, n)), asked, described
 
 
 def _search_settings(conn: psycopg.Connection[Any]) -> dict[str, str]:
@@ -294,7 +297,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
     sizes = sorted(int(s) for s in args.sizes.split(","))
-    vectors, queries, corpus = _corpus(args)
+    vectors, queries, described = corpus(
+        args.corpus,
+        queries=args.queries,
+        seed=args.seed,
+        clusters=args.clusters,
+        limit=args.passages,
+    )
     with given_or_throwaway(args.dsn) as dsn, psycopg.connect(dsn, autocommit=True) as setup:
         principals = Principals.create(setup, "vix")
         try:
@@ -313,7 +322,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         "seed": args.seed,
                         "limit": LIMIT,
                         "dimension": synth.DIMENSION,
-                        **corpus,
+                        **described,
                         "hidden_share": HIDDEN_SHARE,
                         "foreign_scope_rows": args.foreign_rows,
                         "maintenance_work_mem_for_the_build": MAINTENANCE_WORK_MEM,
