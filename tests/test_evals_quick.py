@@ -25,6 +25,7 @@ from evals.bench import (
     scale,
     vector_index,
 )
+from evals.bench import tools as tools_bench
 from evals.bench.runtime import DATASETS
 from evals.quality import cli as quality
 from evals.quality import report, weights
@@ -260,6 +261,26 @@ def test_vector_index_quick_on_real_passages(fresh_dsn: str, tmp_path: Path) -> 
     assert scope["exact"]["n"] == scope["hnsw"]["n"] == 3
     assert 0.0 < scope["recall_at_100"]["min"] <= 1.0
     assert scope["found_distances_identical_to_exact"] is True
+
+
+def test_tools_bench_quick(fresh_dsn: str, tmp_path: Path) -> None:
+    """Two small sizes: the API load, then the bulk fill, each measured exact and indexed."""
+    out = tmp_path / "tools.json"
+    args = ["--sizes", "40,90", "--queries", "2", "--bulk-above", "40"]
+    assert (
+        tools_bench.main(
+            [*args, "--vector-index-above", "30", "--dsn", fresh_dsn, "--out", str(out)]
+        )
+        == 0
+    )
+    result = json.loads(out.read_text())
+    assert result["not_measured"] == []
+    assert [result["sizes"][k]["load"]["how"] for k in ("40", "90")] == ["api", "bulk"]
+    for figures in result["sizes"].values():
+        for method in ("client.discover", "sql.discover_tools", "schema_loading", "naive"):
+            assert figures[method]["n"] == 2
+            assert figures["with_vector_index"][method]["n"] == 2
+        assert figures["with_vector_index"]["build_seconds"] >= 0
 
 
 def test_hnsw_sweep_quick(fresh_dsn: str, tmp_path: Path) -> None:
