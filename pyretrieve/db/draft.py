@@ -184,6 +184,21 @@ def diff(old: Catalog, new: Catalog) -> tuple[list[str], list[str]]:
     return [*drops, *creates], todos
 
 
+def _roles_once(statements: list[str], role: str) -> list[str]:
+    """``statements`` without a ``SET LOCAL ROLE`` to the role already in effect (``role`` at
+    the start): each function's block sets its owner and then the migration's owner again, so
+    two functions of one owner in a row would set the same role twice."""
+    out = []
+    for statement in statements:
+        if statement.startswith("SET LOCAL ROLE "):
+            wanted = statement.removeprefix("SET LOCAL ROLE ").rstrip(";")
+            if wanted == role:
+                continue
+            role = wanted
+        out.append(statement)
+    return out
+
+
 def _script(title: str, statements: list[str], todos: list[str], version: str) -> str:
     lines = [
         f"-- {title}",
@@ -195,7 +210,7 @@ def _script(title: str, statements: list[str], todos: list[str], version: str) -
         "SET LOCAL search_path = pg_catalog, pg_temp;",
         "",
         *todos,
-        *(statements or ["-- (no change)"]),
+        *(_roles_once(statements, "pyretrieve_owner") or ["-- (no change)"]),
         "",
         f"UPDATE pyretrieve.installation SET schema_version = '{version}';",
         "",

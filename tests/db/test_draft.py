@@ -91,3 +91,18 @@ def test_column_changes_are_left_to_a_human(db: Database, server: Any) -> None:
         drop_database(server, head_name)
     assert result.todos == ("-- TODO column workspaces.note text is new: add and backfill it",)
     assert result.todos[0] in result.up
+
+
+def test_a_role_already_in_effect_is_not_set_again() -> None:
+    statements = [
+        "SET LOCAL ROLE pyretrieve_owner;", "CREATE FUNCTION a();", "SET LOCAL ROLE pyretrieve_owner;",
+        "SET LOCAL ROLE pyretrieve_api;", "CREATE FUNCTION b();", "SET LOCAL ROLE pyretrieve_owner;",
+        "SET LOCAL ROLE pyretrieve_api;", "CREATE FUNCTION c();", "SET LOCAL ROLE pyretrieve_api;",
+    ]  # fmt: skip
+    assert draft._roles_once(statements, "pyretrieve_owner") == [
+        "CREATE FUNCTION a();",
+        "SET LOCAL ROLE pyretrieve_api;", "CREATE FUNCTION b();", "SET LOCAL ROLE pyretrieve_owner;",
+        "SET LOCAL ROLE pyretrieve_api;", "CREATE FUNCTION c();",
+    ]  # fmt: skip
+    script = draft._script("t", statements, [], "9999")
+    assert script.count("SET LOCAL ROLE pyretrieve_owner;") == 2  # the header's and b's return
