@@ -386,17 +386,13 @@ BEGIN
     END IF;
 
     -- 4. Authoritative records, fusion, freshness, total order, confidence, explanation.
+    -- The lexical terms travel as the leg wrote them and are rendered (each number through
+    -- json_double) only for the rows returned: a leg's 100 candidates hold several hundred
+    -- numbers, and each json_double call costs a few microseconds.
     RETURN QUERY
     WITH lex AS (
         SELECT (x->>'rank')::integer AS rank, (x->>'fragment_id')::uuid AS fragment_id,
-               (x->>'score')::double precision AS score,
-               (SELECT coalesce(jsonb_agg(jsonb_build_object(
-                           'term', e->'term', 'tf', e->'tf', 'query_tf', e->'query_tf',
-                           'idf', pyretrieve.json_double((e->>'idf')::double precision),
-                           'length_norm', pyretrieve.json_double((e->>'length_norm')::double precision),
-                           'contribution', pyretrieve.json_double((e->>'contribution')::double precision))
-                           ORDER BY o), '[]'::jsonb)
-                  FROM jsonb_array_elements(x->'terms') WITH ORDINALITY AS u(e, o)) AS terms
+               (x->>'score')::double precision AS score, x->'terms' AS terms
           FROM jsonb_array_elements(coalesce(v_lexical, '[]'::jsonb)) x
     ), vec AS (
         SELECT (x->>'rank')::integer AS rank, (x->>'fragment_id')::uuid AS fragment_id,
@@ -473,7 +469,13 @@ BEGIN
                'modalities', jsonb_build_object(
                    'lexical', CASE WHEN t.lexical_rank IS NULL THEN NULL ELSE jsonb_build_object(
                        'rank', t.lexical_rank, 'score', pyretrieve.json_double(t.lexical_score),
-                       'terms', t.lexical_terms,
+                       'terms', (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                           'term', e->'term', 'tf', e->'tf', 'query_tf', e->'query_tf',
+                           'idf', pyretrieve.json_double((e->>'idf')::double precision),
+                           'length_norm', pyretrieve.json_double((e->>'length_norm')::double precision),
+                           'contribution', pyretrieve.json_double((e->>'contribution')::double precision))
+                           ORDER BY o), '[]'::jsonb)
+                  FROM jsonb_array_elements(t.lexical_terms) WITH ORDINALITY AS u(e, o)),
                        'contribution', pyretrieve.json_double(t.lexical_contribution),
                        'weight', pyretrieve.json_double(v_wl))
                        || CASE WHEN v_fusion = 'dbsf' THEN jsonb_build_object('normalization', jsonb_build_object(

@@ -1318,3 +1318,45 @@ def test_upgrading_to_0030_stores_each_tools_entities_and_reads_its_description(
             assert _tool_penalties(conn, query) == before
     finally:
         drop_database(server, name)
+
+
+def _zebra_search(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
+    """The zebra scope's SQL search as alice, lexical, 7 of its candidates returned; each
+    explanation without what differs from call to call (decision, its time, ages)."""
+    with acting_as(conn, "alice"), conn.transaction():
+        rows = conn.execute(
+            "SELECT rank, fragment_id, final_score, explanation FROM pyretrieve.search("
+            " p_workspace => 'acme', p_project => 'docs', p_purpose => 'bench',"
+            " p_query => 'zebra herd grazing savanna river', p_mode => 'lexical', p_limit => 7)"
+        ).fetchall()
+    out = []
+    for rank, fragment_id, score, explanation in rows:
+        e = dict(explanation)
+        for key in ("decision_id", "provenance", "freshness", "final_score", "confidence"):
+            e.pop(key)
+        out.append((rank, fragment_id, score == explanation["final_score"], e))
+    return out
+
+
+def test_upgrading_to_0031_keeps_every_search_explanation(server: Server, template_db: str) -> None:
+    """0031 renders the lexical terms of pyretrieve.search's explanations only for the rows it
+    returns: the rows, their terms and every other part of the explanations are 0030's, and so
+    after the downgrade."""
+    name = create_database(server, None)
+    dsn = server.dsn(name)
+    app = server.dsn(name, user=role("authenticator"), password=PASSWORD)
+    try:
+        migrate.upgrade(dsn, "pyretrieve_0030")
+        with psycopg.connect(app, autocommit=True) as conn:
+            _zebra_scope(conn)
+            before = _zebra_search(conn)
+            assert len(before) == 7
+            terms = [t for *_, e in before for t in e["modalities"]["lexical"]["terms"]]
+            assert len(terms) > 7
+            assert all(isinstance(t["idf"], float) for t in terms)
+            migrate.upgrade(dsn)
+            assert _zebra_search(conn) == before
+            migrate.downgrade(dsn, "pyretrieve_0030")
+            assert _zebra_search(conn) == before
+    finally:
+        drop_database(server, name)
