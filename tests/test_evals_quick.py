@@ -23,6 +23,7 @@ from evals.bench import (
     lexical_revisions,
     passages,
     scale,
+    search_revisions,
     vector_index,
 )
 from evals.bench import tools as tools_bench
@@ -281,6 +282,26 @@ def test_tools_bench_quick(fresh_dsn: str, tmp_path: Path) -> None:
             assert figures[method]["n"] == 2
             assert figures["with_vector_index"][method]["n"] == 2
         assert figures["with_vector_index"]["build_seconds"] >= 0
+
+
+def test_search_revisions_quick(server: Server, tmp_path: Path) -> None:
+    """Two scopes, each query in both modes against 0030 and the head: identical results, and
+    both databases and the roles gone afterwards."""
+    out = tmp_path / "search-revisions.json"
+    args = ["--rows", "20,60", "--queries", "3", "--rounds", "1", "--out", str(out)]
+    result = search_revisions.main([*args, "--server-dsn", server.dsn("postgres")])
+    assert json.loads(out.read_text()) == result
+    assert result["settings"]["baseline"] == "pyretrieve_0030"
+    for modes in result["scopes"].values():
+        for figures in modes.values():
+            assert figures["identical_results"] == 3
+            assert figures["baseline"]["n"] == figures["current"]["n"] == 3
+    with psycopg.connect(server.dsn("postgres")) as conn:
+        left = conn.execute(
+            "SELECT (SELECT count(*) FROM pg_database WHERE datname LIKE 'search_rev_%%'),"
+            " (SELECT count(*) FROM pg_roles WHERE rolname LIKE 'pyretrieve_srev_%%')"
+        ).fetchone()
+    assert left == (0, 0)
 
 
 def test_hnsw_sweep_quick(fresh_dsn: str, tmp_path: Path) -> None:
