@@ -55,6 +55,12 @@ DIGEST = hashlib.sha256(b"query").digest()
 AUTHORIZE = "SELECT decision_id FROM pyretrieve.authorize(%s, %s, 'read', %s, 'optional', NULL, 10)"
 
 
+def _show(conn: psycopg.Connection[Any], name: str) -> str:
+    row = conn.execute(sql.SQL("SHOW {}").format(sql.Identifier(name))).fetchone()
+    assert row is not None
+    return str(row[0])
+
+
 def prepare(admin: str, database: str, revision: str, history: int) -> str:
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
@@ -178,9 +184,7 @@ def main() -> None:
         with psycopg.connect(url) as conn:
             version = conn.execute("SHOW server_version").fetchone()
             settings = {
-                name: str(
-                    conn.execute(sql.SQL("SHOW {}").format(sql.Identifier(name))).fetchone()[0]
-                )  # type: ignore[index]
+                name: _show(conn, name)
                 for name in (*embedded.MEMORY_SETTINGS, "synchronous_commit", "wal_sync_method")
             }
         conns = {name: psycopg.connect(dsn, autocommit=True) for name, dsn in dsns.items()}

@@ -177,7 +177,7 @@ def timed(
         report = Ingestor(
             conn,
             principal=WRITER,
-            embedder=embedder,  # type: ignore[arg-type]
+            embedder=embedder,
             batch_size=batch_size,
             write_path=path,  # type: ignore[arg-type]
             compact=_compacts(conn),

@@ -156,12 +156,13 @@ def gorilla(root: Path, split: str) -> dict[str, Any]:
     }
 
 
+def _gorilla_split(split: str) -> Callable[[Path], dict[str, Any]]:
+    return lambda root: gorilla(root, split)
+
+
 LOADERS: dict[str, Callable[[Path], dict[str, Any]]] = {
     "bfcl": bfcl,
-    **{
-        f"gorilla-{s}": (lambda root, s=s: gorilla(root, s))
-        for s in ("torchhub", "tensorflowhub", "huggingface")
-    },
+    **{f"gorilla-{s}": _gorilla_split(s) for s in ("torchhub", "tensorflowhub", "huggingface")},
 }
 
 
