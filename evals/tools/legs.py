@@ -14,11 +14,8 @@ re-played ranking is the system's, tool for tool.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 from uuid import UUID
 
 from pyretrieve import Retriever, Scope, ranking
@@ -131,36 +128,3 @@ def replay(
         )
     ideal = ranking.ideal_score(weights, lexical_ran=mode != "vector", vector_ran=mode != "lexical")
     return sel.score(query, candidates, ideal, protect=protect)
-
-
-def save(path: Path, tools: Mapping[str, Tool], legs: Mapping[str, QueryLegs]) -> None:
-    data: dict[str, Any] = {
-        "tools": {
-            fid: [t.name, t.schema_version, t.operation, sorted(t.entities)]
-            for fid, t in tools.items()
-        },
-        "legs": {
-            q: {
-                "lexical": [[h.fragment_id, h.digest, h.rank, h.score] for h in ql.lexical],
-                "vector": [[h.fragment_id, h.digest, h.rank, h.score] for h in ql.vector],
-            }
-            for q, ql in legs.items()
-        },
-    }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data), encoding="utf-8")
-
-
-def load(path: Path) -> tuple[dict[str, Tool], dict[str, QueryLegs]]:
-    data = json.loads(path.read_text(encoding="utf-8"))
-    tools = {
-        fid: Tool(n, fid, v, op, frozenset(ents)) for fid, (n, v, op, ents) in data["tools"].items()
-    }
-    legs = {
-        q: QueryLegs(
-            lexical=tuple(Hit(*h) for h in ql["lexical"]),
-            vector=tuple(Hit(*h) for h in ql["vector"]),
-        )
-        for q, ql in data["legs"].items()
-    }
-    return tools, legs
