@@ -22,6 +22,7 @@ from evals.bench import (
     lexical_lengths,
     lexical_revisions,
     passages,
+    request_cost,
     scale,
     search_revisions,
     vector_index,
@@ -302,6 +303,18 @@ def test_search_revisions_quick(server: Server, tmp_path: Path) -> None:
             " (SELECT count(*) FROM pg_roles WHERE rolname LIKE 'pyretrieve_srev_%%')"
         ).fetchone()
     assert left == (0, 0)
+
+
+def test_request_cost_quick(fresh_dsn: str, tmp_path: Path) -> None:
+    out = tmp_path / "request-cost.json"
+    args = ["--rows", "30", "--searches", "3", "--rounds", "1", "--out", str(out)]
+    result = request_cost.main([*args, "--dsn", fresh_dsn])
+    assert json.loads(out.read_text()) == result
+    assert list(result["statements"]) == list(request_cost.STEPS)
+    for figures in (*result["statements"].values(), result["statements_total"], result["client"]):
+        assert figures["n"] == 3
+        assert 0 < figures["p50"] <= figures["max"]
+    assert result["statements_sum_of_p50s"] > 0
 
 
 def test_hnsw_sweep_quick(fresh_dsn: str, tmp_path: Path) -> None:
