@@ -57,7 +57,7 @@ def _statements(
     conn: psycopg.Connection[Any], reader: str, query: str, vector: list[float]
 ) -> dict[str, float]:
     """One search as the client's statements, one by one: seconds per step."""
-    text = "[" + ",".join(map(repr, vector)) + "]"
+    text = round_trips.vector_text(vector)
     spent: dict[str, float] = {}
 
     def timed(step: str, statement: Any, params: Any = None) -> list[dict[str, Any]]:

@@ -90,8 +90,38 @@ def _vector(rng: np.random.Generator) -> list[float]:
     return [float(x) for x in v / np.linalg.norm(v)]
 
 
+def vector_text(vector: list[float]) -> str:
+    """A vector as pgvector's text input."""
+    return "[" + ",".join(map(repr, vector)) + "]"
+
+
+def copy_scope(
+    conn: psycopg.Connection[Any],
+    workspace: str,
+    project: str,
+    bodies: list[str],
+    rng: np.random.Generator,
+) -> None:
+    """``bodies`` as internal, active fragments of a scope, each with a random unit vector of
+    ``MODEL`` drawn from ``rng``, by COPY (setup only: the superuser, the triggers run)."""
+    ids = [uuid.uuid4() for _ in bodies]
+    with conn.cursor() as cur:
+        with cur.copy(
+            "COPY pyretrieve.fragments (workspace_id, project_id, fragment_id, body,"
+            " classification, state) FROM STDIN"
+        ) as copy:
+            for fid, body in zip(ids, bodies, strict=True):
+                copy.write_row((workspace, project, fid, body, "internal", "active"))
+        with cur.copy(
+            "COPY pyretrieve.embeddings (workspace_id, project_id, fragment_id, model_id,"
+            " embedding, source_digest) FROM STDIN"
+        ) as copy:
+            for fid, body in zip(ids, bodies, strict=True):
+                digest = hashlib.sha256(body.encode("utf-8")).digest()
+                copy.write_row((workspace, project, fid, MODEL, vector_text(_vector(rng)), digest))
+
+
 def _setup(dsn: str, principals: Principals, bodies: list[str]) -> None:
-    rng = np.random.default_rng(7)
     with psycopg.connect(dsn, autocommit=True) as conn:
         with acting_as(conn, principals.admin):
             conn.execute("SELECT pyretrieve.create_workspace(%s)", (WORKSPACE,))
@@ -101,22 +131,8 @@ def _setup(dsn: str, principals: Principals, bodies: list[str]) -> None:
                 (principals.reader, WORKSPACE, PROJECT, PURPOSE),
             )
             conn.execute("SELECT pyretrieve.register_model(%s, %s)", (MODEL, DIMENSION))
-        ids = [uuid.uuid4() for _ in bodies]
-        with conn.transaction(), conn.cursor() as cur:
-            with cur.copy(
-                "COPY pyretrieve.fragments (workspace_id, project_id, fragment_id, body,"
-                " classification, state) FROM STDIN"
-            ) as copy:
-                for fid, body in zip(ids, bodies, strict=True):
-                    copy.write_row((WORKSPACE, PROJECT, fid, body, "internal", "active"))
-            with cur.copy(
-                "COPY pyretrieve.embeddings (workspace_id, project_id, fragment_id, model_id,"
-                " embedding, source_digest) FROM STDIN"
-            ) as copy:
-                for fid, body in zip(ids, bodies, strict=True):
-                    v = "[" + ",".join(map(repr, _vector(rng))) + "]"
-                    digest = hashlib.sha256(body.encode("utf-8")).digest()
-                    copy.write_row((WORKSPACE, PROJECT, fid, MODEL, v, digest))
+        with conn.transaction():
+            copy_scope(conn, WORKSPACE, PROJECT, bodies, np.random.default_rng(7))
         conn.execute("VACUUM (ANALYZE) pyretrieve.fragments")
         conn.execute("VACUUM (ANALYZE) pyretrieve.embeddings")
 

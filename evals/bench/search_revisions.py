@@ -22,11 +22,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import json
 import secrets
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -74,23 +72,7 @@ def _load(conn: psycopg.Connection[Any], reader: str, workspace: str, bodies: li
         "SELECT pyretrieve.grant_access(%s::regrole, %s, 'docs', %s, 'internal')",
         (reader, workspace, PURPOSE),
     )
-    rng = np.random.default_rng(len(bodies))
-    ids = [uuid.uuid4() for _ in bodies]
-    with conn.cursor() as cur:
-        with cur.copy(
-            "COPY pyretrieve.fragments (workspace_id, project_id, fragment_id, body,"
-            " classification, state) FROM STDIN"
-        ) as copy:
-            for fid, body in zip(ids, bodies, strict=True):
-                copy.write_row((workspace, "docs", fid, body, "internal", "active"))
-        with cur.copy(
-            "COPY pyretrieve.embeddings (workspace_id, project_id, fragment_id, model_id,"
-            " embedding, source_digest) FROM STDIN"
-        ) as copy:
-            for fid, body in zip(ids, bodies, strict=True):
-                vector = "[" + ",".join(map(repr, round_trips._vector(rng))) + "]"
-                digest = hashlib.sha256(body.encode("utf-8")).digest()
-                copy.write_row((workspace, "docs", fid, MODEL, vector, digest))
+    round_trips.copy_scope(conn, workspace, "docs", bodies, np.random.default_rng(len(bodies)))
 
 
 @contextlib.contextmanager
@@ -157,7 +139,7 @@ def _measure(
     queries: list[str],
     rounds: int,
 ) -> dict[str, Any]:
-    vector = "[" + ",".join(map(repr, round_trips._vector(np.random.default_rng(size)))) + "]"
+    vector = round_trips.vector_text(round_trips._vector(np.random.default_rng(size)))
     out: dict[str, Any] = {}
     for mode in MODES:
         times: list[list[float]] = [[], []]
