@@ -154,6 +154,36 @@ def test_weight_cross_validation_scores_each_fold_at_a_weight_chosen_elsewhere()
     assert weights.cross_validate(tied)["chosen_lexical_weights"] == [1.0] * 5
 
 
+def test_tool_weights_keep_equal_weights_unless_the_other_folds_clearly_beat_them() -> None:
+    queries = [f"q{i}" for i in range(60)]
+    flat = dict.fromkeys(queries, 0.5)
+    # 3.0 is better on average by less than one standard error of the per-query differences
+    # (it wins some queries by far, loses others): equal weights stay.
+    noisy = {q: (0.9 if i % 3 == 0 else 0.32) for i, q in enumerate(queries)}
+    ndcg = {w: flat for w in tools_run.LEXICAL_WEIGHTS} | {3.0: noisy}
+    assert tools_run.best_weight(queries, ndcg) == 3.0
+    assert tools_run.one_standard_error(queries, ndcg) == 1.0
+    # Better on every query: the data say so clearly, and 3.0 is taken.
+    ndcg[3.0] = dict.fromkeys(queries, 0.6)
+    assert tools_run.one_standard_error(queries, ndcg) == 3.0
+    # 2.0 and 0.5 lie equally near equal weights (by the log of the ratio); both are within
+    # reach of the best (4.0), 1.0 is not: the better of the two is taken.
+    ndcg = {w: dict.fromkeys(queries, 0.1) for w in tools_run.LEXICAL_WEIGHTS}
+    ndcg[4.0] = {q: (0.72 if i % 2 else 0.5) for i, q in enumerate(queries)}
+    ndcg[2.0] = {q: (0.5 if i % 2 else 0.7) for i, q in enumerate(queries)}
+    ndcg[0.5] = {q: (0.49 if i % 2 else 0.7) for i, q in enumerate(queries)}
+    assert tools_run.best_weight(queries, ndcg) == 4.0
+    assert tools_run.one_standard_error(queries, ndcg) == 2.0
+    # Each fold applies the rule to the other folds' queries alone.
+    chosen, report = tools_run.choose_weights(queries, ndcg)
+    for fold in range(tools_run.FOLDS):
+        train = [q for q in queries if tools_run.fold_of(q) != fold]
+        assert chosen[fold] == tools_run.one_standard_error(train, ndcg)
+        assert report["per_fold"][str(fold)] == chosen[fold]
+        assert report["best_per_fold"][str(fold)] == tools_run.best_weight(train, ndcg)
+    assert set(chosen.values()) <= {2.0, 4.0}
+
+
 def test_the_quality_report_compares_cross_validated_fusion_with_the_better_leg() -> None:
     modes = {
         m: {"nDCG@10": v, "R@100": 1.0, "MRR@10": v, "latency_ms": {}}
