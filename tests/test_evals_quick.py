@@ -21,6 +21,7 @@ from evals.bench import (
     hnsw_sweep,
     lexical_lengths,
     lexical_revisions,
+    maxscore,
     passages,
     request_cost,
     scale,
@@ -313,6 +314,26 @@ def test_tools_bench_quick(fresh_dsn: str, tmp_path: Path) -> None:
             assert figures[method]["n"] == 2
             assert figures["with_vector_index"][method]["n"] == 2
         assert figures["with_vector_index"]["build_seconds"] >= 0
+
+
+@pytest.mark.parametrize("corpus", ["scifact", "bfcl-tools"])
+def test_maxscore_quick(corpus: str, fresh_dsn: str, tmp_path: Path) -> None:
+    """MaxScore in SQL returns the leg's rows, call for call."""
+    out = tmp_path / f"{corpus}.json"
+    args = ["--corpus", corpus, "--rows", "300", "--copies", "1", "--queries", "12"]
+    result = maxscore.main([*args, "--rounds", "1", "--dsn", fresh_dsn, "--out", str(out)])
+    assert json.loads(out.read_text()) == result
+    assert result["calls_with_different_rows"] == 0
+    assert result["unpruned"]["n"] == result["maxscore"]["n"] == 12
+    skippable = result["skippable"]
+    assert skippable["queries_with_k_matches"] > 0
+    ideal = skippable["essential_postings_share_at_true_kth_score"]["mean"]
+    assert 0.0 < ideal <= skippable["essential_postings_share_at_theta"]["mean"] <= 1.0
+
+
+def test_maxscore_refuses_a_leg_it_cannot_rewrite() -> None:
+    with pytest.raises(SystemExit, match="no single"):
+        maxscore.pruned_statement("WITH ql AS MATERIALIZED (SELECT 1) SELECT 1")
 
 
 def test_search_revisions_quick(server: Server, tmp_path: Path) -> None:
