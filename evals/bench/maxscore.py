@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import contextlib
 import gzip
 import json
 import math
@@ -50,10 +49,7 @@ import psycopg
 from evals.bench import round_trips
 from evals.bench.runtime import (
     DATASETS,
-    Principals,
-    given_or_throwaway,
     load_average,
-    provenance,
     summary_ms,
 )
 from evals.bench.scale import CANDIDATES, hand_written
@@ -346,15 +342,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     bodies, texts = corpus(args.corpus, args.rows, args.copies, args.queries)
-    with given_or_throwaway(args.dsn) as dsn, psycopg.connect(dsn, autocommit=True) as setup:
-        principals = Principals.create(setup, "maxscore")
-        try:
-            round_trips._setup(dsn, principals, bodies)
-            measured_on = provenance(setup)
-            figures = measure(dsn, texts, args.rounds)
-        finally:
-            with contextlib.suppress(psycopg.Error):
-                principals.drop(setup)
+    with round_trips.loaded(args.dsn, "maxscore", bodies) as (dsn, _, measured_on):
+        figures = measure(dsn, texts, args.rounds)
     result = {
         "benchmark": "exact MaxScore pruning of the lexical leg in SQL against the leg",
         **measured_on,

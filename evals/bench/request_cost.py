@@ -23,7 +23,6 @@ measurement, not a test.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import json
 import time
@@ -37,10 +36,7 @@ from psycopg.rows import dict_row
 from evals.bench import round_trips
 from evals.bench.runtime import (
     DATASETS,
-    Principals,
-    given_or_throwaway,
     load_average,
-    provenance,
     summary_ms,
 )
 from pyretrieve import Retriever
@@ -147,15 +143,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--dsn", help="a fresh database (superuser); default: a throwaway server")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
-    with given_or_throwaway(args.dsn) as dsn, psycopg.connect(dsn, autocommit=True) as setup:
-        principals = Principals.create(setup, "cost")
-        try:
-            round_trips._setup(dsn, principals, round_trips._abstracts(DATASETS, args.rows))
-            measured_on = provenance(setup)
-            figures = measure(dsn, principals.reader, args.searches, args.rounds)
-        finally:
-            with contextlib.suppress(psycopg.Error):
-                principals.drop(setup)
+    bodies = round_trips._abstracts(DATASETS, args.rows)
+    with round_trips.loaded(args.dsn, "cost", bodies) as (dsn, principals, measured_on):
+        figures = measure(dsn, principals.reader, args.searches, args.rounds)
     result = {
         "benchmark": "a client search against its statements timed one by one",
         **measured_on,

@@ -29,6 +29,7 @@ import statistics
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -137,6 +138,24 @@ def _setup(dsn: str, principals: Principals, bodies: list[str]) -> None:
         conn.execute("VACUUM (ANALYZE) pyretrieve.embeddings")
 
 
+@contextlib.contextmanager
+def loaded(
+    dsn: str | None, tag: str, bodies: list[str]
+) -> Iterator[tuple[str, Principals, dict[str, Any]]]:
+    """A database (``dsn``, else a throwaway server) holding one scope of ``bodies`` (``_setup``):
+    its URL, the run's principals and the provenance, taken before loading. The principals are
+    dropped afterwards."""
+    with given_or_throwaway(dsn) as url, psycopg.connect(url, autocommit=True) as conn:
+        principals = Principals.create(conn, tag)
+        try:
+            facts = provenance(conn)
+            _setup(url, principals, bodies)
+            yield url, principals, facts
+        finally:
+            with contextlib.suppress(psycopg.Error):
+                principals.drop(conn)
+
+
 def _search(client: Retriever, mode: str, query: str, vector: list[float]) -> None:
     hybrid = mode == "hybrid"
     client.search(
@@ -233,17 +252,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     one_way = [float(x) for x in args.one_way_ms.split(",")]
     load_before = load_average()
-    with given_or_throwaway(args.dsn) as dsn, psycopg.connect(dsn, autocommit=True) as conn:
-        principals = Principals.create(conn, "rtt")
-        info = provenance(conn)
-        try:
-            _setup(dsn, principals, _abstracts(args.datasets, args.rows))
-            results = measure(
-                dsn, principals.reader, one_way, args.rounds, args.searches, args.datasets
-            )
-        finally:
-            with contextlib.suppress(psycopg.Error):
-                principals.drop(conn)
+    with loaded(args.dsn, "rtt", _abstracts(args.datasets, args.rows)) as (dsn, principals, info):
+        results = measure(
+            dsn, principals.reader, one_way, args.rounds, args.searches, args.datasets
+        )
     result = {
         "benchmark": "round_trips",
         **info,
