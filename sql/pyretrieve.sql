@@ -2010,6 +2010,11 @@ SET extra_float_digits = 1
 -- made a scan of every scope's pages look cheaper in a test, and a caller's enable_* settings
 -- do not reach inside.
 SET enable_seqscan = off
+-- Its statement's plan is generic from the first call: PL/pgSQL plans it afresh for each of a
+-- session's first five calls, about 3.5 ms each, and then keeps the generic plan, which every
+-- later call runs with anyway (evals/bench/session_start.py). The results do not depend on
+-- the plan (sums in lexeme order, a total order for the cut).
+SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -2626,6 +2631,12 @@ RETURNS TABLE (
     explanation jsonb)
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
+-- Each statement's plan is generic from the first call. PL/pgSQL plans a statement afresh for
+-- each of a session's first five calls and then keeps the generic plan, which is what the
+-- statements run with from then on anyway: planning them again cost a new session's second to
+-- sixth search about 4 ms each (evals/bench/session_start.py). Functions it calls inherit the
+-- setting unless they pin their own (vector_candidates keeps custom plans).
+SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -6464,7 +6475,7 @@ SET LOCAL ROLE pyretrieve_owner;
 SELECT pg_catalog.count(*) AS decision_partitions FROM pyretrieve.ensure_decision_partitions();
 
 INSERT INTO pyretrieve.installation (schema_version, created_vector)
-VALUES ('0031', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
+VALUES ('0032', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
 
 RESET ROLE;
 -- pyretrieve_api created the API functions; it may not create anything else.

@@ -26,6 +26,7 @@ from evals.bench import (
     request_cost,
     scale,
     search_revisions,
+    session_start,
     vector_index,
 )
 from evals.bench import tools as tools_bench
@@ -334,6 +335,25 @@ def test_maxscore_quick(corpus: str, fresh_dsn: str, tmp_path: Path) -> None:
 def test_maxscore_refuses_a_leg_it_cannot_rewrite() -> None:
     with pytest.raises(SystemExit, match="no single"):
         maxscore.pruned_statement("WITH ql AS MATERIALIZED (SELECT 1) SELECT 1")
+
+
+def test_session_start_quick(fresh_dsn: str, tmp_path: Path) -> None:
+    """Both arms measured at every call position, and the functions left as installed."""
+    out = tmp_path / "session-start.json"
+    args = ["--rows", "200", "--sessions", "4", "--calls", "3", "--dsn", fresh_dsn]
+    result = session_start.main([*args, "--out", str(out)])
+    assert json.loads(out.read_text()) == result
+    for arm in session_start.ARMS:
+        for kind in session_start.KINDS:
+            assert len(result[arm][kind]["p50_ms_by_call"]) == 3
+            assert result[arm][kind]["session_sum_of_p50s_ms"] > 0
+    with psycopg.connect(fresh_dsn) as conn:
+        configs = conn.execute(
+            "SELECT coalesce(proconfig, '{}') FROM pg_proc"
+            " WHERE pronamespace = 'pyretrieve'::regnamespace"
+            "   AND proname IN ('lexical_candidates', 'search')"
+        ).fetchall()
+    assert [("plan_cache_mode=force_generic_plan" in c) for (c,) in configs] == [True, True]
 
 
 def test_search_revisions_quick(server: Server, tmp_path: Path) -> None:

@@ -1360,3 +1360,42 @@ def test_upgrading_to_0031_keeps_every_search_explanation(server: Server, templa
             assert _zebra_search(conn) == before
     finally:
         drop_database(server, name)
+
+
+def _plan_settings(conn: psycopg.Connection[Any]) -> dict[str, list[str]]:
+    rows = conn.execute(
+        "SELECT p.proname::text, coalesce(p.proconfig, '{}') FROM pg_proc p"
+        " WHERE p.pronamespace = 'pyretrieve'::regnamespace"
+        "   AND p.proname IN ('lexical_candidates', 'search')"
+    ).fetchall()
+    return {name: [c for c in config if c.startswith("plan_cache_mode=")] for name, config in rows}
+
+
+def test_upgrading_to_0032_plans_generically_from_the_first_call(
+    server: Server, template_db: str
+) -> None:
+    """0032 pins plan_cache_mode = force_generic_plan on lexical_candidates and search: the
+    searches of one session, from its first on (the calls PL/pgSQL planned afresh before), return
+    0031's rows and explanations, and so after the downgrade, which removes the setting."""
+    name = create_database(server, None)
+    dsn = server.dsn(name)
+    app = server.dsn(name, user=role("authenticator"), password=PASSWORD)
+    try:
+        migrate.upgrade(dsn, "pyretrieve_0031")
+        with psycopg.connect(app, autocommit=True) as conn:
+            _zebra_scope(conn)
+            before = _zebra_search(conn)
+        assert len(before) == 7
+        migrate.upgrade(dsn)
+        with psycopg.connect(dsn) as admin:
+            generic = ["plan_cache_mode=force_generic_plan"]
+            assert _plan_settings(admin) == {"lexical_candidates": generic, "search": generic}
+        with psycopg.connect(app, autocommit=True) as conn:
+            assert [_zebra_search(conn) for _ in range(7)] == [before] * 7
+        migrate.downgrade(dsn, "pyretrieve_0031")
+        with psycopg.connect(dsn) as admin:
+            assert _plan_settings(admin) == {"lexical_candidates": [], "search": []}
+        with psycopg.connect(app, autocommit=True) as conn:
+            assert _zebra_search(conn) == before
+    finally:
+        drop_database(server, name)
