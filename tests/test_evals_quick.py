@@ -26,6 +26,7 @@ from evals.bench import (
     request_cost,
     scale,
     search_revisions,
+    second_wall,
     session_start,
     vector_index,
 )
@@ -354,6 +355,39 @@ def test_session_start_quick(fresh_dsn: str, tmp_path: Path) -> None:
             "   AND proname IN ('lexical_candidates', 'search')"
         ).fetchall()
     assert [("plan_cache_mode=force_generic_plan" in c) for (c,) in configs] == [True, True]
+
+
+def test_second_wall_quick(fresh_dsn: str, tmp_path: Path) -> None:
+    """Each read function and its twin without RLS return the same rows, and the twins go."""
+    out = tmp_path / "second-wall.json"
+    args = ["--rows", "60,150", "--queries", "6", "--dsn", fresh_dsn, "--out", str(out)]
+    result = second_wall.main(args)
+    assert json.loads(out.read_text()) == result
+    assert sorted(result["scopes"]) == ["150", "60"]
+    for scope in result["scopes"].values():
+        assert sorted(scope) == sorted(second_wall.FUNCTIONS)
+        for figures in scope.values():
+            for arm in second_wall.ARMS:
+                assert figures[f"{arm}_ms"]["n"] == 6
+            low, high = figures["installed_over_twin"]["ci95"]
+            assert 0 < low <= figures["installed_over_twin"]["median"] <= high
+    with psycopg.connect(fresh_dsn) as conn:
+        left = conn.execute(
+            "SELECT count(*) FROM pg_namespace WHERE nspname = %s", (second_wall.TWINS,)
+        ).fetchone()
+    assert left == (0,)
+
+
+def test_second_wall_refuses_a_function_it_cannot_copy(fresh_dsn: str) -> None:
+    """A function that is not the schema's is not copied, and the scratch schema goes."""
+    with psycopg.connect(fresh_dsn, autocommit=True) as conn:
+        odd = {"x": "pg_catalog.lower(text)"}
+        with pytest.raises(SystemExit, match="cannot copy"), second_wall.twins(conn, "x", odd):
+            pass
+        gone = conn.execute(
+            "SELECT count(*) FROM pg_namespace WHERE nspname = %s", (second_wall.TWINS,)
+        ).fetchone()
+    assert gone == (0,)
 
 
 def test_search_revisions_quick(server: Server, tmp_path: Path) -> None:
