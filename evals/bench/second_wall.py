@@ -1,5 +1,5 @@
 """What the second wall costs: each read function with row-level security against its twin
-without it, call by call, in one transaction.
+without it, claim by claim.
 
 Usage: python -m evals.bench.second_wall [--rows 200,1000,5183] [--queries 100] [--dsn DSN]
        [--out PATH]
@@ -12,17 +12,17 @@ a scratch schema owned by the superuser, so the copy runs past RLS (a superuser 
 forced or not) and differs from the installed function in nothing else.
 
 Scopes of the first ``--rows`` SciFact abstracts (one project per size, loaded by COPY, random
-384-d embeddings), a reader granted each. For each of ``--queries`` SciFact claims, in one
-transaction: ``authorize``, then the installed function, its twin, and the installed function
-again (in one of the three rotations of that order, chosen by the decision's id), for the lexical leg (100 candidates), the
-vector leg (100 candidates) and the records of both legs' union (``fragments``). Every twin
-must return exactly the installed function's rows; the run stops at the first difference.
-The installed function's second call against its first is the control: how far two identical
-calls differ in this run.
+384-d embeddings), a reader granted each. Each of ``--queries`` SciFact claims is read three
+times, as a search reads it (one transaction: ``authorize``, the lexical leg, the vector leg,
+each of 100 candidates, and the records of their union, ``fragments``): by the installed
+functions, by their twins, and by the installed functions again (the control: how far two
+identical reads differ in this run). Each arm has its own connection, so no session runs both
+the installed functions and the twins, and the arms take turns in a rotating order. The twins
+must return exactly the installed functions' rows; the run stops at the first difference.
 
-Per size and function: p50 of each arm, the median of the per-call ratios (installed / twin,
-and the control) with a bootstrap 95% interval. The scratch schema is dropped at the end.
-Writes ``evals/bench/second-wall.json`` with the commit, settings, machine and load. A
+Per size and function: p50 of each arm, the median of the per-claim ratios (installed / twin,
+and control / installed) with a bootstrap 95% interval. The scratch schema is dropped at the
+end. Writes ``evals/bench/second-wall.json`` with the commit, settings, machine and load. A
 measurement, not a test.
 """
 
@@ -122,18 +122,14 @@ def _add_scope(
         )
 
 
-def _timed(conn: psycopg.Connection[Any], query: str, params: tuple[Any, ...]) -> tuple[float, Any]:
-    started = time.perf_counter()
-    rows = conn.execute(query, params).fetchall()
-    return time.perf_counter() - started, rows
-
-
-def _one_query(
-    conn: psycopg.Connection[Any], reader: str, project: str, text: str, vector: str
-) -> dict[str, dict[str, float]]:
-    """One claim in one transaction: each function's three calls, in ``ARMS`` order rotated by
-    the caller; seconds by function and arm."""
-    spent: dict[str, dict[str, float]] = {}
+def _transaction(
+    conn: psycopg.Connection[Any], schema: str, reader: str, project: str, text: str, vector: str
+) -> tuple[dict[str, float], dict[str, Any]]:
+    """One claim as a search reads it, in one transaction of ``conn``: authorize, then the
+    lexical leg, the vector leg and the records of their union, each from ``schema``. Seconds
+    and rows by function."""
+    spent: dict[str, float] = {}
+    seen: dict[str, Any] = {}
     with acting_as(conn, reader), conn.transaction():
         row = conn.execute(
             "SELECT decision_id FROM pyretrieve.authorize(p_workspace => %s, p_project => %s,"
@@ -149,33 +145,45 @@ def _one_query(
         ).fetchone()
         assert row is not None
         decision = row[0]
-        ids: list[Any] = []
+        ids: set[Any] = set()
         for kind in FUNCTIONS:
             params: tuple[Any, ...] = {
                 "lexical": (decision, text, CANDIDATES),
                 "vector": (decision, round_trips.MODEL, vector, CANDIDATES),
-                "records": (decision, sorted(set(ids))),
+                "records": (decision, sorted(ids)),
             }[kind]
-            spent[kind], rows = _arms(conn, kind, params)
+            query = CALLS[kind].format(sql.Identifier(schema).as_string())
+            started = time.perf_counter()
+            seen[kind] = conn.execute(query, params).fetchall()
+            spent[kind] = time.perf_counter() - started
             if kind != "records":
-                ids.extend(r[1] for r in rows)
-    return spent
+                ids.update(r[1] for r in seen[kind])
+    return spent, seen
 
 
-def _arms(
-    conn: psycopg.Connection[Any], kind: str, params: tuple[Any, ...]
-) -> tuple[dict[str, float], Any]:
+def _one_claim(
+    conns: dict[str, psycopg.Connection[Any]],
+    turn: int,
+    reader: str,
+    project: str,
+    text: str,
+    vector: str,
+) -> dict[str, dict[str, float]]:
+    """The claim on each arm's own connection (a session never runs another arm's functions:
+    the twins run as the superuser, and a session's cached plans of the functions they share
+    would be made again for the other user at every switch), the arms in one of three
+    rotations by ``turn``. Seconds by function and arm."""
     schema = {"installed": "pyretrieve", "twin": TWINS, "control": "pyretrieve"}
-    spent: dict[str, float] = {}
-    seen: dict[str, Any] = {}
-    order = list(ARMS)
-    shift = int(params[0].int % len(order))
-    for arm in order[shift:] + order[:shift]:
-        query = CALLS[kind].format(sql.Identifier(schema[arm]).as_string())
-        spent[arm], seen[arm] = _timed(conn, query, params)
+    order = list(ARMS[turn % 3 :] + ARMS[: turn % 3])
+    spent: dict[str, dict[str, float]] = {kind: {} for kind in FUNCTIONS}
+    seen: dict[str, dict[str, Any]] = {}
+    for arm in order:
+        times, seen[arm] = _transaction(conns[arm], schema[arm], reader, project, text, vector)
+        for kind, seconds in times.items():
+            spent[kind][arm] = seconds
     if not seen["installed"] == seen["twin"] == seen["control"]:
-        raise SystemExit(f"{kind}: the twin without RLS returned other rows")
-    return spent, seen["installed"]
+        raise SystemExit("a twin without RLS returned other rows")
+    return spent
 
 
 def _median_ratio(num: list[float], den: list[float], rng: np.random.Generator) -> dict[str, Any]:
@@ -196,13 +204,17 @@ def measure(
     rng = np.random.default_rng(11)
     vectors = [round_trips.vector_text(round_trips._vector(rng)) for _ in texts]
     out: dict[str, Any] = {}
-    with psycopg.connect(dsn, autocommit=True) as conn, twins(conn, principals.reader):
+    with contextlib.ExitStack() as stack:
+        admin = stack.enter_context(psycopg.connect(dsn, autocommit=True))
+        stack.enter_context(twins(admin, principals.reader))
+        conns = {arm: stack.enter_context(psycopg.connect(dsn, autocommit=True)) for arm in ARMS}
+        reader = principals.reader
         for rows, project in projects.items():
-            for text, vector in zip(texts[:5], vectors, strict=False):  # warm-up
-                _one_query(conn, principals.reader, project, text, vector)
+            for turn, (text, vector) in enumerate(zip(texts[:6], vectors, strict=False)):
+                _one_claim(conns, turn, reader, project, text, vector)  # warm-up
             spent = [
-                _one_query(conn, principals.reader, project, text, vector)
-                for text, vector in zip(texts, vectors, strict=True)
+                _one_claim(conns, turn, reader, project, text, vector)
+                for turn, (text, vector) in enumerate(zip(texts, vectors, strict=True))
             ]
             out[str(rows)] = {kind: _summary(spent, kind, rng) for kind in FUNCTIONS}
             print(rows, {k: v["installed_over_twin"]["median"] for k, v in out[str(rows)].items()})
@@ -254,7 +266,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "candidates": CANDIDATES,
             "functions": FUNCTIONS,
             "text": "SciFact abstracts and claims, random 384-d embeddings",
-            "order": "per claim, one transaction: installed, twin and control in a rotating order",
+            "order": "per claim, one transaction per arm, each arm on its own connection, in a rotating order",
         },
         "scopes": figures,
         "load_average_at_end": load_average(),
