@@ -511,18 +511,22 @@ $$;
 COMMENT ON FUNCTION pyretrieve.approximate_vector_candidates(pyretrieve.decisions, text, public.vector, integer, integer, integer) IS
     'The vector leg over a scope''s own HNSW index (internal to vector_candidates, which calls it when the index exists): the decision''s filters applied during an iterative, strictly ordered index scan (ef_search 600), then the content-bound tie-break. Every row says search ''hnsw''.';
 
--- plan_cache_mode: PL/pgSQL caches the plan of RETURN QUERY and, from the sixth call in a
--- session, may switch to a generic plan that knows neither the scope nor the model. Scopes of
--- one table differ in size by orders of magnitude: at a 10,000-row scope the generic plan
--- joined each of the nearest rows to its fragment by a bitmap scan of the whole scope instead
--- of the primary key, 20x slower. A custom plan costs well under a millisecond to make.
+-- plan_cache_mode: the statements' plans are generic from the first call, made once per session
+-- and blind to the scope's size, so no scan in them may depend on it. Each nearest row's
+-- fragment is one look-up by key (the LATERAL ... OFFSET 0 below): a generic plan of a plain
+-- join read the whole scope for each row, 20x slower at a 10,000-row scope, which is why 0007
+-- to 0032 planned every call afresh; that planning was 0.5 to 1.5 ms of each call (a scratch
+-- copy, same rows: 0.75 against 1.23 ms p50 at a 200-row scope, 6.6 against 7.6 at 10,000
+-- rows). No sequential scan of the table either (enable_seqscan): a plan made for an average
+-- scope must not read every scope's embeddings for a small one.
 CREATE FUNCTION pyretrieve.vector_candidates(p_decision uuid, p_model text, p_embedding public.vector, p_limit integer)
 RETURNS TABLE (rank integer, fragment_id uuid, content_digest bytea, distance double precision,
                source_digest bytea, vector_generation bigint, lexical_generation bigint,
                search text)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
-SET plan_cache_mode = force_custom_plan
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
 AS $$
 #variable_conflict use_column
 DECLARE

@@ -176,7 +176,7 @@ SET search_path = pg_catalog, pg_temp
 -- each of a session's first five calls and then keeps the generic plan, which is what the
 -- statements run with from then on anyway: planning them again cost a new session's second to
 -- sixth search about 4 ms each (evals/bench/session_start.py). Functions it calls inherit the
--- setting unless they pin their own (vector_candidates keeps custom plans).
+-- setting unless they pin their own.
 SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column

@@ -1399,3 +1399,79 @@ def test_upgrading_to_0032_plans_generically_from_the_first_call(
             assert _zebra_search(conn) == before
     finally:
         drop_database(server, name)
+
+
+def _vector_settings(conn: psycopg.Connection[Any]) -> list[str]:
+    row = conn.execute(
+        "SELECT coalesce(proconfig, '{}') FROM pg_proc WHERE oid ="
+        " 'pyretrieve.vector_candidates(uuid, text, public.vector, integer)'::regprocedure"
+    ).fetchone()
+    assert row is not None
+    return [c for c in row[0] if c.split("=")[0] in ("plan_cache_mode", "enable_seqscan")]
+
+
+def _zebra_vectors(conn: psycopg.Connection[Any], calls: int) -> list[list[tuple[Any, ...]]]:
+    """alice's vector leg over the zebra scope, in ``calls`` transactions of one session."""
+    out = []
+    for _ in range(calls):
+        with acting_as(conn, "alice"), conn.transaction():
+            row = conn.execute(
+                "SELECT decision_id FROM pyretrieve.authorize('acme', 'docs', 'bench', %s,"
+                " 'optional', NULL, 100)",
+                (b"\x00" * 32,),
+            ).fetchone()
+            assert row is not None
+            rows = conn.execute(
+                "SELECT rank, fragment_id, content_digest, distance, source_digest, search"
+                " FROM pyretrieve.vector_candidates(p_decision => %s, p_model => 'm3',"
+                " p_embedding => '[1,0.3,0.5]', p_limit => 100)",
+                (row[0],),
+            ).fetchall()
+        out.append([tuple(r) for r in rows])
+    return out
+
+
+def test_upgrading_to_0033_plans_the_vector_leg_generically_with_the_same_rows(
+    server: Server, template_db: str
+) -> None:
+    """0033 pins plan_cache_mode = force_generic_plan and enable_seqscan = off on
+    vector_candidates (0032 planned every call afresh): a session's vector legs, its first
+    call and its sixth and later alike, return 0032's rows, and so after the downgrade, which
+    puts the custom plans back."""
+    name = create_database(server, None)
+    dsn = server.dsn(name)
+    app = server.dsn(name, user=role("authenticator"), password=PASSWORD)
+    try:
+        migrate.upgrade(dsn, "pyretrieve_0032")
+        with psycopg.connect(app, autocommit=True) as conn:
+            ids = _zebra_scope(conn)
+            with acting_as(conn, "adam"):
+                conn.execute("SELECT pyretrieve.register_model('m3', 3)")
+            with acting_as(conn, "wally"):
+                for i, fid in enumerate(ids):
+                    conn.execute(
+                        "SELECT pyretrieve.put_embedding('acme', %s, %s, 'm3', %s::public.vector,"
+                        " sha256(convert_to(%s, 'UTF8')))",
+                        ("wiki" if i % 7 == 6 else "docs", fid, f"[1,{i % 11},0.5]", str(fid)),
+                    )
+            before = _zebra_vectors(conn, 1)[0]
+        # Active, internal or public, fresh enough for alice's 30 days: four of each seven docs
+        # rows, less the retracted and the superseded one.
+        assert len(before) == 98
+        with psycopg.connect(dsn) as admin:
+            assert _vector_settings(admin) == ["plan_cache_mode=force_custom_plan"]
+        migrate.upgrade(dsn)
+        with psycopg.connect(dsn) as admin:
+            assert _vector_settings(admin) == [
+                "plan_cache_mode=force_generic_plan",
+                "enable_seqscan=off",
+            ]
+        with psycopg.connect(app, autocommit=True) as conn:
+            assert _zebra_vectors(conn, 8) == [before] * 8
+        migrate.downgrade(dsn, "pyretrieve_0032")
+        with psycopg.connect(dsn) as admin:
+            assert _vector_settings(admin) == ["plan_cache_mode=force_custom_plan"]
+        with psycopg.connect(app, autocommit=True) as conn:
+            assert _zebra_vectors(conn, 1) == [before]
+    finally:
+        drop_database(server, name)
