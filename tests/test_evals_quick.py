@@ -391,17 +391,21 @@ def test_second_wall_refuses_a_function_it_cannot_copy(fresh_dsn: str) -> None:
 
 
 def test_search_revisions_quick(server: Server, tmp_path: Path) -> None:
-    """Two scopes, each query in both modes against 0030 and the head: identical results, and
-    both databases and the roles gone afterwards."""
+    """Two scopes, each query in both modes against 0030 and 0031: identical results, and the
+    databases and the roles gone afterwards."""
     out = tmp_path / "search-revisions.json"
     args = ["--rows", "20,60", "--queries", "3", "--rounds", "1", "--out", str(out)]
+    args += ["--target", "pyretrieve_0031"]
     result = search_revisions.main([*args, "--server-dsn", server.dsn("postgres")])
     assert json.loads(out.read_text()) == result
     assert result["settings"]["baseline"] == "pyretrieve_0030"
+    assert result["settings"]["target"] == "pyretrieve_0031"
     for modes in result["scopes"].values():
         for figures in modes.values():
             assert figures["identical_results"] == 3
             assert figures["baseline"]["n"] == figures["current"]["n"] == 3
+            paired = figures["paired_ratio_current_to_baseline"]
+            assert 0 < paired["ci95"][0] <= paired["median"] <= paired["ci95"][1]
     with psycopg.connect(server.dsn("postgres")) as conn:
         left = conn.execute(
             "SELECT (SELECT count(*) FROM pg_database WHERE datname LIKE 'search_rev_%%'),"

@@ -260,3 +260,18 @@ def summary_ms(seconds: Sequence[float]) -> dict[str, float | int]:
         "p99": round(float(np.percentile(ms, 99)), 3),
         "max": round(float(ms.max()), 3),
     }
+
+
+def paired_ratio(
+    num: Sequence[float], den: Sequence[float], rng: np.random.Generator
+) -> dict[str, Any]:
+    """The median of the per-pair ratios ``num[i] / den[i]``, with a bootstrap 95% interval."""
+    ratios = np.asarray(num, dtype=np.float64) / np.asarray(den, dtype=np.float64)
+    boots = np.median(rng.choice(ratios, size=(2000, len(ratios)), replace=True), axis=1)
+    return {
+        "median": round(float(np.median(ratios)), 3),
+        "ci95": [
+            round(float(np.percentile(boots, 2.5)), 3),
+            round(float(np.percentile(boots, 97.5)), 3),
+        ],
+    }

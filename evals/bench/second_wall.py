@@ -49,6 +49,7 @@ from evals.bench.runtime import (
     acting_as,
     is_superuser,
     load_average,
+    paired_ratio,
     summary_ms,
 )
 
@@ -186,18 +187,6 @@ def _one_claim(
     return spent
 
 
-def _median_ratio(num: list[float], den: list[float], rng: np.random.Generator) -> dict[str, Any]:
-    ratios = np.asarray(num) / np.asarray(den)
-    boots = np.median(rng.choice(ratios, size=(2000, len(ratios)), replace=True), axis=1)
-    return {
-        "median": round(float(np.median(ratios)), 3),
-        "ci95": [
-            round(float(np.percentile(boots, 2.5)), 3),
-            round(float(np.percentile(boots, 97.5)), 3),
-        ],
-    }
-
-
 def measure(
     dsn: str, principals: Principals, projects: dict[int, str], texts: list[str]
 ) -> dict[str, Any]:
@@ -229,8 +218,8 @@ def _summary(
 
     return {
         **{f"{a}_ms": summary_ms(arm(a)) for a in ARMS},
-        "installed_over_twin": _median_ratio(arm("installed"), arm("twin"), rng),
-        "control_over_installed": _median_ratio(arm("control"), arm("installed"), rng),
+        "installed_over_twin": paired_ratio(arm("installed"), arm("twin"), rng),
+        "control_over_installed": paired_ratio(arm("control"), arm("installed"), rng),
     }
 
 
