@@ -29,6 +29,7 @@ from evals.bench import (
     second_wall,
     session_start,
     vector_index,
+    vector_plans,
 )
 from evals.bench import tools as tools_bench
 from evals.bench.runtime import DATASETS
@@ -382,12 +383,32 @@ def test_second_wall_refuses_a_function_it_cannot_copy(fresh_dsn: str) -> None:
     """A function that is not the schema's is not copied, and the scratch schema goes."""
     with psycopg.connect(fresh_dsn, autocommit=True) as conn:
         odd = {"x": "pg_catalog.lower(text)"}
-        with pytest.raises(SystemExit, match="cannot copy"), second_wall.twins(conn, "x", odd):
+        with pytest.raises(SystemExit, match="cannot copy"), second_wall.copies(conn, "x", odd):
             pass
         gone = conn.execute(
             "SELECT count(*) FROM pg_namespace WHERE nspname = %s", (second_wall.TWINS,)
         ).fetchone()
     assert gone == (0,)
+
+
+def test_vector_plans_quick(fresh_dsn: str, tmp_path: Path) -> None:
+    """The vector leg with custom plans returns the installed one's rows, at two sizes, one
+    of them past the collection's end (repeated abstracts)."""
+    out = tmp_path / "vector-plans.json"
+    args = ["--rows", "40,5300", "--queries", "4", "--dsn", fresh_dsn, "--out", str(out)]
+    result = vector_plans.main(args)
+    assert json.loads(out.read_text()) == result
+    assert sorted(result["scopes"]) == ["40", "5300"]
+    for figures in result["scopes"].values():
+        assert figures["custom_ms"]["n"] == figures["installed_ms"]["n"] == 4
+        low, high = figures["installed_over_custom"]["ci95"]
+        assert 0 < low <= figures["installed_over_custom"]["median"] <= high
+
+
+def test_vector_plans_refuse_a_definition_without_the_settings() -> None:
+    with pytest.raises(SystemExit, match="does not pin"):
+        vector_plans.custom_plans("CREATE FUNCTION x() ... SET plan_cache_mode TO 'auto'\n")
+    assert "force_custom_plan" in vector_plans.custom_plans(f"head\n{vector_plans.GENERIC}AS")
 
 
 def test_search_revisions_quick(server: Server, tmp_path: Path) -> None:

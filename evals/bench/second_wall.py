@@ -34,7 +34,8 @@ import hashlib
 import json
 import re
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -72,14 +73,43 @@ CALLS = {
 ARMS = ("installed", "twin", "control")
 
 
+def _unchanged(definition: str) -> str:
+    return definition
+
+
+@dataclass(frozen=True, kw_only=True)
+class Comparison:
+    """What a run compares: the installed functions against their copies (``copies``, owned by
+    ``owner``, each definition passed through ``edit``), named ``arm``, for the reads ``kinds``
+    (in the order a search makes them), with the installed functions again as the control."""
+
+    arm: str
+    kinds: tuple[str, ...]
+    owner: str | None = None
+    edit: Callable[[str], str] = _unchanged
+
+    @property
+    def arms(self) -> tuple[str, str, str]:
+        return ("installed", self.arm, "control")
+
+
+SECOND_WALL = Comparison(arm="twin", kinds=tuple(FUNCTIONS))
+
+
 @contextlib.contextmanager
-def twins(
-    conn: psycopg.Connection[Any], reader: str, functions: Mapping[str, str] = FUNCTIONS
+def copies(
+    conn: psycopg.Connection[Any],
+    reader: str,
+    functions: Mapping[str, str] = FUNCTIONS,
+    *,
+    owner: str | None = None,
+    edit: Callable[[str], str] = lambda definition: definition,
 ) -> Iterator[None]:
-    """The ``functions`` copied into ``TWINS``, owned by the connecting superuser (so they run
-    past RLS), executable by ``reader``; dropped at the end."""
+    """The ``functions`` copied into ``TWINS`` (each definition passed through ``edit``), owned
+    by the connecting superuser, so they run past RLS, or by ``owner``, executable by
+    ``reader``; dropped at the end."""
     if not is_superuser(conn):
-        raise SystemExit("the twins run past RLS only when a superuser owns them")
+        raise SystemExit("the copies are made by a superuser")
     conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(TWINS)))
     try:
         for signature in functions.values():
@@ -92,7 +122,14 @@ def twins(
             )
             if found != 1:
                 raise SystemExit(f"cannot copy {signature}")
-            conn.execute(body)
+            conn.execute(edit(body))
+            if owner is not None:
+                copied = signature.replace("pyretrieve.", f"{TWINS}.", 1)
+                conn.execute(
+                    sql.SQL("ALTER FUNCTION {} OWNER TO {}").format(
+                        sql.SQL(copied), sql.Identifier(owner)
+                    )
+                )
         conn.execute(
             sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(
                 sql.Identifier(TWINS), sql.Identifier(reader)
@@ -124,11 +161,17 @@ def _add_scope(
 
 
 def _transaction(
-    conn: psycopg.Connection[Any], schema: str, reader: str, project: str, text: str, vector: str
+    conn: psycopg.Connection[Any],
+    schema: str,
+    kinds: tuple[str, ...],
+    reader: str,
+    project: str,
+    text: str,
+    vector: str,
 ) -> tuple[dict[str, float], dict[str, Any]]:
-    """One claim as a search reads it, in one transaction of ``conn``: authorize, then the
-    lexical leg, the vector leg and the records of their union, each from ``schema``. Seconds
-    and rows by function."""
+    """One claim as a search reads it, in one transaction of ``conn``: authorize, then each of
+    ``kinds`` (the lexical leg, the vector leg, the records of their union) from ``schema``.
+    Seconds and rows by function."""
     spent: dict[str, float] = {}
     seen: dict[str, Any] = {}
     with acting_as(conn, reader), conn.transaction():
@@ -147,7 +190,7 @@ def _transaction(
         assert row is not None
         decision = row[0]
         ids: set[Any] = set()
-        for kind in FUNCTIONS:
+        for kind in kinds:
             params: tuple[Any, ...] = {
                 "lexical": (decision, text, CANDIDATES),
                 "vector": (decision, round_trips.MODEL, vector, CANDIDATES),
@@ -164,6 +207,7 @@ def _transaction(
 
 def _one_claim(
     conns: dict[str, psycopg.Connection[Any]],
+    comparison: Comparison,
     turn: int,
     reader: str,
     project: str,
@@ -171,61 +215,110 @@ def _one_claim(
     vector: str,
 ) -> dict[str, dict[str, float]]:
     """The claim on each arm's own connection (a session never runs another arm's functions:
-    the twins run as the superuser, and a session's cached plans of the functions they share
-    would be made again for the other user at every switch), the arms in one of three
-    rotations by ``turn``. Seconds by function and arm."""
-    schema = {"installed": "pyretrieve", "twin": TWINS, "control": "pyretrieve"}
-    order = list(ARMS[turn % 3 :] + ARMS[: turn % 3])
-    spent: dict[str, dict[str, float]] = {kind: {} for kind in FUNCTIONS}
+    a copy may run as another user, and a session's cached plans of the functions they share
+    would be made again for that user at every switch), the arms in one of three rotations by
+    ``turn``. Seconds by function and arm."""
+    arms = comparison.arms
+    schema = dict(zip(arms, ("pyretrieve", TWINS, "pyretrieve"), strict=True))
+    spent: dict[str, dict[str, float]] = {kind: {} for kind in comparison.kinds}
     seen: dict[str, dict[str, Any]] = {}
-    for arm in order:
-        times, seen[arm] = _transaction(conns[arm], schema[arm], reader, project, text, vector)
+    for arm in arms[turn % 3 :] + arms[: turn % 3]:
+        times, seen[arm] = _transaction(
+            conns[arm], schema[arm], comparison.kinds, reader, project, text, vector
+        )
         for kind, seconds in times.items():
             spent[kind][arm] = seconds
-    if not seen["installed"] == seen["twin"] == seen["control"]:
-        raise SystemExit("a twin without RLS returned other rows")
+    if not seen[arms[0]] == seen[arms[1]] == seen[arms[2]]:
+        raise SystemExit(f"the {comparison.arm} copies returned other rows")
     return spent
 
 
 def measure(
-    dsn: str, principals: Principals, projects: dict[int, str], texts: list[str]
+    dsn: str,
+    principals: Principals,
+    projects: dict[int, str],
+    texts: list[str],
+    comparison: Comparison = SECOND_WALL,
 ) -> dict[str, Any]:
     rng = np.random.default_rng(11)
     vectors = [round_trips.vector_text(round_trips._vector(rng)) for _ in texts]
     out: dict[str, Any] = {}
     with contextlib.ExitStack() as stack:
         admin = stack.enter_context(psycopg.connect(dsn, autocommit=True))
-        stack.enter_context(twins(admin, principals.reader))
-        conns = {arm: stack.enter_context(psycopg.connect(dsn, autocommit=True)) for arm in ARMS}
+        stack.enter_context(
+            copies(
+                admin,
+                principals.reader,
+                {kind: FUNCTIONS[kind] for kind in comparison.kinds},
+                owner=comparison.owner,
+                edit=comparison.edit,
+            )
+        )
+        arms = comparison.arms
+        conns = {arm: stack.enter_context(psycopg.connect(dsn, autocommit=True)) for arm in arms}
         reader = principals.reader
         for rows, project in projects.items():
             for turn, (text, vector) in enumerate(zip(texts[:6], vectors, strict=False)):
-                _one_claim(conns, turn, reader, project, text, vector)  # warm-up
+                _one_claim(conns, comparison, turn, reader, project, text, vector)  # warm-up
             spent = [
-                _one_claim(conns, turn, reader, project, text, vector)
+                _one_claim(conns, comparison, turn, reader, project, text, vector)
                 for turn, (text, vector) in enumerate(zip(texts, vectors, strict=True))
             ]
-            out[str(rows)] = {kind: _summary(spent, kind, rng) for kind in FUNCTIONS}
-            print(rows, {k: v["installed_over_twin"]["median"] for k, v in out[str(rows)].items()})
+            out[str(rows)] = {kind: _summary(spent, kind, arms, rng) for kind in comparison.kinds}
+            ratio = f"installed_over_{comparison.arm}"
+            print(rows, {k: v[ratio]["median"] for k, v in out[str(rows)].items()})
     return out
 
 
 def _summary(
-    spent: list[dict[str, dict[str, float]]], kind: str, rng: np.random.Generator
+    spent: list[dict[str, dict[str, float]]],
+    kind: str,
+    arms: tuple[str, str, str],
+    rng: np.random.Generator,
 ) -> dict[str, Any]:
     def arm(name: str) -> list[float]:
         return [s[kind][name] for s in spent]
 
+    installed, copy, control = arms
     return {
-        **{f"{a}_ms": summary_ms(arm(a)) for a in ARMS},
-        "installed_over_twin": paired_ratio(arm("installed"), arm("twin"), rng),
-        "control_over_installed": paired_ratio(arm("control"), arm("installed"), rng),
+        **{f"{a}_ms": summary_ms(arm(a)) for a in arms},
+        f"installed_over_{copy}": paired_ratio(arm(installed), arm(copy), rng),
+        "control_over_installed": paired_ratio(arm(control), arm(installed), rng),
     }
 
 
 def _texts(n: int) -> list[str]:
     with (DATASETS / "scifact" / "queries.jsonl").open(encoding="utf-8") as f:
         return [json.loads(line)["text"] for line in f][:n]
+
+
+def _bodies(n: int) -> list[str]:
+    """``n`` distinct SciFact abstracts, the collection repeated with a numbered mark past its
+    end (a scope holds each content once)."""
+    abstracts = round_trips._abstracts(DATASETS, n)
+    return [
+        body if i < len(abstracts) else f"{body} [{i // len(abstracts)}]"
+        for i, body in ((i, abstracts[i % len(abstracts)]) for i in range(n))
+    ]
+
+
+@contextlib.contextmanager
+def scopes(
+    dsn: str | None, tag: str, sizes: list[int]
+) -> Iterator[tuple[str, Principals, dict[str, Any], dict[int, str]]]:
+    """A database (``dsn``, else a throwaway server) with a scope per size (the largest is
+    ``round_trips``' project, the others one each), a reader granted each: its URL, the
+    principals, the provenance and the project of each size."""
+    bodies = _bodies(max(sizes))
+    with round_trips.loaded(dsn, tag, bodies) as (url, principals, measured_on):
+        projects = {len(bodies): round_trips.PROJECT}
+        with psycopg.connect(url, autocommit=True) as conn:
+            for rows in sorted(set(sizes))[:-1]:
+                projects[rows] = f"{round_trips.PROJECT}_{rows}"
+                _add_scope(conn, principals, projects[rows], bodies[:rows])
+            conn.execute("VACUUM (ANALYZE) pyretrieve.fragments")
+            conn.execute("VACUUM (ANALYZE) pyretrieve.embeddings")
+        yield url, principals, measured_on, dict(sorted(projects.items()))
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -235,22 +328,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--dsn", help="a fresh database (superuser); default: a throwaway server")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
-    sizes = sorted({int(x) for x in args.rows.split(",")})
-    bodies = round_trips._abstracts(DATASETS, sizes[-1])
-    with round_trips.loaded(args.dsn, "wall", bodies) as (dsn, principals, measured_on):
-        projects = {len(bodies): round_trips.PROJECT}
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            for rows in sizes[:-1]:
-                projects[rows] = f"{round_trips.PROJECT}_{rows}"
-                _add_scope(conn, principals, projects[rows], bodies[:rows])
-            conn.execute("VACUUM (ANALYZE) pyretrieve.fragments")
-            conn.execute("VACUUM (ANALYZE) pyretrieve.embeddings")
-        figures = measure(dsn, principals, dict(sorted(projects.items())), _texts(args.queries))
+    sizes = [int(x) for x in args.rows.split(",")]
+    with scopes(args.dsn, "wall", sizes) as (dsn, principals, measured_on, projects):
+        figures = measure(dsn, principals, projects, _texts(args.queries))
     result = {
         "benchmark": "the read functions under RLS against their twins without it",
         **measured_on,
         "settings": {
-            "rows": sorted(projects),
+            "rows": list(projects),
             "queries": args.queries,
             "candidates": CANDIDATES,
             "functions": FUNCTIONS,
