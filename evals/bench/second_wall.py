@@ -70,7 +70,6 @@ CALLS = {
     " p_embedding => %s::public.vector, p_limit => %s)",
     "records": "SELECT * FROM {}.fragments(p_decision => %s, p_ids => %s)",
 }
-ARMS = ("installed", "twin", "control")
 
 
 def _unchanged(definition: str) -> str:
@@ -94,6 +93,7 @@ class Comparison:
 
 
 SECOND_WALL = Comparison(arm="twin", kinds=tuple(FUNCTIONS))
+ARMS = SECOND_WALL.arms
 
 
 @contextlib.contextmanager
@@ -103,7 +103,7 @@ def copies(
     functions: Mapping[str, str] = FUNCTIONS,
     *,
     owner: str | None = None,
-    edit: Callable[[str], str] = lambda definition: definition,
+    edit: Callable[[str], str] = _unchanged,
 ) -> Iterator[None]:
     """The ``functions`` copied into ``TWINS`` (each definition passed through ``edit``), owned
     by the connecting superuser, so they run past RLS, or by ``owner``, executable by
