@@ -35,10 +35,15 @@ BEGIN ATOMIC
 END;
 
 -- The read decision of this transaction, if one was made.
+-- Through the xact_id index, whatever the statistics say (enable_seqscan): a month's partition
+-- of the decisions log starts empty and is analysed so, and until autovacuum analyses it again
+-- the planner takes it for tiny and scans it whole, at every look-up (a search makes about 30):
+-- 36 us per look-up at 500 rows and 109 at 2,000 in a scratch run, against 8 by the index.
 CREATE FUNCTION pyretrieve.bound_decision()
 RETURNS SETOF pyretrieve.decisions
 LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
 BEGIN ATOMIC
     SELECT d.*
       FROM pyretrieve.decisions d
@@ -50,10 +55,12 @@ COMMENT ON FUNCTION pyretrieve.bound_decision() IS
     'The one read decision of this transaction (found by transaction id, never by a setting), or no row.';
 
 -- The write scope of this transaction, if one was bound.
+-- Through the xact_id index, whatever the statistics say, as bound_decision.
 CREATE FUNCTION pyretrieve.bound_write()
 RETURNS SETOF pyretrieve.write_bindings
 LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
 BEGIN ATOMIC
     SELECT w.*
       FROM pyretrieve.write_bindings w

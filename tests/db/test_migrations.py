@@ -1475,3 +1475,42 @@ def test_upgrading_to_0033_plans_the_vector_leg_generically_with_the_same_rows(
             assert _zebra_vectors(conn, 1) == [before]
     finally:
         drop_database(server, name)
+
+
+def _binding_settings(conn: psycopg.Connection[Any]) -> dict[str, list[str]]:
+    rows = conn.execute(
+        "SELECT p.proname::text, coalesce(p.proconfig, '{}') FROM pg_proc p"
+        " WHERE p.pronamespace = 'pyretrieve'::regnamespace"
+        "   AND p.proname IN ('bound_decision', 'bound_write')"
+    ).fetchall()
+    return {name: [c for c in config if c.startswith("enable_seqscan=")] for name, config in rows}
+
+
+def test_upgrading_to_0034_finds_bindings_by_their_index(server: Server, template_db: str) -> None:
+    """0034 pins enable_seqscan = off on bound_decision and bound_write: 0033's zebra search
+    returns the same rows and explanations after the upgrade and after the downgrade, which
+    removes the setting."""
+    name = create_database(server, None)
+    dsn = server.dsn(name)
+    app = server.dsn(name, user=role("authenticator"), password=PASSWORD)
+    try:
+        migrate.upgrade(dsn, "pyretrieve_0033")
+        with psycopg.connect(app, autocommit=True) as conn:
+            _zebra_scope(conn)
+            before = _zebra_search(conn)
+        assert len(before) == 7
+        with psycopg.connect(dsn) as admin:
+            assert _binding_settings(admin) == {"bound_decision": [], "bound_write": []}
+        migrate.upgrade(dsn)
+        with psycopg.connect(dsn) as admin:
+            off = ["enable_seqscan=off"]
+            assert _binding_settings(admin) == {"bound_decision": off, "bound_write": off}
+        with psycopg.connect(app, autocommit=True) as conn:
+            assert _zebra_search(conn) == before
+        migrate.downgrade(dsn, "pyretrieve_0033")
+        with psycopg.connect(dsn) as admin:
+            assert _binding_settings(admin) == {"bound_decision": [], "bound_write": []}
+        with psycopg.connect(app, autocommit=True) as conn:
+            assert _zebra_search(conn) == before
+    finally:
+        drop_database(server, name)

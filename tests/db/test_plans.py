@@ -486,3 +486,80 @@ def test_a_principal_sees_no_plan_over_a_table(corpus: Database) -> None:
     shown = list(nodes(row["QUERY PLAN"][0]["Plan"]))
     assert [n["Node Type"] for n in shown] == ["Function Scan"]
     assert not any("Relation Name" in n or "Rows Removed by Filter" in n for n in shown)
+
+
+def test_the_binding_is_found_by_its_index_when_the_statistics_are_stale(
+    server: Server, template_db: str
+) -> None:
+    """A month's partition of the decisions log starts empty and is analysed so (a new month, a
+    new install). A session that looked up its decision then keeps that plan until the
+    partition is analysed again; 600 decisions later, every look-up of its next search still
+    reads the partition through its xact_id index. Until 0034 the plan made for the empty
+    partition scanned it whole, at each of about 30 look-ups per search, growing with it."""
+    db = Database(server=server, name=create_database(server, template_db))
+    try:
+        with db.admin(autocommit=True) as admin:
+            admin.execute("SELECT pyretrieve.create_workspace('acme')")
+            admin.execute("SELECT pyretrieve.create_project('acme', 'docs')")
+            admin.execute(
+                "INSERT INTO pyretrieve.fragments (workspace_id, project_id, body, classification)"
+                " SELECT 'acme', 'docs', format('document %s about topic%s', i, i % 7),"
+                "        'internal' FROM generate_series(1, 50) i"
+            )
+            admin.execute(
+                "SELECT pyretrieve.grant_access(%s::regrole, 'acme', 'docs', %s, 'internal')",
+                (role("alice"), PURPOSE),
+            )
+            # The partitions as a new install or a new month has them: analysed while empty,
+            # and left alone by autovacuum for the test.
+            partitions = [
+                str(r["p"])
+                for r in admin.execute(
+                    "SELECT inhrelid::regclass::text AS p FROM pg_inherits"
+                    " WHERE inhparent = 'pyretrieve.decisions'::regclass"
+                )
+            ]
+            assert partitions
+            for partition in partitions:
+                admin.execute(
+                    sql.SQL("ALTER TABLE {} SET (autovacuum_enabled = false)").format(
+                        sql.SQL(partition)
+                    )
+                )
+            admin.execute("ANALYZE pyretrieve.decisions")
+        grown: list[int] = []
+
+        def call(conn: Conn) -> None:
+            if len(grown) == 1:
+                # Between the session's two searches, 600 decisions of other transactions.
+                with db.admin(autocommit=True) as other:
+                    for _ in range(600):
+                        with other.transaction():
+                            other.execute(
+                                sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(role("alice")))
+                            )
+                            authorize(other)
+            grown.append(1)
+            d = authorize(conn)["decision_id"]
+            assert lexical(conn, d, "topic3 document", 100)
+
+        first, second = captured_plans_by_transaction(db, "alice", call, transactions=2)
+        with db.admin() as admin:
+            stats = admin.execute(
+                "SELECT sum(c.reltuples) AS analysed,"
+                " (SELECT count(*) FROM pyretrieve.decisions) AS n"
+                " FROM pg_class c WHERE c.oid = ANY (%s::regclass[])",
+                (partitions,),
+            ).fetchone()
+        assert stats is not None
+        # The statistics are stale: no row analysed, 602 there.
+        assert stats["analysed"] <= 0
+        assert stats["n"] == 602
+        names = {p.split(".")[-1] for p in partitions}
+        for plans in (first, second):
+            reads = [n for p in plans for n in nodes(p) if n.get("Relation Name") in names]
+            assert len(reads) >= 10, [n.get("Relation Name") for p in plans for n in nodes(p)]
+            for node in reads:
+                assert node["Node Type"] in ("Index Scan", "Bitmap Heap Scan"), node
+    finally:
+        drop_database(server, db.name)
