@@ -1,8 +1,7 @@
 """pyretrieve 0033: pyretrieve.vector_candidates plans its statements generically from a
 session's first call (plan_cache_mode = force_generic_plan, where 0007 to 0032 planned every
 call afresh) and reads no table sequentially (enable_seqscan = off). Its rows are unchanged; the
-exact leg no longer spends 0.5 to 1.5 ms of each call planning (evals/bench/search_revisions.py
-against pyretrieve_0032).
+exact leg no longer spends 0.6 to 1.2 ms of each call planning (evals/bench/vector_plans.py).
 
 Executes sql/migrations/0033_vector_generic_plans.sql.
 
