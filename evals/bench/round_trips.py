@@ -78,12 +78,16 @@ def _abstracts(datasets: Path, n: int) -> list[str]:
     return out
 
 
+def claims(datasets: Path) -> list[str]:
+    """Every SciFact claim, in the order of ``queries.jsonl``."""
+    with (datasets / "scifact" / "queries.jsonl").open(encoding="utf-8") as f:
+        return [json.loads(line)["text"] for line in f]
+
+
 def _queries(datasets: Path) -> list[str]:
-    path = datasets / "scifact" / "queries.jsonl"
-    if not path.exists():
+    if not (datasets / "scifact" / "queries.jsonl").exists():
         return ["w1 w2 w3", "w10 w20", "w5"]
-    with path.open(encoding="utf-8") as f:
-        return [json.loads(line)["text"] for line in f][:50]
+    return claims(datasets)[:50]
 
 
 def _vector(rng: np.random.Generator) -> list[float]:

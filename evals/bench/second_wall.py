@@ -287,11 +287,6 @@ def _summary(
     }
 
 
-def _texts(n: int) -> list[str]:
-    with (DATASETS / "scifact" / "queries.jsonl").open(encoding="utf-8") as f:
-        return [json.loads(line)["text"] for line in f][:n]
-
-
 def _bodies(n: int) -> list[str]:
     """``n`` distinct SciFact abstracts, the collection repeated with a numbered mark past its
     end (a scope holds each content once)."""
@@ -330,7 +325,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     sizes = [int(x) for x in args.rows.split(",")]
     with scopes(args.dsn, "wall", sizes) as (dsn, principals, measured_on, projects):
-        figures = measure(dsn, principals, projects, _texts(args.queries))
+        figures = measure(dsn, principals, projects, round_trips.claims(DATASETS)[: args.queries])
     result = {
         "benchmark": "the read functions under RLS against their twins without it",
         **measured_on,

@@ -114,11 +114,6 @@ def measure(dsn: str, reader: str, texts: list[str], sessions: int, calls: int) 
     return out
 
 
-def _texts() -> list[str]:
-    with (DATASETS / "scifact" / "queries.jsonl").open(encoding="utf-8") as f:
-        return [json.loads(line)["text"] for line in f]
-
-
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=5183)
@@ -129,7 +124,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     bodies = round_trips._abstracts(DATASETS, args.rows)
     with round_trips.loaded(args.dsn, "start", bodies) as (dsn, principals, measured_on):
-        figures = measure(dsn, principals.reader, _texts(), args.sessions, args.calls)
+        figures = measure(
+            dsn, principals.reader, round_trips.claims(DATASETS), args.sessions, args.calls
+        )
     result = {
         "benchmark": "a new session's first searches, generic plans against custom ones first",
         **measured_on,

@@ -23,8 +23,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from evals.bench import second_wall
-from evals.bench.runtime import load_average
+from evals.bench import round_trips, second_wall
+from evals.bench.runtime import DATASETS, load_average
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "evals" / "bench" / "vector-plans.json"
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
     sizes = [int(x) for x in args.rows.split(",")]
-    texts = second_wall._texts(args.queries)
+    texts = round_trips.claims(DATASETS)[: args.queries]
     with second_wall.scopes(args.dsn, "plans", sizes) as (dsn, principals, facts, projects):
         figures = second_wall.measure(dsn, principals, projects, texts, COMPARISON)
     result = {
