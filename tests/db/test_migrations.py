@@ -1362,13 +1362,20 @@ def test_upgrading_to_0031_keeps_every_search_explanation(server: Server, templa
         drop_database(server, name)
 
 
-def _plan_settings(conn: psycopg.Connection[Any]) -> dict[str, list[str]]:
+def _settings(
+    conn: psycopg.Connection[Any], functions: tuple[str, ...], names: tuple[str, ...]
+) -> dict[str, list[str]]:
+    """The pinned settings ``names`` of each of the schema's ``functions``, in catalog order."""
     rows = conn.execute(
         "SELECT p.proname::text, coalesce(p.proconfig, '{}') FROM pg_proc p"
-        " WHERE p.pronamespace = 'pyretrieve'::regnamespace"
-        "   AND p.proname IN ('lexical_candidates', 'search')"
+        " WHERE p.pronamespace = 'pyretrieve'::regnamespace AND p.proname = ANY (%s)",
+        (list(functions),),
     ).fetchall()
-    return {name: [c for c in config if c.startswith("plan_cache_mode=")] for name, config in rows}
+    return {name: [c for c in config if c.split("=")[0] in names] for name, config in rows}
+
+
+def _plan_settings(conn: psycopg.Connection[Any]) -> dict[str, list[str]]:
+    return _settings(conn, ("lexical_candidates", "search"), ("plan_cache_mode",))
 
 
 def test_upgrading_to_0032_plans_generically_from_the_first_call(
@@ -1402,12 +1409,8 @@ def test_upgrading_to_0032_plans_generically_from_the_first_call(
 
 
 def _vector_settings(conn: psycopg.Connection[Any]) -> list[str]:
-    row = conn.execute(
-        "SELECT coalesce(proconfig, '{}') FROM pg_proc WHERE oid ="
-        " 'pyretrieve.vector_candidates(uuid, text, public.vector, integer)'::regprocedure"
-    ).fetchone()
-    assert row is not None
-    return [c for c in row[0] if c.split("=")[0] in ("plan_cache_mode", "enable_seqscan")]
+    found = _settings(conn, ("vector_candidates",), ("plan_cache_mode", "enable_seqscan"))
+    return found["vector_candidates"]
 
 
 def _zebra_vectors(conn: psycopg.Connection[Any], calls: int) -> list[list[tuple[Any, ...]]]:
@@ -1478,12 +1481,7 @@ def test_upgrading_to_0033_plans_the_vector_leg_generically_with_the_same_rows(
 
 
 def _binding_settings(conn: psycopg.Connection[Any]) -> dict[str, list[str]]:
-    rows = conn.execute(
-        "SELECT p.proname::text, coalesce(p.proconfig, '{}') FROM pg_proc p"
-        " WHERE p.pronamespace = 'pyretrieve'::regnamespace"
-        "   AND p.proname IN ('bound_decision', 'bound_write')"
-    ).fetchall()
-    return {name: [c for c in config if c.startswith("enable_seqscan=")] for name, config in rows}
+    return _settings(conn, ("bound_decision", "bound_write"), ("enable_seqscan",))
 
 
 def test_upgrading_to_0034_finds_bindings_by_their_index(server: Server, template_db: str) -> None:
