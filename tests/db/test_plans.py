@@ -17,7 +17,15 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from tests.conftest import Database, Server, create_database, drop_database, role, second_wall
+from tests.conftest import (
+    Database,
+    Server,
+    acting_as,
+    create_database,
+    drop_database,
+    role,
+    second_wall,
+)
 from tests.db.seed import PURPOSE, authorize, lexical, vector
 
 Conn = psycopg.Connection[Any]
@@ -534,10 +542,7 @@ def test_the_binding_is_found_by_its_index_when_the_statistics_are_stale(
                 # Between the session's two searches, 600 decisions of other transactions.
                 with db.admin(autocommit=True) as other:
                     for _ in range(600):
-                        with other.transaction():
-                            other.execute(
-                                sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(role("alice")))
-                            )
+                        with acting_as(other, "alice"):
                             authorize(other)
             grown.append(1)
             d = authorize(conn)["decision_id"]
