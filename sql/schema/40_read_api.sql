@@ -515,10 +515,10 @@ COMMENT ON FUNCTION pyretrieve.approximate_vector_candidates(pyretrieve.decision
 -- and blind to the scope's size, so no scan in them may depend on it. Each nearest row's
 -- fragment is one look-up by key (the LATERAL ... OFFSET 0 below): a generic plan of a plain
 -- join read the whole scope for each row, 20x slower at a 10,000-row scope, which is why 0007
--- to 0032 planned every call afresh; that planning was 0.5 to 1.5 ms of each call (a scratch
--- copy, same rows: 0.75 against 1.23 ms p50 at a 200-row scope, 6.6 against 7.6 at 10,000
--- rows). No sequential scan of the table either (enable_seqscan): a plan made for an average
--- scope must not read every scope's embeddings for a small one.
+-- to 0032 planned every call afresh; that planning was 0.6 to 1.2 ms of each call, with the
+-- same rows (evals/bench/vector-plans.json: 0.70 against 1.43 ms p50 at a 200-row scope, 6.45
+-- against 7.17 at 10,000). No sequential scan of the table either (enable_seqscan): a plan
+-- made for an average scope must not read every scope's embeddings for a small one.
 CREATE FUNCTION pyretrieve.vector_candidates(p_decision uuid, p_model text, p_embedding public.vector, p_limit integer)
 RETURNS TABLE (rank integer, fragment_id uuid, content_digest bytea, distance double precision,
                source_digest bytea, vector_generation bigint, lexical_generation bigint,
