@@ -30,6 +30,7 @@ from evals.bench import (
     session_start,
     vector_index,
     vector_plans,
+    wall_parts,
 )
 from evals.bench import tools as tools_bench
 from evals.bench.runtime import DATASETS
@@ -717,3 +718,46 @@ def test_similar_tool_false_positives_count_each_rule_and_not_a_gold_tools_varia
     }
     assert got["after"]["contradicting_in_top5_per_query"] == 0.0
     assert got["after"]["same_family_other_tool_in_top5_per_query"] == 0.0
+
+
+def _read_policy_texts(dsn: str) -> list[tuple[str, str]]:
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT polname, pg_get_expr(polqual, polrelid) FROM pg_policy"
+            " WHERE polcmd = 'r' ORDER BY polname"
+        ).fetchall()
+    return [(name, text) for name, text in rows]
+
+
+def test_wall_parts_quick(fresh_dsn: str, tmp_path: Path) -> None:
+    """Every form of the read policies returns the installed functions' rows, and each form's
+    policies are put back as installed."""
+    before = _read_policy_texts(fresh_dsn)
+    out = tmp_path / "wall-parts.json"
+    args = ["--rows", "60", "--queries", "4", "--dsn", fresh_dsn, "--out", str(out)]
+    result = wall_parts.main(args)
+    assert json.loads(out.read_text()) == result
+    assert list(result["forms"]) == ["installed", "scope", "none"]
+    for form in result["forms"].values():
+        assert sorted(form["60"]) == sorted(second_wall.FUNCTIONS)
+        for figures in form["60"].values():
+            assert figures["installed_ms"]["n"] == figures["twin_ms"]["n"] == 4
+    assert _read_policy_texts(fresh_dsn) == before
+
+
+def test_wall_parts_puts_the_policies_back_after_a_failure(fresh_dsn: str) -> None:
+    """A form that fails part-way leaves the installed policies, not its own."""
+    before = _read_policy_texts(fresh_dsn)
+    inside: list[tuple[str, str]] = []
+
+    def fail_part_way() -> None:
+        with wall_parts.policies(fresh_dsn, "true"):
+            inside.extend(_read_policy_texts(fresh_dsn))
+            raise RuntimeError("part-way")
+
+    with pytest.raises(RuntimeError):
+        fail_part_way()
+    changed = {name: text for name, text in inside if text != dict(before)[name]}
+    assert sorted(changed) == sorted(f"{table}_read" for table in wall_parts.TABLES)
+    assert set(changed.values()) == {"true"}
+    assert _read_policy_texts(fresh_dsn) == before
