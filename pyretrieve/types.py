@@ -348,6 +348,7 @@ def _p_enum(kind: type[StrEnum]) -> _Parser:
             raise _value_error(name)
         return member
 
+    _MEMBERS[parse] = members
     return parse
 
 
@@ -355,7 +356,33 @@ def _optional(parser: _Parser) -> _Parser:
     def parse(name: str, value: object) -> Any:
         return None if value is None else parser(name, value)
 
+    inner = _GUARDS.get(parser)
+    if inner is not None:
+        _GUARDS[parse] = f"v is None or ({inner})"
     return parse
+
+
+# When a value passes a parser's guard (an expression in ``v``), the parser would return ``v``
+# itself: exact types only, and the parser's own conditions, no weaker. The generated row
+# parsers (:func:`_row_parser`) store such a value without calling the parser, and call it for
+# anything else, so it alone converts or names what is wrong. tests/unit/test_types.py checks
+# each guard against its parser.
+_GUARDS: dict[_Parser, str] = {
+    _p_uuid: "type(v) is UUID",
+    _p_str: "type(v) is str",
+    _p_ident: "type(v) is str and v != ''",
+    _p_int: "type(v) is int",
+    _p_rank: "type(v) is int and v >= RANK_BASE",
+    _p_generation: "type(v) is int and v >= 0",
+    _p_float: "type(v) is float and isfinite(v)",
+    _p_distance: "type(v) is float and 0.0 <= v <= 2.0",
+    _p_digest: "type(v) is bytes and len(v) == DIGEST_SIZE",
+    _p_datetime: "type(v) is datetime and v.tzinfo is not None and v.utcoffset() is not None",
+    # Text that is ASCII encodes to UTF-8; the parser's own check finds lone surrogates.
+    _p_body: "type(v) is str and v.isascii()",
+}
+# The members of each enum parser by value: a str found there is that member.
+_MEMBERS: dict[_Parser, Mapping[str, StrEnum]] = {}
 
 
 def _check_keys(row: object, spec: Mapping[str, _Parser]) -> Mapping[str, object]:
@@ -384,25 +411,54 @@ def _row_parser(cls: type[_T], spec: Mapping[str, _Parser]) -> Callable[[object]
     each field parsed in the spec's order (the first that fails names itself), then the instance
     built from the parsed values.
 
-    A search parses hundreds of rows, and a frozen dataclass's generated ``__init__`` sets each
+    A search parses hundreds of rows. A frozen dataclass's generated ``__init__`` sets each
     field through ``object.__setattr__``, which cost more than the parsing itself (about 8 us
-    for a record of 16 fields). The parsed values are stored through the class's slot
-    descriptors instead, as that ``__init__`` would store them; ``spec`` must name every field
-    (checked here), so no default is skipped, and ``cls`` has no ``__post_init__``.
+    for a record of 16 fields), so the values are stored through the class's slot descriptors
+    instead, as that ``__init__`` would store them; ``spec`` must name every field (checked
+    here), so no default is skipped, and ``cls`` has no ``__post_init__``. And a call per field
+    cost as much again, so the parser is generated, as dataclasses generates ``__init__``: one
+    function with each field's guard (``_GUARDS``) written in, calling the field's parser only
+    for a value outside its guard, and for an enum a look-up of its members.
     """
     names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
     if set(spec) != names or hasattr(cls, "__post_init__"):
         raise TypeError(f"{cls.__name__}: the spec must name every field, and nothing else")
-    steps = tuple((name, parser, getattr(cls, name).__set__) for name, parser in spec.items())
-    new = object.__new__
-
-    def parse(row: object) -> _T:
-        checked = _check_keys(row, spec)
-        made = new(cls)
-        for name, parser, store in steps:
-            store(made, parser(name, checked[name]))
-        return made
-
+    namespace: dict[str, Any] = {
+        "UUID": UUID,
+        "datetime": datetime,
+        "isfinite": math.isfinite,
+        "RANK_BASE": RANK_BASE,
+        "DIGEST_SIZE": DIGEST_SIZE,
+        "KEYS": spec.keys(),
+        "SPEC": spec,
+        "check_keys": _check_keys,
+        "new": object.__new__,
+        "cls": cls,
+    }
+    lines = [
+        "def parse(row):",
+        "    if type(row) is not dict or row.keys() != KEYS:",
+        "        row = check_keys(row, SPEC)",
+        "    made = new(cls)",
+    ]
+    for i, (name, parser) in enumerate(spec.items()):
+        namespace[f"parse_{i}"] = parser
+        namespace[f"store_{i}"] = getattr(cls, name).__set__
+        lines.append(f"    v = row[{name!r}]")
+        guard = _GUARDS.get(parser)
+        if parser in _MEMBERS:
+            namespace[f"members_{i}"] = _MEMBERS[parser]
+            lines.append(f"    m = members_{i}.get(v) if type(v) is str else None")
+            lines.append(f"    v = parse_{i}({name!r}, v) if m is None else m")
+        elif guard is None:
+            lines.append(f"    v = parse_{i}({name!r}, v)")
+        else:
+            lines.append(f"    if not ({guard}):")
+            lines.append(f"        v = parse_{i}({name!r}, v)")
+        lines.append(f"    store_{i}(made, v)")
+    lines.append("    return made")
+    exec("\n".join(lines), namespace)  # noqa: S102 - source built above from the spec only
+    parse: Callable[[object], _T] = namespace["parse"]
     return parse
 
 
@@ -509,6 +565,8 @@ def _p_number(name: str, value: object) -> float:
         raise _value_error(name)
     return number
 
+
+_GUARDS[_p_number] = "type(v) is float and isfinite(v)"
 
 _TERM_SPEC: Final[Mapping[str, _Parser]] = {
     "term": _p_ident,
