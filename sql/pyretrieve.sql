@@ -2648,6 +2648,10 @@ SET search_path = pg_catalog, pg_temp
 -- sixth search about 4 ms each (evals/bench/session_start.py). Functions it calls inherit the
 -- setting unless they pin their own.
 SET plan_cache_mode = force_generic_plan
+-- The legs' rows travel to the fusion as jsonb, and a float becomes jsonb through its text: at
+-- the caller's extra_float_digits of 0 or below that text was rounded (15 significant digits at
+-- 0), and the explanation showed another score and distance than the client's.
+SET extra_float_digits = 1
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -6486,7 +6490,7 @@ SET LOCAL ROLE pyretrieve_owner;
 SELECT pg_catalog.count(*) AS decision_partitions FROM pyretrieve.ensure_decision_partitions();
 
 INSERT INTO pyretrieve.installation (schema_version, created_vector)
-VALUES ('0034', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
+VALUES ('0035', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
 
 RESET ROLE;
 -- pyretrieve_api created the API functions; it may not create anything else.

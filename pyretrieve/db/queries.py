@@ -40,6 +40,7 @@ __all__ = [
     "DROP_VECTOR_INDEX",
     "DROP_VERSION_TABLE",
     "EMBEDDINGS_NEEDED",
+    "EXACT_FLOAT_TEXT",
     "FRAGMENTS",
     "GRANT_ACCESS",
     "INGEST_ACTIVE_LIKE",
@@ -128,6 +129,12 @@ def set_local_role_quoted(quoted: str) -> str:
     dialect quoting, for a statement it runs as text)."""
     return f"SET LOCAL ROLE {quoted}"
 
+
+# Floats reach the client as text written at the session's extra_float_digits: at 0 or below
+# the server rounds them (15 significant digits at 0), and a score or a distance read back
+# differs from the one the database ranked by. Every request's transaction writes them exactly
+# (1: the shortest text that reads back as the same double), whatever the session set.
+EXACT_FLOAT_TEXT: Final = "SET LOCAL extra_float_digits = 1"
 
 # A request in pipeline mode states its transaction and its savepoint itself: psycopg's
 # transaction blocks wait for the server at each boundary, which is what the pipeline saves.

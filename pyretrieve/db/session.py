@@ -103,6 +103,13 @@ def refuse_privileged(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[An
         raise PrivilegedCaller()
 
 
+def _enter(conn: psycopg.Connection[Any], principal: str | None) -> None:
+    """The start of every request's transaction: its role, and floats written exactly."""
+    if principal is not None:
+        conn.execute(queries.set_local_role(principal))
+    conn.execute(queries.EXACT_FLOAT_TEXT)
+
+
 @contextmanager
 def as_principal(
     conn: psycopg.Connection[Any], principal: str | None, *, privileged_ok: bool = True
@@ -113,8 +120,7 @@ def as_principal(
     become typed errors; every other exception passes unchanged."""
     try:
         with conn.transaction():
-            if principal is not None:
-                conn.execute(queries.set_local_role(principal))
+            _enter(conn, principal)
             if not privileged_ok:
                 refuse_privileged(conn)
             yield conn
@@ -166,8 +172,7 @@ def pipelined_principal_transaction(
         try:
             with conn.pipeline() as pipeline:
                 conn.execute(queries.TX_BEGIN)
-                if principal is not None:
-                    conn.execute(queries.set_local_role(principal))
+                _enter(conn, principal)
                 try:
                     yield conn, pipeline
                 except BaseException:
@@ -211,6 +216,13 @@ async def async_connection(
         raise translate(exc) from None
 
 
+async def _async_enter(conn: psycopg.AsyncConnection[Any], principal: str | None) -> None:
+    """:func:`_enter` on an async connection."""
+    if principal is not None:
+        await conn.execute(queries.set_local_role(principal))
+    await conn.execute(queries.EXACT_FLOAT_TEXT)
+
+
 @asynccontextmanager
 async def async_as_principal(
     conn: psycopg.AsyncConnection[Any], principal: str | None, *, privileged_ok: bool = True
@@ -218,8 +230,7 @@ async def async_as_principal(
     """:func:`as_principal` on an async connection."""
     try:
         async with conn.transaction():
-            if principal is not None:
-                await conn.execute(queries.set_local_role(principal))
+            await _async_enter(conn, principal)
             if not privileged_ok:
                 refuse_privileged(conn)
             yield conn
@@ -242,8 +253,7 @@ async def async_pipelined_principal_transaction(
         try:
             async with conn.pipeline() as pipeline:
                 await conn.execute(queries.TX_BEGIN)
-                if principal is not None:
-                    await conn.execute(queries.set_local_role(principal))
+                await _async_enter(conn, principal)
                 try:
                     yield conn, pipeline
                 except BaseException:

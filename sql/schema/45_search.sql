@@ -178,6 +178,10 @@ SET search_path = pg_catalog, pg_temp
 -- sixth search about 4 ms each (evals/bench/session_start.py). Functions it calls inherit the
 -- setting unless they pin their own.
 SET plan_cache_mode = force_generic_plan
+-- The legs' rows travel to the fusion as jsonb, and a float becomes jsonb through its text: at
+-- the caller's extra_float_digits of 0 or below that text was rounded (15 significant digits at
+-- 0), and the explanation showed another score and distance than the client's.
+SET extra_float_digits = 1
 AS $$
 #variable_conflict use_column
 DECLARE

@@ -82,6 +82,8 @@ class Statement:
             return "SAVEPOINT"
         if upper.startswith("SET LOCAL ROLE"):
             return "set_role"
+        if upper.startswith("SET LOCAL EXTRA_FLOAT_DIGITS"):
+            return "float_text"
         for name in (
             "authorize",
             "lexical_candidates",
@@ -424,6 +426,7 @@ def assert_sanitized(exc: PyretrieveError, *secrets: str, chain: bool = True) ->
 HYBRID_ORDER = [
     "BEGIN",
     "set_role",
+    "float_text",
     "authorize",
     # No fusion or weights given: the named model's registered defaults, read right after the
     # decision, as search() in SQL does.
@@ -582,7 +585,14 @@ def test_a_deny_raises_access_denied_and_nothing_runs_after_authorize(
         # The model's defaults travel in authorize's round trip; the server skips what follows
         # a failed statement until the Sync, so they are sent but never run (the driver's
         # batch test shows the skipping), and nothing else is sent.
-        assert rec.kinds() == ["BEGIN", "set_role", "authorize", "model_defaults", "ROLLBACK"]
+        assert rec.kinds() == [
+            "BEGIN",
+            "set_role",
+            "float_text",
+            "authorize",
+            "model_defaults",
+            "ROLLBACK",
+        ]
         assert info.value.as_dict() == {
             "code": "VES_MEMORY_ACCESS_DENIED",
             "message": "access denied",
@@ -611,6 +621,7 @@ def test_lexical_mode_never_calls_the_vector_function(rec: Harness) -> None:
     assert rec.kinds() == [
         "BEGIN",
         "set_role",
+        "float_text",
         "authorize",
         "model_defaults",
         "lexical_candidates",
@@ -653,6 +664,7 @@ def test_vector_mode_never_calls_the_lexical_function(rec: Harness) -> None:
     assert rec.kinds() == [
         "BEGIN",
         "set_role",
+        "float_text",
         "authorize",
         "model_defaults",
         "SAVEPOINT",
@@ -680,6 +692,7 @@ def test_policy_disabled_semantic_is_a_degradation_without_a_vector_call(
     assert rec.kinds() == [
         "BEGIN",
         "set_role",
+        "float_text",
         "authorize",
         "model_defaults",
         "lexical_candidates",
@@ -977,6 +990,7 @@ def test_a_lexical_failure_is_a_hard_sanitized_error(db: Database, flavor: str) 
             assert conn.kinds() == [
                 "BEGIN",
                 "set_role",
+                "float_text",
                 "authorize",
                 "model_defaults",
                 "lexical_candidates",
@@ -1212,13 +1226,13 @@ def test_async_connect_closes_its_own_connection_and_refuses_a_sync_one(
 
 
 @pytest.mark.parametrize("flavor", FLAVORS)
-def test_a_hybrid_search_takes_five_round_trips_and_ten_without_the_pipeline(
+def test_a_hybrid_search_takes_five_round_trips_and_eleven_without_the_pipeline(
     mdb: tuple[Database, Any], flavor: str
 ) -> None:
     """Counted on the wire, by a proxy between the client and the server: BEGIN, SET LOCAL
-    ROLE, authorize and the model's defaults; lexical; the savepoint and vector; its release
-    and the records; COMMIT. One by one, each of the ten statements is a round trip. Both give
-    the same results."""
+    ROLE, the exact float text, authorize and the model's defaults; lexical; the savepoint and
+    vector; its release and the records; COMMIT. One by one, each of the eleven statements is a
+    round trip. Both give the same results."""
     database = mdb[0]
     # A delay on the wire keeps the count exact: a client that waits for an answer sends
     # only after the proxy has passed the answer on, and a pipelined batch goes out whole.
@@ -1251,6 +1265,6 @@ def test_a_hybrid_search_takes_five_round_trips_and_ten_without_the_pipeline(
 
                 result, turns[pipeline] = asyncio.run(one())
             finals[pipeline] = [(r.record.fragment_id, r.final_score) for r in result.results]
-    assert turns == {True: 5, False: 10}
+    assert turns == {True: 5, False: 11}
     assert finals[True] == finals[False]
     assert finals[True]

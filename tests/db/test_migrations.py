@@ -1512,3 +1512,47 @@ def test_upgrading_to_0034_finds_bindings_by_their_index(server: Server, templat
             assert _zebra_search(conn) == before
     finally:
         drop_database(server, name)
+
+
+def _zebra_search_at(conn: psycopg.Connection[Any], digits: int) -> list[tuple[Any, ...]]:
+    """:func:`_zebra_search`'s ranks, ids and explanations in a session whose
+    extra_float_digits is ``digits`` (the final_score column itself reaches such a session
+    rounded, as any float does: only the explanations are pyretrieve's to write)."""
+    conn.execute(f"SET extra_float_digits = {digits}")
+    try:
+        return [(rank, fid, e) for rank, fid, _, e in _zebra_search(conn)]
+    finally:
+        conn.execute("RESET extra_float_digits")
+
+
+def test_upgrading_to_0035_explains_exact_floats_whatever_the_caller_set(
+    server: Server, template_db: str
+) -> None:
+    """0035 pins extra_float_digits = 1 on pyretrieve.search: at 0034 a caller's
+    extra_float_digits of 0 rounded the lexical scores its explanations show; after the upgrade
+    they are the default session's, byte for byte, and after the downgrade rounded again."""
+    name = create_database(server, None)
+    dsn = server.dsn(name)
+    app = server.dsn(name, user=role("authenticator"), password=PASSWORD)
+    try:
+        migrate.upgrade(dsn, "pyretrieve_0034")
+        with psycopg.connect(app, autocommit=True) as conn:
+            _zebra_scope(conn)
+            exact = _zebra_search_at(conn, 1)
+            assert _zebra_search_at(conn, 0) != exact
+        migrate.upgrade(dsn, "pyretrieve_0035")
+        with psycopg.connect(dsn) as admin:
+            assert _settings(admin, ("search",), ("extra_float_digits",)) == {
+                "search": ["extra_float_digits=1"]
+            }
+        with psycopg.connect(app, autocommit=True) as conn:
+            assert _zebra_search_at(conn, 0) == exact
+            assert _zebra_search_at(conn, -15) == exact
+        migrate.downgrade(dsn, "pyretrieve_0034")
+        with psycopg.connect(dsn) as admin:
+            assert _settings(admin, ("search",), ("extra_float_digits",)) == {"search": []}
+        with psycopg.connect(app, autocommit=True) as conn:
+            assert _zebra_search_at(conn, 0) != exact
+            assert _zebra_search_at(conn, 1) == exact
+    finally:
+        drop_database(server, name)

@@ -772,6 +772,46 @@ def _search(
     return rows
 
 
+def _both_documents(conn: psycopg.Connection[Any], project: str) -> tuple[list[str], list[str]]:
+    """The client's and pyretrieve.search()'s explanations of the fixed query (purpose nomax,
+    so no freshness depends on the moment), each as canonical JSON without the fields that
+    differ between two transactions."""
+    result = Retriever(conn, principal=role("alice")).search(
+        "ledger",
+        scope=Scope(workspace=WS, project=project, purpose="nomax"),
+        embedding=[1.0, 0, 0, 0, 0, 0, 0, 0],
+        model=MODEL,
+        limit=5,
+        weights=Weights(lexical=1.0, vector=1.0),
+        fusion="rrf",
+    )
+    with acting_as(conn, "alice"):
+        rows = _search(conn, project, "nomax")
+    return (
+        [canonical_json(_without_transaction_fields(r.to_plain())) for r in result.results],
+        [canonical_json(_without_transaction_fields(row["explanation"])) for row in rows],
+    )
+
+
+@pytest.mark.parametrize("digits", [0, -15])
+def test_a_sessions_float_digits_change_no_byte_of_a_search(
+    pconn: psycopg.Connection[Any], fixed: str, digits: int
+) -> None:
+    """Attack: a session lowers extra_float_digits, so the server writes floats as text with
+    15 significant digits (0) or 2 (-15). pyretrieve.search() and the client still explain every
+    result byte for byte as under the default: no score or distance passes through text at the
+    caller's precision, inside the search or on its way to the client."""
+    expected = _both_documents(pconn, fixed)
+    assert expected[0] == expected[1]
+    assert any('"score":' in doc for doc in expected[1])
+    pconn.execute(f"SET extra_float_digits = {digits}")
+    try:
+        hostile = _both_documents(pconn, fixed)
+    finally:
+        pconn.execute("RESET extra_float_digits")
+    assert hostile == expected
+
+
 def test_sql_search_denies_an_absent_and_a_foreign_scope_alike(
     pconn: psycopg.Connection[Any], fixed: str
 ) -> None:
