@@ -40,7 +40,6 @@ __all__ = [
     "DROP_VECTOR_INDEX",
     "DROP_VERSION_TABLE",
     "EMBEDDINGS_NEEDED",
-    "EXACT_FLOAT_TEXT",
     "FRAGMENTS",
     "GRANT_ACCESS",
     "INGEST_ACTIVE_LIKE",
@@ -74,6 +73,7 @@ __all__ = [
     "PUT_TOOL",
     "REGISTER_MODEL",
     "RELOAD_CONF",
+    "REQUEST_TEXT_SETTINGS",
     "RESET_ROLE",
     "RESET_SEARCH_PATH",
     "REVOKE_ACCESS",
@@ -130,11 +130,17 @@ def set_local_role_quoted(quoted: str) -> str:
     return f"SET LOCAL ROLE {quoted}"
 
 
-# Floats reach the client as text written at the session's extra_float_digits: at 0 or below
-# the server rounds them (15 significant digits at 0), and a score or a distance read back
-# differs from the one the database ranked by. Every request's transaction writes them exactly
-# (1: the shortest text that reads back as the same double), whatever the session set.
-EXACT_FLOAT_TEXT: Final = "SET LOCAL extra_float_digits = 1"
+# Values reach the client as text the server writes by the session's settings: floats at its
+# extra_float_digits (rounded at 0 or below: 15 significant digits at 0), so a score or a
+# distance read back would differ from the one the database ranked by; dates and intervals in
+# its DateStyle and IntervalStyle, some of which the driver cannot read. Every request's
+# transaction sets all three, after its role, whatever the session set: floats as the shortest
+# text that reads back as the same double, dates and intervals as the driver reads them.
+REQUEST_TEXT_SETTINGS: Final = (
+    "SELECT pg_catalog.set_config('extra_float_digits', '1', true),"
+    " pg_catalog.set_config('DateStyle', 'ISO', true),"
+    " pg_catalog.set_config('IntervalStyle', 'postgres', true)"
+)
 
 # A request in pipeline mode states its transaction and its savepoint itself: psycopg's
 # transaction blocks wait for the server at each boundary, which is what the pipeline saves.

@@ -103,11 +103,24 @@ def refuse_privileged(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[An
         raise PrivilegedCaller()
 
 
+def _reads_dates(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
+    """Whether the driver reads the session's dates and intervals as the server writes them
+    (ISO dates, ``postgres`` intervals). The server reports a change of either only when it
+    next waits for a command, so in a pipeline a request whose session writes them otherwise
+    syncs once after its settings, before any value that holds one is read."""
+    date_style = conn.info.parameter_status("DateStyle") or ""
+    return date_style.startswith("ISO") and conn.info.parameter_status("IntervalStyle") in (
+        None,
+        "postgres",
+    )
+
+
 def _enter(conn: psycopg.Connection[Any], principal: str | None) -> None:
-    """The start of every request's transaction: its role, and floats written exactly."""
+    """The start of every request's transaction: its role, then the settings its values are
+    written as text by (:data:`~pyretrieve.db.queries.REQUEST_TEXT_SETTINGS`)."""
     if principal is not None:
         conn.execute(queries.set_local_role(principal))
-    conn.execute(queries.EXACT_FLOAT_TEXT)
+    conn.execute(queries.REQUEST_TEXT_SETTINGS)
 
 
 @contextmanager
@@ -172,7 +185,10 @@ def pipelined_principal_transaction(
         try:
             with conn.pipeline() as pipeline:
                 conn.execute(queries.TX_BEGIN)
+                readable = _reads_dates(conn)
                 _enter(conn, principal)
+                if not readable:
+                    pipeline.sync()
                 try:
                     yield conn, pipeline
                 except BaseException:
@@ -220,7 +236,7 @@ async def _async_enter(conn: psycopg.AsyncConnection[Any], principal: str | None
     """:func:`_enter` on an async connection."""
     if principal is not None:
         await conn.execute(queries.set_local_role(principal))
-    await conn.execute(queries.EXACT_FLOAT_TEXT)
+    await conn.execute(queries.REQUEST_TEXT_SETTINGS)
 
 
 @asynccontextmanager
@@ -253,7 +269,10 @@ async def async_pipelined_principal_transaction(
         try:
             async with conn.pipeline() as pipeline:
                 await conn.execute(queries.TX_BEGIN)
+                readable = _reads_dates(conn)
                 await _async_enter(conn, principal)
+                if not readable:
+                    await pipeline.sync()
                 try:
                     yield conn, pipeline
                 except BaseException:

@@ -82,8 +82,8 @@ class Statement:
             return "SAVEPOINT"
         if upper.startswith("SET LOCAL ROLE"):
             return "set_role"
-        if upper.startswith("SET LOCAL EXTRA_FLOAT_DIGITS"):
-            return "float_text"
+        if "set_config('extra_float_digits'" in text:
+            return "text_settings"
         for name in (
             "authorize",
             "lexical_candidates",
@@ -426,7 +426,7 @@ def assert_sanitized(exc: PyretrieveError, *secrets: str, chain: bool = True) ->
 HYBRID_ORDER = [
     "BEGIN",
     "set_role",
-    "float_text",
+    "text_settings",
     "authorize",
     # No fusion or weights given: the named model's registered defaults, read right after the
     # decision, as search() in SQL does.
@@ -588,7 +588,7 @@ def test_a_deny_raises_access_denied_and_nothing_runs_after_authorize(
         assert rec.kinds() == [
             "BEGIN",
             "set_role",
-            "float_text",
+            "text_settings",
             "authorize",
             "model_defaults",
             "ROLLBACK",
@@ -621,7 +621,7 @@ def test_lexical_mode_never_calls_the_vector_function(rec: Harness) -> None:
     assert rec.kinds() == [
         "BEGIN",
         "set_role",
-        "float_text",
+        "text_settings",
         "authorize",
         "model_defaults",
         "lexical_candidates",
@@ -664,7 +664,7 @@ def test_vector_mode_never_calls_the_lexical_function(rec: Harness) -> None:
     assert rec.kinds() == [
         "BEGIN",
         "set_role",
-        "float_text",
+        "text_settings",
         "authorize",
         "model_defaults",
         "SAVEPOINT",
@@ -692,7 +692,7 @@ def test_policy_disabled_semantic_is_a_degradation_without_a_vector_call(
     assert rec.kinds() == [
         "BEGIN",
         "set_role",
-        "float_text",
+        "text_settings",
         "authorize",
         "model_defaults",
         "lexical_candidates",
@@ -990,7 +990,7 @@ def test_a_lexical_failure_is_a_hard_sanitized_error(db: Database, flavor: str) 
             assert conn.kinds() == [
                 "BEGIN",
                 "set_role",
-                "float_text",
+                "text_settings",
                 "authorize",
                 "model_defaults",
                 "lexical_candidates",
@@ -1230,7 +1230,7 @@ def test_a_hybrid_search_takes_five_round_trips_and_eleven_without_the_pipeline(
     mdb: tuple[Database, Any], flavor: str
 ) -> None:
     """Counted on the wire, by a proxy between the client and the server: BEGIN, SET LOCAL
-    ROLE, the exact float text, authorize and the model's defaults; lexical; the savepoint and
+    ROLE, the text settings, authorize and the model's defaults; lexical; the savepoint and
     vector; its release and the records; COMMIT. One by one, each of the eleven statements is a
     round trip. Both give the same results."""
     database = mdb[0]

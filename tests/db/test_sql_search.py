@@ -24,6 +24,7 @@ import contextlib
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
@@ -793,23 +794,47 @@ def _both_documents(conn: psycopg.Connection[Any], project: str) -> tuple[list[s
     )
 
 
-@pytest.mark.parametrize("digits", [0, -15])
-def test_a_sessions_float_digits_change_no_byte_of_a_search(
-    pconn: psycopg.Connection[Any], fixed: str, digits: int
+# Session settings that change how the server writes a value as text: floats rounded (15
+# significant digits at 0, 2 at -15), dates and intervals in styles a text parser may not read.
+_HOSTILE_TEXT_SETTINGS = (
+    "extra_float_digits = 0",
+    "extra_float_digits = -15",
+    "DateStyle = 'SQL, DMY'",
+    "DateStyle = 'German'",
+    "IntervalStyle = 'iso_8601'",
+    "IntervalStyle = 'sql_standard'",
+)
+
+
+@contextlib.contextmanager
+def _session_set(conn: psycopg.Connection[Any], setting: str) -> Iterator[None]:
+    conn.execute(f"SET {setting}")
+    try:
+        yield
+    finally:
+        conn.execute(f"RESET {setting.split('=')[0].strip()}")
+
+
+@pytest.mark.parametrize("setting", _HOSTILE_TEXT_SETTINGS)
+def test_a_sessions_text_settings_change_no_byte_of_a_search(
+    pconn: psycopg.Connection[Any], fixed: str, setting: str
 ) -> None:
-    """Attack: a session lowers extra_float_digits, so the server writes floats as text with
-    15 significant digits (0) or 2 (-15). pyretrieve.search() and the client still explain every
-    result byte for byte as under the default: no score or distance passes through text at the
-    caller's precision, inside the search or on its way to the client."""
+    """Attack: a session sets how the server writes values as text (rounded floats, dates and
+    intervals in other styles). pyretrieve.search() and the client still explain every result
+    byte for byte as under the default, and the client still reads its decision: no score or
+    distance passes through text at the caller's precision, inside the search or on its way to
+    the client, and no date or interval reaches the client in a style it cannot read."""
     expected = _both_documents(pconn, fixed)
     assert expected[0] == expected[1]
     assert any('"score":' in doc for doc in expected[1])
-    pconn.execute(f"SET extra_float_digits = {digits}")
-    try:
-        hostile = _both_documents(pconn, fixed)
-    finally:
-        pconn.execute("RESET extra_float_digits")
-    assert hostile == expected
+    retriever = Retriever(pconn, principal=role("alice"))
+    with _session_set(pconn, setting):
+        assert _both_documents(pconn, fixed) == expected
+        ranked = retriever.search(
+            "ledger", scope=Scope(workspace=WS, project=fixed, purpose="ranked"), mode="lexical"
+        )
+    assert ranked.decision.max_age == timedelta(hours=24)
+    assert ranked.results
 
 
 def test_sql_search_denies_an_absent_and_a_foreign_scope_alike(
