@@ -178,9 +178,9 @@ SET search_path = pg_catalog, pg_temp
 -- sixth search about 4 ms each (evals/bench/session_start.py). Functions it calls inherit the
 -- setting unless they pin their own.
 SET plan_cache_mode = force_generic_plan
--- The legs' rows travel to the fusion as jsonb, and a float becomes jsonb through its text: at
--- the caller's extra_float_digits of 0 or below that text was rounded (15 significant digits at
--- 0), and the explanation showed another score and distance than the client's.
+-- Whatever the caller set: the explanation's numbers never depend on it. (Until 0036 the legs'
+-- rows reached the fusion as jsonb, made through float text, which a caller's
+-- extra_float_digits of 0 or below rounded; they travel as arrays of their own types now.)
 SET extra_float_digits = 1
 AS $$
 #variable_conflict use_column
@@ -190,8 +190,18 @@ DECLARE
     v_required boolean;
     v_intent text;
     v_embedding_digest bytea;
-    v_lexical jsonb;
-    v_vector jsonb;
+    -- Each leg's rows in rank order, column by column (NULL: the leg did not run, or its
+    -- rows were stale): the fusion reads them back with unnest, every value its own type.
+    v_lex_ranks integer[];
+    v_lex_ids uuid[];
+    v_lex_scores double precision[];
+    v_lex_terms jsonb[];
+    v_vec_ranks integer[];
+    v_vec_ids uuid[];
+    v_vec_distances double precision[];
+    v_vec_generations bigint[];
+    v_vec_searches text[];
+    v_vec_count integer;
     v_status text;
     v_reason text;
     v_evidence jsonb := '{}'::jsonb;
@@ -310,7 +320,9 @@ BEGIN
 
     -- 2. Lexical candidates (a failure here is a hard error).
     IF p_mode <> 'vector' THEN
-        SELECT coalesce(jsonb_agg(to_jsonb(c) ORDER BY c.rank), '[]'::jsonb) INTO v_lexical
+        SELECT array_agg(c.rank ORDER BY c.rank), array_agg(c.fragment_id ORDER BY c.rank),
+               array_agg(c.score ORDER BY c.rank), array_agg(c.terms ORDER BY c.rank)
+          INTO v_lex_ranks, v_lex_ids, v_lex_scores, v_lex_terms
           FROM pyretrieve.lexical_candidates(d.decision_id, p_query, v_per_leg, p_ranking) c;
         IF v_fusion = 'rrf' THEN
             v_ideal := v_ideal + v_wl / 61.0::double precision;
@@ -337,17 +349,25 @@ BEGIN
         v_evidence := jsonb_build_object('model', p_model);
     ELSE
         BEGIN
-            SELECT coalesce(jsonb_agg(to_jsonb(c) ORDER BY c.rank), '[]'::jsonb),
+            SELECT array_agg(c.rank ORDER BY c.rank), array_agg(c.fragment_id ORDER BY c.rank),
+                   array_agg(c.distance ORDER BY c.rank),
+                   array_agg(c.vector_generation ORDER BY c.rank),
+                   array_agg(c.search ORDER BY c.rank), count(*),
                    count(*) FILTER (WHERE c.source_digest <> c.content_digest
                                        OR c.vector_generation < c.lexical_generation)
-              INTO v_vector, v_stale
+              INTO v_vec_ranks, v_vec_ids, v_vec_distances, v_vec_generations, v_vec_searches,
+                   v_vec_count, v_stale
               FROM pyretrieve.vector_candidates(d.decision_id, p_model, p_embedding, v_per_leg) c;
             IF v_stale > 0 THEN
                 v_status := 'degraded';
                 v_reason := 'stale';
                 v_evidence := jsonb_build_object('model', p_model, 'stale_candidates', v_stale,
-                                                 'candidates', jsonb_array_length(v_vector));
-                v_vector := NULL;
+                                                 'candidates', v_vec_count);
+                v_vec_ranks := NULL;
+                v_vec_ids := NULL;
+                v_vec_distances := NULL;
+                v_vec_generations := NULL;
+                v_vec_searches := NULL;
             ELSE
                 v_status := 'used';
                 v_evidence := jsonb_build_object('model', p_model);
@@ -383,16 +403,13 @@ BEGIN
     IF v_fusion = 'dbsf' THEN
         SELECT x.candidates, x.mean, x.std, x.lower_bound, x.upper_bound
           INTO v_ln, v_lmean, v_lstd, v_llo, v_lhi
-          FROM pyretrieve.dbsf_distribution(ARRAY(
-                   SELECT (e->>'score')::double precision
-                     FROM jsonb_array_elements(coalesce(v_lexical, '[]'::jsonb)) WITH ORDINALITY AS u(e, o)
-                    ORDER BY o)) x;
+          FROM pyretrieve.dbsf_distribution(coalesce(v_lex_scores, '{}'::double precision[])) x;
         SELECT x.candidates, x.mean, x.std, x.lower_bound, x.upper_bound
           INTO v_vn, v_vmean, v_vstd, v_vlo, v_vhi
           FROM pyretrieve.dbsf_distribution(ARRAY(
-                   SELECT 1.0::double precision - (e->>'distance')::double precision
-                     FROM jsonb_array_elements(coalesce(v_vector, '[]'::jsonb)) WITH ORDINALITY AS u(e, o)
-                    ORDER BY o)) x;
+                   SELECT 1.0::double precision - u.distance
+                     FROM unnest(v_vec_distances) WITH ORDINALITY AS u(distance, o)
+                    ORDER BY u.o)) x;
     END IF;
 
     -- 4. Authoritative records, fusion, freshness, total order, confidence, explanation.
@@ -401,14 +418,13 @@ BEGIN
     -- numbers, and each json_double call costs a few microseconds.
     RETURN QUERY
     WITH lex AS (
-        SELECT (x->>'rank')::integer AS rank, (x->>'fragment_id')::uuid AS fragment_id,
-               (x->>'score')::double precision AS score, x->'terms' AS terms
-          FROM jsonb_array_elements(coalesce(v_lexical, '[]'::jsonb)) x
+        SELECT x.rank, x.fragment_id, x.score, x.terms
+          FROM unnest(v_lex_ranks, v_lex_ids, v_lex_scores, v_lex_terms)
+               AS x(rank, fragment_id, score, terms)
     ), vec AS (
-        SELECT (x->>'rank')::integer AS rank, (x->>'fragment_id')::uuid AS fragment_id,
-               (x->>'distance')::double precision AS distance,
-               (x->>'vector_generation')::bigint AS vector_generation, x->>'search' AS search
-          FROM jsonb_array_elements(coalesce(v_vector, '[]'::jsonb)) x
+        SELECT x.rank, x.fragment_id, x.distance, x.vector_generation, x.search
+          FROM unnest(v_vec_ranks, v_vec_ids, v_vec_distances, v_vec_generations, v_vec_searches)
+               AS x(rank, fragment_id, distance, vector_generation, search)
     ), rec AS (
         SELECT r.*
           FROM pyretrieve.fragments(d.decision_id, ARRAY(

@@ -1556,3 +1556,27 @@ def test_upgrading_to_0035_explains_exact_floats_whatever_the_caller_set(
             assert _zebra_search_at(conn, 1) == exact
     finally:
         drop_database(server, name)
+
+
+def test_upgrading_to_0036_keeps_every_search_explanation(server: Server, template_db: str) -> None:
+    """0036 hands search()'s legs to its fusion as arrays instead of jsonb: the zebra search's
+    rows and explanations are 0035's after the upgrade, and after the downgrade, whatever
+    extra_float_digits the session set."""
+    name = create_database(server, None)
+    dsn = server.dsn(name)
+    app = server.dsn(name, user=role("authenticator"), password=PASSWORD)
+    try:
+        migrate.upgrade(dsn, "pyretrieve_0035")
+        with psycopg.connect(app, autocommit=True) as conn:
+            _zebra_scope(conn)
+            before = _zebra_search(conn)
+        assert len(before) == 7
+        migrate.upgrade(dsn, "pyretrieve_0036")
+        with psycopg.connect(app, autocommit=True) as conn:
+            assert _zebra_search(conn) == before
+            assert _zebra_search_at(conn, 0) == _zebra_search_at(conn, 1)
+        migrate.downgrade(dsn, "pyretrieve_0035")
+        with psycopg.connect(app, autocommit=True) as conn:
+            assert _zebra_search(conn) == before
+    finally:
+        drop_database(server, name)
