@@ -7,6 +7,7 @@ database exactly as a user's would.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
 import logging
@@ -1378,19 +1379,30 @@ def _plan_settings(conn: psycopg.Connection[Any]) -> dict[str, list[str]]:
     return _settings(conn, ("lexical_candidates", "search"), ("plan_cache_mode",))
 
 
+@contextlib.contextmanager
+def _zebra_database(server: Server, revision: str) -> Iterator[tuple[str, str]]:
+    """A scratch database migrated to ``revision`` and holding the zebra scope: its admin and
+    application DSNs. Dropped at the end."""
+    name = create_database(server, None)
+    dsn = server.dsn(name)
+    try:
+        migrate.upgrade(dsn, revision)
+        app = server.dsn(name, user=role("authenticator"), password=PASSWORD)
+        with psycopg.connect(app, autocommit=True) as conn:
+            _zebra_scope(conn)
+        yield dsn, app
+    finally:
+        drop_database(server, name)
+
+
 def test_upgrading_to_0032_plans_generically_from_the_first_call(
     server: Server, template_db: str
 ) -> None:
     """0032 pins plan_cache_mode = force_generic_plan on lexical_candidates and search: the
     searches of one session, from its first on (the calls PL/pgSQL planned afresh before), return
     0031's rows and explanations, and so after the downgrade, which removes the setting."""
-    name = create_database(server, None)
-    dsn = server.dsn(name)
-    app = server.dsn(name, user=role("authenticator"), password=PASSWORD)
-    try:
-        migrate.upgrade(dsn, "pyretrieve_0031")
+    with _zebra_database(server, "pyretrieve_0031") as (dsn, app):
         with psycopg.connect(app, autocommit=True) as conn:
-            _zebra_scope(conn)
             before = _zebra_search(conn)
         assert len(before) == 7
         migrate.upgrade(dsn)
@@ -1404,8 +1416,6 @@ def test_upgrading_to_0032_plans_generically_from_the_first_call(
             assert _plan_settings(admin) == {"lexical_candidates": [], "search": []}
         with psycopg.connect(app, autocommit=True) as conn:
             assert _zebra_search(conn) == before
-    finally:
-        drop_database(server, name)
 
 
 def _vector_settings(conn: psycopg.Connection[Any]) -> list[str]:
@@ -1488,13 +1498,8 @@ def test_upgrading_to_0034_finds_bindings_by_their_index(server: Server, templat
     """0034 pins enable_seqscan = off on bound_decision and bound_write: 0033's zebra search
     returns the same rows and explanations after the upgrade and after the downgrade, which
     removes the setting."""
-    name = create_database(server, None)
-    dsn = server.dsn(name)
-    app = server.dsn(name, user=role("authenticator"), password=PASSWORD)
-    try:
-        migrate.upgrade(dsn, "pyretrieve_0033")
+    with _zebra_database(server, "pyretrieve_0033") as (dsn, app):
         with psycopg.connect(app, autocommit=True) as conn:
-            _zebra_scope(conn)
             before = _zebra_search(conn)
         assert len(before) == 7
         with psycopg.connect(dsn) as admin:
@@ -1510,8 +1515,6 @@ def test_upgrading_to_0034_finds_bindings_by_their_index(server: Server, templat
             assert _binding_settings(admin) == {"bound_decision": [], "bound_write": []}
         with psycopg.connect(app, autocommit=True) as conn:
             assert _zebra_search(conn) == before
-    finally:
-        drop_database(server, name)
 
 
 def _zebra_search_at(conn: psycopg.Connection[Any], digits: int) -> list[tuple[Any, ...]]:
@@ -1531,13 +1534,8 @@ def test_upgrading_to_0035_explains_exact_floats_whatever_the_caller_set(
     """0035 pins extra_float_digits = 1 on pyretrieve.search: at 0034 a caller's
     extra_float_digits of 0 rounded the lexical scores its explanations show; after the upgrade
     they are the default session's, byte for byte, and after the downgrade rounded again."""
-    name = create_database(server, None)
-    dsn = server.dsn(name)
-    app = server.dsn(name, user=role("authenticator"), password=PASSWORD)
-    try:
-        migrate.upgrade(dsn, "pyretrieve_0034")
+    with _zebra_database(server, "pyretrieve_0034") as (dsn, app):
         with psycopg.connect(app, autocommit=True) as conn:
-            _zebra_scope(conn)
             exact = _zebra_search_at(conn, 1)
             assert _zebra_search_at(conn, 0) != exact
         migrate.upgrade(dsn, "pyretrieve_0035")
@@ -1554,21 +1552,14 @@ def test_upgrading_to_0035_explains_exact_floats_whatever_the_caller_set(
         with psycopg.connect(app, autocommit=True) as conn:
             assert _zebra_search_at(conn, 0) != exact
             assert _zebra_search_at(conn, 1) == exact
-    finally:
-        drop_database(server, name)
 
 
 def test_upgrading_to_0036_keeps_every_search_explanation(server: Server, template_db: str) -> None:
     """0036 hands search()'s legs to its fusion as arrays instead of jsonb: the zebra search's
     rows and explanations are 0035's after the upgrade, and after the downgrade, whatever
     extra_float_digits the session set."""
-    name = create_database(server, None)
-    dsn = server.dsn(name)
-    app = server.dsn(name, user=role("authenticator"), password=PASSWORD)
-    try:
-        migrate.upgrade(dsn, "pyretrieve_0035")
+    with _zebra_database(server, "pyretrieve_0035") as (dsn, app):
         with psycopg.connect(app, autocommit=True) as conn:
-            _zebra_scope(conn)
             before = _zebra_search(conn)
         assert len(before) == 7
         migrate.upgrade(dsn, "pyretrieve_0036")
@@ -1578,5 +1569,3 @@ def test_upgrading_to_0036_keeps_every_search_explanation(server: Server, templa
         migrate.downgrade(dsn, "pyretrieve_0035")
         with psycopg.connect(app, autocommit=True) as conn:
             assert _zebra_search(conn) == before
-    finally:
-        drop_database(server, name)
