@@ -682,8 +682,8 @@ def test_round_trips_quick(fresh_dsn: str, tmp_path: Path) -> None:
     )
     assert out.exists()
     entry = result["results"]["0.5"]
-    assert entry["hybrid"]["round_trips"] == {"pipeline": 5, "one_by_one": 10}
-    assert entry["lexical"]["round_trips"] == {"pipeline": 4, "one_by_one": 6}
+    assert entry["hybrid"]["round_trips"] == {"pipeline": 5, "one_by_one": 11}
+    assert entry["lexical"]["round_trips"] == {"pipeline": 4, "one_by_one": 7}
     assert entry["measured_round_trip_ms"] >= 1.0
     for mode in ("hybrid", "lexical"):
         assert entry[mode]["pipeline"]["n"] == entry[mode]["one_by_one"]["n"] == 2

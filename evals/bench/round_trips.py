@@ -4,8 +4,8 @@ Usage: python -m evals.bench.round_trips [--dsn DSN] [--one-way-ms 0,0.5,2] [--r
        [--searches 20] [--rows 200] [--out PATH]
 
 ``Retriever`` sends a request in psycopg's pipeline mode: statements that need no answer in
-between travel together, so a hybrid search makes five round trips instead of ten.
-On a local socket a round trip costs little; across a network (a managed service in the
+between travel together, so a hybrid search makes five round trips instead of eleven (ten
+before the request's text settings, 2e7069e). On a local socket a round trip costs little; across a network (a managed service in the
 same region: 0.2 to 1 ms) each one adds its full time. This bench puts
 ``evals.bench.latency_proxy.LatencyProxy`` between the client and the server, holding each
 chunk ``--one-way-ms`` in each direction, and times the same searches with ``pipeline=True``

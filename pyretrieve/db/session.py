@@ -184,12 +184,14 @@ def pipelined_principal_transaction(
             return
         try:
             with conn.pipeline() as pipeline:
-                conn.execute(queries.TX_BEGIN)
                 readable = _reads_dates(conn)
-                _enter(conn, principal)
-                if not readable:
-                    pipeline.sync()
+                conn.execute(queries.TX_BEGIN)
                 try:
+                    # Inside the try: in a pipeline a statement's error may surface while a
+                    # later one is sent, and whatever surfaces must roll the transaction back.
+                    _enter(conn, principal)
+                    if not readable:
+                        pipeline.sync()
                     yield conn, pipeline
                 except BaseException:
                     _roll_back(conn, pipeline)
@@ -268,12 +270,12 @@ async def async_pipelined_principal_transaction(
             return
         try:
             async with conn.pipeline() as pipeline:
-                await conn.execute(queries.TX_BEGIN)
                 readable = _reads_dates(conn)
-                await _async_enter(conn, principal)
-                if not readable:
-                    await pipeline.sync()
+                await conn.execute(queries.TX_BEGIN)
                 try:
+                    await _async_enter(conn, principal)
+                    if not readable:
+                        await pipeline.sync()
                     yield conn, pipeline
                 except BaseException:
                     await _async_roll_back(conn, pipeline)
