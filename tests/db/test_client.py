@@ -37,6 +37,7 @@ from pyretrieve.errors import (
     LexicalFailure,
     PyretrieveError,
     SemanticRequired,
+    UnknownPrincipal,
 )
 from pyretrieve.types import Scope, SearchResult, SemanticStatus, Weights, canonical_json
 from pyretrieve.vectors import canonical_embedding, embedding_digest, to_pgvector_text
@@ -725,6 +726,20 @@ def test_a_connection_inside_a_transaction_is_refused(rec: Harness) -> None:
             alice(rec).search(QUERY, scope=scope())
         rec.recording = False
         assert rec.statements == []
+
+
+def test_a_principal_that_cannot_be_set_leaves_the_connection_idle(rec: Harness) -> None:
+    """Attack: requests as principals the login may not become (absent, privileged, a quoted
+    payload). In a pipeline SET LOCAL ROLE's error may surface while the statements after it
+    are sent, so each is tried again and again (a timing-dependent escape happened about half
+    the time): every one is refused as an unknown principal, and the connection is idle after
+    each, able to search as alice."""
+    for attempt in range(12):
+        for principal in ("no_such_principal_x", "postgres", f'{role("alice")}"; RESET ROLE; --'):
+            with pytest.raises(UnknownPrincipal):
+                rec.client(principal).search(QUERY, scope=scope())
+            assert rec.info.transaction_status == psycopg.pq.TransactionStatus.IDLE, attempt
+    assert alice(rec).search(QUERY, scope=scope()).results
 
 
 def test_invalid_input_is_refused_before_any_sql(rec: Harness, mdb: tuple[Database, Any]) -> None:
