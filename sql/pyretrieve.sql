@@ -663,7 +663,9 @@ END;
 $$;
 
 -- The grant a decision for this scope and purpose must copy: among the live grants that apply
--- to the caller, the caller's own before a group's, then the widest.
+-- to the caller, the caller's own before a group's, then the widest. The caller is read once
+-- (a sub-select): with few roles, or a caller's enable_indexscan off, the planner scans
+-- pg_authid, and a bare caller() ran once per role.
 CREATE FUNCTION pyretrieve.effective_grant(p_workspace text, p_project text, p_purpose text)
 RETURNS uuid
 LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
@@ -674,9 +676,10 @@ BEGIN ATOMIC
      WHERE gr.workspace_id = p_workspace
        AND gr.project_id = p_project
        AND gr.purpose = p_purpose
-       AND pg_catalog.pg_has_role(pyretrieve.caller(), gr.principal, 'USAGE')
+       AND pg_catalog.pg_has_role((SELECT pyretrieve.caller()), gr.principal, 'USAGE')
        AND (gr.expires_at IS NULL OR gr.expires_at > pg_catalog.now())
-     ORDER BY (gr.principal::oid = (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = pyretrieve.caller())) DESC,
+     ORDER BY (gr.principal::oid = (SELECT r.oid FROM pg_catalog.pg_roles r
+                                     WHERE r.rolname = (SELECT pyretrieve.caller()))) DESC,
               gr.ceiling DESC, gr.max_age DESC NULLS FIRST, gr.grant_id
      LIMIT 1;
 END;
@@ -1963,11 +1966,13 @@ BEGIN
 
     -- The grants policy shows only grants that apply to the caller, so an absent scope and
     -- a scope without a grant look the same here: both are denied with the same error. The most
-    -- specific grant wins (the caller's own before a group's), then the widest.
+    -- specific grant wins (the caller's own before a group's), then the widest. It is chosen
+    -- once (a sub-select): compared row by row, a caller's enable_indexscan off made a scan of
+    -- the grants choose it again for every grant.
     SELECT gr.* INTO g
       FROM pyretrieve.grants gr
      WHERE gr.workspace_id = p_workspace
-       AND gr.grant_id = pyretrieve.effective_grant(p_workspace, p_project, p_purpose);
+       AND gr.grant_id = (SELECT pyretrieve.effective_grant(p_workspace, p_project, p_purpose));
     IF NOT FOUND OR NOT pyretrieve.caller_in('pyretrieve_reader') THEN
         RAISE EXCEPTION USING ERRCODE = 'PR001', MESSAGE = 'access denied';
     END IF;
@@ -6506,7 +6511,7 @@ SET LOCAL ROLE pyretrieve_owner;
 SELECT pg_catalog.count(*) AS decision_partitions FROM pyretrieve.ensure_decision_partitions();
 
 INSERT INTO pyretrieve.installation (schema_version, created_vector)
-VALUES ('0036', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
+VALUES ('0037', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
 
 RESET ROLE;
 -- pyretrieve_api created the API functions; it may not create anything else.

@@ -104,7 +104,9 @@ END;
 $$;
 
 -- The grant a decision for this scope and purpose must copy: among the live grants that apply
--- to the caller, the caller's own before a group's, then the widest.
+-- to the caller, the caller's own before a group's, then the widest. The caller is read once
+-- (a sub-select): with few roles, or a caller's enable_indexscan off, the planner scans
+-- pg_authid, and a bare caller() ran once per role.
 CREATE FUNCTION pyretrieve.effective_grant(p_workspace text, p_project text, p_purpose text)
 RETURNS uuid
 LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
@@ -115,9 +117,10 @@ BEGIN ATOMIC
      WHERE gr.workspace_id = p_workspace
        AND gr.project_id = p_project
        AND gr.purpose = p_purpose
-       AND pg_catalog.pg_has_role(pyretrieve.caller(), gr.principal, 'USAGE')
+       AND pg_catalog.pg_has_role((SELECT pyretrieve.caller()), gr.principal, 'USAGE')
        AND (gr.expires_at IS NULL OR gr.expires_at > pg_catalog.now())
-     ORDER BY (gr.principal::oid = (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = pyretrieve.caller())) DESC,
+     ORDER BY (gr.principal::oid = (SELECT r.oid FROM pg_catalog.pg_roles r
+                                     WHERE r.rolname = (SELECT pyretrieve.caller()))) DESC,
               gr.ceiling DESC, gr.max_age DESC NULLS FIRST, gr.grant_id
      LIMIT 1;
 END;

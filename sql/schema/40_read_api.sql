@@ -147,11 +147,13 @@ BEGIN
 
     -- The grants policy shows only grants that apply to the caller, so an absent scope and
     -- a scope without a grant look the same here: both are denied with the same error. The most
-    -- specific grant wins (the caller's own before a group's), then the widest.
+    -- specific grant wins (the caller's own before a group's), then the widest. It is chosen
+    -- once (a sub-select): compared row by row, a caller's enable_indexscan off made a scan of
+    -- the grants choose it again for every grant.
     SELECT gr.* INTO g
       FROM pyretrieve.grants gr
      WHERE gr.workspace_id = p_workspace
-       AND gr.grant_id = pyretrieve.effective_grant(p_workspace, p_project, p_purpose);
+       AND gr.grant_id = (SELECT pyretrieve.effective_grant(p_workspace, p_project, p_purpose));
     IF NOT FOUND OR NOT pyretrieve.caller_in('pyretrieve_reader') THEN
         RAISE EXCEPTION USING ERRCODE = 'PR001', MESSAGE = 'access denied';
     END IF;

@@ -568,3 +568,48 @@ def test_the_binding_is_found_by_its_index_when_the_statistics_are_stale(
                 assert node["Node Type"] in ("Index Scan", "Bitmap Heap Scan"), node
     finally:
         drop_database(server, db.name)
+
+
+def test_authorize_reads_the_caller_once_whatever_the_plan_of_its_role_look_up(
+    server: Server, template_db: str
+) -> None:
+    """Attack: a caller turns index scans off (its enable_* settings reach the SQL API's
+    statements that do not pin their own) in a cluster of many roles. authorize() still calls
+    caller() a fixed number of times: the look-up of the caller's own role reads it once, so a
+    scan of pg_authid does not call it once per role. Until 0037 it did: one call per role."""
+    db = Database(server=server, name=create_database(server, template_db))
+    extra = [f"{role('crowd')}_{i}" for i in range(60)]
+    try:
+        with db.admin(autocommit=True) as admin:
+            admin.execute("SELECT pyretrieve.create_workspace('acme')")
+            admin.execute("SELECT pyretrieve.create_project('acme', 'docs')")
+            admin.execute(
+                "SELECT pyretrieve.grant_access(%s::regrole, 'acme', 'docs', %s, 'internal')",
+                (role("alice"), PURPOSE),
+            )
+            for name in extra:
+                admin.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(name)))
+            roles = admin.execute("SELECT count(*) AS n FROM pg_catalog.pg_authid").fetchone()
+            assert roles is not None
+            assert roles["n"] > 60
+        calls = {}
+        for scans in ("on", "off"):
+            # A session of its own each: a session's counts wait unflushed across transactions.
+            with db.admin(autocommit=True) as session:
+                session.execute("SET track_functions = 'all'")
+                session.execute(f"SET enable_indexscan = {scans}")
+                session.execute(f"SET enable_bitmapscan = {scans}")
+                with acting_as(session, "alice"):
+                    assert authorize(session, "acme", "docs")["decision_id"]
+                    row = session.execute(
+                        "SELECT calls FROM pg_catalog.pg_stat_xact_user_functions"
+                        " WHERE schemaname = 'pyretrieve' AND funcname = 'caller'"
+                    ).fetchone()
+            assert row is not None
+            calls[scans] = row["calls"]
+        assert calls["off"] == calls["on"] < 30, calls
+    finally:
+        with db.admin(autocommit=True) as admin:
+            for name in extra:
+                admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(name)))
+        drop_database(server, db.name)
