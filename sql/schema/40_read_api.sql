@@ -114,6 +114,13 @@ RETURNS TABLE (
     semantic_policy pyretrieve.semantic_policy, candidate_limit integer, grant_id uuid)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- A caller's planner settings do not reach inside: with index scans off (any principal may
+-- set enable_indexscan and enable_bitmapscan) its statements scanned every tenant's rows of
+-- the table whole, a time that grows with what the others hold and a load any caller could
+-- multiply. Index scans stay on and sequential scans off here, whatever the caller set.
+SET enable_seqscan = off
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -208,6 +215,9 @@ SET enable_seqscan = off
 -- later call runs with anyway (evals/bench/session_start.py). The results do not depend on
 -- the plan (sums in lexeme order, a total order for the cut).
 SET plan_cache_mode = force_generic_plan
+-- Nor a caller's index scans off (see authorize).
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -529,6 +539,9 @@ LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off
+-- Nor a caller's index scans off (see authorize).
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -623,6 +636,13 @@ RETURNS TABLE (
     source_revision text, manifest_id text, ts_config regconfig, lexical_generation bigint)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- A caller's planner settings do not reach inside: with index scans off (any principal may
+-- set enable_indexscan and enable_bitmapscan) its statements scanned every tenant's rows of
+-- the table whole, a time that grows with what the others hold and a load any caller could
+-- multiply. Index scans stay on and sequential scans off here, whatever the caller set.
+SET enable_seqscan = off
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 AS $$
 #variable_conflict use_column
 DECLARE

@@ -613,3 +613,37 @@ def test_authorize_reads_the_caller_once_whatever_the_plan_of_its_role_look_up(
             for name in extra:
                 admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(name)))
         drop_database(server, db.name)
+
+
+# What a principal may set before it calls the SQL API: every way to push a plan off the indexes.
+_NO_INDEXES = ("enable_indexscan", "enable_bitmapscan", "enable_indexonlyscan")
+
+
+@pytest.mark.parametrize("leg", ["lexical", "vector", "records"])
+def test_a_callers_planner_settings_do_not_turn_a_read_into_a_scan_of_every_scope(
+    corpus: Database, leg: str
+) -> None:
+    """Attack: the caller turns every index scan off before it calls the SQL API. A read that
+    then scanned a tenant table whole would take time with every tenant's rows (a gauge of how
+    much the others hold, and a load any principal could multiply); each leg and the records
+    still read its own scope through pyretrieve's indexes."""
+
+    def call(conn: Conn) -> None:
+        for name in _NO_INDEXES:
+            conn.execute(sql.SQL("SET LOCAL {} = off").format(sql.Identifier(name)))
+        d = authorize(conn, *SCOPE)["decision_id"]
+        if leg == "lexical":
+            assert lexical(conn, d, "topic5 subject3 document", 100)
+        elif leg == "vector":
+            assert len(vector(conn, d, [0.1] * 16, 100, model=MODEL)) == 100
+        else:
+            ids = [r["fragment_id"] for r in lexical(conn, d, "document", 50)]
+            rows = conn.execute("SELECT * FROM pyretrieve.fragments(%s, %s)", (d, ids)).fetchall()
+            assert len(rows) == 50
+
+    plans = captured_plans(corpus, "alice", call)
+    assert_index_only_access(plans)
+    # authorize reads the grants (every tenant's) by their key too.
+    grants = scans_of(plans, "grants")
+    assert grants
+    assert all(n["Node Type"] in ("Index Scan", "Index Only Scan") for n in grants), grants
