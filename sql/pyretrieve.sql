@@ -4733,6 +4733,11 @@ RETURNS TABLE (fragment_id uuid, name text, schema_version integer, operation te
                server text, schema_chars integer, entities text[])
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- A caller's planner settings do not reach inside (see authorize): index scans on, sequential
+-- scans off, whatever the caller set.
+SET enable_seqscan = off
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -4766,6 +4771,11 @@ CREATE FUNCTION pyretrieve.tool_schemas(p_decision uuid, p_ids uuid[])
 RETURNS TABLE (fragment_id uuid, name text, schema_version integer, schema jsonb)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- A caller's planner settings do not reach inside (see authorize): index scans on, sequential
+-- scans off, whatever the caller set.
+SET enable_seqscan = off
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -4796,6 +4806,11 @@ CREATE FUNCTION pyretrieve.tool_by_name(p_decision uuid, p_name text)
 RETURNS TABLE (fragment_id uuid, name text, schema_version integer, operation text, schema jsonb)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- A caller's planner settings do not reach inside (see authorize): index scans on, sequential
+-- scans off, whatever the caller set.
+SET enable_seqscan = off
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -4825,6 +4840,11 @@ CREATE FUNCTION pyretrieve.tool_rollout(p_decision uuid)
 RETURNS text
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- A caller's planner settings do not reach inside (see authorize): index scans on, sequential
+-- scans off, whatever the caller set.
+SET enable_seqscan = off
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 AS $$
 DECLARE
     d pyretrieve.decisions := pyretrieve.require_decision(p_decision);
@@ -5121,6 +5141,11 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 -- Doubles pass through jsonb as text: the shortest exact digits, whatever the caller set.
 SET extra_float_digits = 1
+-- A caller's planner settings do not reach inside (see authorize): index scans on, sequential
+-- scans off, whatever the caller set.
+SET enable_seqscan = off
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 AS $$
 DECLARE
     c_pool constant integer := 48;
@@ -6531,7 +6556,7 @@ SET LOCAL ROLE pyretrieve_owner;
 SELECT pg_catalog.count(*) AS decision_partitions FROM pyretrieve.ensure_decision_partitions();
 
 INSERT INTO pyretrieve.installation (schema_version, created_vector)
-VALUES ('0038', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
+VALUES ('0039', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
 
 RESET ROLE;
 -- pyretrieve_api created the API functions; it may not create anything else.

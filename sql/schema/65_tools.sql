@@ -280,6 +280,11 @@ RETURNS TABLE (fragment_id uuid, name text, schema_version integer, operation te
                server text, schema_chars integer, entities text[])
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- A caller's planner settings do not reach inside (see authorize): index scans on, sequential
+-- scans off, whatever the caller set.
+SET enable_seqscan = off
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -313,6 +318,11 @@ CREATE FUNCTION pyretrieve.tool_schemas(p_decision uuid, p_ids uuid[])
 RETURNS TABLE (fragment_id uuid, name text, schema_version integer, schema jsonb)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- A caller's planner settings do not reach inside (see authorize): index scans on, sequential
+-- scans off, whatever the caller set.
+SET enable_seqscan = off
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -343,6 +353,11 @@ CREATE FUNCTION pyretrieve.tool_by_name(p_decision uuid, p_name text)
 RETURNS TABLE (fragment_id uuid, name text, schema_version integer, operation text, schema jsonb)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- A caller's planner settings do not reach inside (see authorize): index scans on, sequential
+-- scans off, whatever the caller set.
+SET enable_seqscan = off
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -372,6 +387,11 @@ CREATE FUNCTION pyretrieve.tool_rollout(p_decision uuid)
 RETURNS text
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- A caller's planner settings do not reach inside (see authorize): index scans on, sequential
+-- scans off, whatever the caller set.
+SET enable_seqscan = off
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 AS $$
 DECLARE
     d pyretrieve.decisions := pyretrieve.require_decision(p_decision);
@@ -668,6 +688,11 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 -- Doubles pass through jsonb as text: the shortest exact digits, whatever the caller set.
 SET extra_float_digits = 1
+-- A caller's planner settings do not reach inside (see authorize): index scans on, sequential
+-- scans off, whatever the caller set.
+SET enable_seqscan = off
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 AS $$
 DECLARE
     c_pool constant integer := 48;

@@ -24,6 +24,7 @@ import psycopg
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from psycopg import sql
 
 from pyretrieve.client import Retriever
 from pyretrieve.db import steps
@@ -35,6 +36,7 @@ from pyretrieve.types import Scope, Weights, canonical_json
 from pyretrieve.vectors import canonical_embedding, to_pgvector_text
 from tests.conftest import Database, Server, acting_as, create_database, drop_database, role
 from tests.db.seed import grant
+from tests.db.test_plans import captured_plans, nodes
 
 WS = "toolprop"
 MODEL = "t8"
@@ -315,3 +317,36 @@ def _word_lists_match(pconn: psycopg.Connection[Any]) -> None:
     assert f"c_a constant double precision := {a!r};" in k["d"]
     assert f"c_b constant double precision := {b!r};" in k["d"]
     assert f"c_kmin constant integer := {kmin!r};" in k["d"]
+
+
+def test_a_callers_planner_settings_do_not_turn_discovery_into_a_scan_of_every_scope(
+    pdb: Database, pconn: psycopg.Connection[Any]
+) -> None:
+    """Attack: the caller turns every index scan off before it discovers tools. No statement of
+    discovery (the authorization, both legs, the records, the tool rows, their schemas, the
+    rollout) reads a tenant table whole: each goes through an index, whatever the caller set."""
+    case = Case(
+        tools=tuple(
+            ToolCase(
+                verb=verb, entity=entity, words=("customer", "ledger"), classification="internal",
+                expired=False, embedding=(1.0, 0, 0, 0, 0, 0, 0, float(i + 1)),
+            )
+            for i, (verb, entity) in enumerate(itertools.product(VERBS[:4], ENTITIES[:4]))
+        ),
+        query="delete the customer orders", query_embedding=(1.0, 0, 0, 0, 0, 0, 0, 1.0),
+        mode="hybrid", policy=None, protect=True, adaptive=True, master=True,
+        weights=(1.0, 1.0), stage="full",
+    )  # fmt: skip
+    project = build(pconn, case)
+
+    def call(conn: psycopg.Connection[Any]) -> None:
+        for name in ("enable_indexscan", "enable_bitmapscan", "enable_indexonlyscan"):
+            conn.execute(sql.SQL("SET LOCAL {} = off").format(sql.Identifier(name)))
+        assert sql_document(conn, project, case)["tools"]
+
+    plans = captured_plans(pdb, "alice", call)
+    tenant = {"tools", "fragments", "embeddings", "lexical_blocks", "lexical_pages", "grants"}
+    read = [n for p in plans for n in nodes(p) if n.get("Relation Name") in tenant]
+    assert {n["Relation Name"] for n in read} >= {"tools", "fragments", "grants"}
+    whole = [(n["Relation Name"], n["Node Type"]) for n in read if n["Node Type"] == "Seq Scan"]
+    assert whole == []
