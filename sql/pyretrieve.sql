@@ -3079,6 +3079,10 @@ CREATE FUNCTION pyretrieve.bind_write_scope(p_workspace text, p_project text)
 RETURNS pyretrieve.classification
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- A caller's planner settings do not reach inside (see authorize).
+SET enable_seqscan = off
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 AS $$
 DECLARE
     v_ceiling pyretrieve.classification;
@@ -3121,6 +3125,10 @@ CREATE FUNCTION pyretrieve.put_fragment(
 RETURNS uuid
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- A caller's planner settings do not reach inside (see authorize).
+SET enable_seqscan = off
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -3191,6 +3199,10 @@ CREATE FUNCTION pyretrieve.supersede_fragment(
 RETURNS uuid
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- A caller's planner settings do not reach inside (see authorize).
+SET enable_seqscan = off
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -3230,6 +3242,10 @@ CREATE FUNCTION pyretrieve.retract_fragment(p_workspace text, p_project text, p_
 RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- A caller's planner settings do not reach inside (see authorize).
+SET enable_seqscan = off
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 AS $$
 BEGIN
     PERFORM pyretrieve.bind_write_scope(p_workspace, p_project);
@@ -3256,6 +3272,10 @@ CREATE FUNCTION pyretrieve.compact_lexical_index(
 RETURNS TABLE (rows_read integer, rows_written integer, postings integer)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- A caller's planner settings do not reach inside (see authorize).
+SET enable_seqscan = off
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 AS $$
 DECLARE
     v_ceiling pyretrieve.classification := pyretrieve.bind_write_scope(p_workspace, p_project);
@@ -3303,6 +3323,10 @@ CREATE FUNCTION pyretrieve.put_embedding(
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- A caller's planner settings do not reach inside (see authorize).
+SET enable_seqscan = off
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -3340,6 +3364,10 @@ RETURNS TABLE (source_uri text, fragment_id uuid, content_digest bytea,
                classification pyretrieve.classification)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- A caller's planner settings do not reach inside (see authorize).
+SET enable_seqscan = off
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -3365,6 +3393,10 @@ CREATE FUNCTION pyretrieve.active_sources_like(p_workspace text, p_project text,
 RETURNS TABLE (source_uri text, fragment_id uuid)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- A caller's planner settings do not reach inside (see authorize).
+SET enable_seqscan = off
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -3385,6 +3417,10 @@ CREATE FUNCTION pyretrieve.created_now(p_workspace text, p_project text, p_ids u
 RETURNS TABLE (fragment_id uuid)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- A caller's planner settings do not reach inside (see authorize).
+SET enable_seqscan = off
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -3409,6 +3445,10 @@ CREATE FUNCTION pyretrieve.embeddings_needed(p_workspace text, p_project text, p
 RETURNS TABLE (fragment_id uuid, content_digest bytea, missing boolean)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- A caller's planner settings do not reach inside (see authorize).
+SET enable_seqscan = off
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -3442,6 +3482,10 @@ CREATE FUNCTION pyretrieve.stale_embeddings(
 RETURNS TABLE (fragment_id uuid, body text, content_digest bytea, missing boolean)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- A caller's planner settings do not reach inside (see authorize).
+SET enable_seqscan = off
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -3481,6 +3525,10 @@ RETURNS TABLE (source_uri text, fragment_id uuid, content_digest bytea,
                classification pyretrieve.classification, embedding_current boolean)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- A caller's planner settings do not reach inside (see authorize).
+SET enable_seqscan = off
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -3519,6 +3567,10 @@ CREATE FUNCTION pyretrieve.ingest_batch(
 RETURNS TABLE (ord integer, fragment_id uuid, created boolean, embedded boolean)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- A caller's planner settings do not reach inside (see authorize).
+SET enable_seqscan = off
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -4296,6 +4348,10 @@ RETURNS TABLE (model_id text, dimension integer, registered_at timestamptz,
                fusion text, lexical_weight double precision, vector_weight double precision)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- A caller's planner settings do not reach inside (see authorize).
+SET enable_seqscan = off
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -4316,6 +4372,10 @@ CREATE FUNCTION pyretrieve.model_defaults(p_model text)
 RETURNS TABLE (fusion text, lexical_weight double precision, vector_weight double precision)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- A caller's planner settings do not reach inside (see authorize).
+SET enable_seqscan = off
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -4334,6 +4394,10 @@ CREATE FUNCTION pyretrieve.schema_version()
 RETURNS text
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- A caller's planner settings do not reach inside (see authorize).
+SET enable_seqscan = off
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 BEGIN ATOMIC
     SELECT i.schema_version FROM pyretrieve.installation i;
 END;
@@ -4638,6 +4702,10 @@ CREATE FUNCTION pyretrieve.put_tool(
 RETURNS TABLE (fragment_id uuid, schema_version integer, status text)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- A caller's planner settings do not reach inside (see authorize).
+SET enable_seqscan = off
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -6258,6 +6326,19 @@ WITH f (severity, code, object_type, object, evidence, fix) AS (
            pg_catalog.format('ALTER FUNCTION %s SET search_path = pg_catalog, pg_temp;', fn.function_name)
       FROM pyretrieve.audit_functions fn WHERE fn.security_definer AND fn.search_path IS NULL
     UNION ALL
+    -- A principal may turn index scans off (or make sequential scans look cheap) before it
+    -- calls: a function that plans with the caller's settings then reads every tenant's rows.
+    SELECT 'warning', 'definer_follows_caller_planner', 'function', fn.function_name,
+           'SECURITY DEFINER, executable by a principal group, and planned with the caller''s settings: a caller that turns index scans off makes its statements scan every tenant''s rows whole, a time that grows with what the other tenants hold',
+           pg_catalog.format('ALTER FUNCTION %1$s SET enable_seqscan = off; ALTER FUNCTION %1$s SET enable_indexscan = on; ALTER FUNCTION %1$s SET enable_bitmapscan = on;', fn.function_name)
+      FROM pyretrieve.audit_functions fn
+      JOIN pg_catalog.pg_proc p ON p.oid = pg_catalog.to_regprocedure(fn.function_name)
+     WHERE fn.security_definer
+       AND (pg_catalog.has_function_privilege('pyretrieve_reader', p.oid, 'EXECUTE')
+            OR pg_catalog.has_function_privilege('pyretrieve_writer', p.oid, 'EXECUTE'))
+       AND NOT coalesce(p.proconfig, '{}') @> ARRAY['enable_seqscan=off', 'enable_indexscan=on',
+                                                    'enable_bitmapscan=on']
+    UNION ALL
     SELECT 'warning', 'definer_search_path_unsafe', 'function', fn.function_name,
            pg_catalog.format('SECURITY DEFINER with search_path = %s, which does not end with pg_temp: temporary objects are searched first', fn.search_path),
            pg_catalog.format('ALTER FUNCTION %s SET search_path = <trusted schemas>, pg_temp;', fn.function_name)
@@ -6556,7 +6637,7 @@ SET LOCAL ROLE pyretrieve_owner;
 SELECT pg_catalog.count(*) AS decision_partitions FROM pyretrieve.ensure_decision_partitions();
 
 INSERT INTO pyretrieve.installation (schema_version, created_vector)
-VALUES ('0039', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
+VALUES ('0040', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
 
 RESET ROLE;
 -- pyretrieve_api created the API functions; it may not create anything else.

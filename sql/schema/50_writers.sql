@@ -32,6 +32,10 @@ CREATE FUNCTION pyretrieve.bind_write_scope(p_workspace text, p_project text)
 RETURNS pyretrieve.classification
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- A caller's planner settings do not reach inside (see authorize).
+SET enable_seqscan = off
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 AS $$
 DECLARE
     v_ceiling pyretrieve.classification;
@@ -74,6 +78,10 @@ CREATE FUNCTION pyretrieve.put_fragment(
 RETURNS uuid
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- A caller's planner settings do not reach inside (see authorize).
+SET enable_seqscan = off
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -144,6 +152,10 @@ CREATE FUNCTION pyretrieve.supersede_fragment(
 RETURNS uuid
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- A caller's planner settings do not reach inside (see authorize).
+SET enable_seqscan = off
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -183,6 +195,10 @@ CREATE FUNCTION pyretrieve.retract_fragment(p_workspace text, p_project text, p_
 RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- A caller's planner settings do not reach inside (see authorize).
+SET enable_seqscan = off
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 AS $$
 BEGIN
     PERFORM pyretrieve.bind_write_scope(p_workspace, p_project);
@@ -209,6 +225,10 @@ CREATE FUNCTION pyretrieve.compact_lexical_index(
 RETURNS TABLE (rows_read integer, rows_written integer, postings integer)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- A caller's planner settings do not reach inside (see authorize).
+SET enable_seqscan = off
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 AS $$
 DECLARE
     v_ceiling pyretrieve.classification := pyretrieve.bind_write_scope(p_workspace, p_project);
@@ -256,6 +276,10 @@ CREATE FUNCTION pyretrieve.put_embedding(
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- A caller's planner settings do not reach inside (see authorize).
+SET enable_seqscan = off
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -293,6 +317,10 @@ RETURNS TABLE (source_uri text, fragment_id uuid, content_digest bytea,
                classification pyretrieve.classification)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- A caller's planner settings do not reach inside (see authorize).
+SET enable_seqscan = off
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -318,6 +346,10 @@ CREATE FUNCTION pyretrieve.active_sources_like(p_workspace text, p_project text,
 RETURNS TABLE (source_uri text, fragment_id uuid)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- A caller's planner settings do not reach inside (see authorize).
+SET enable_seqscan = off
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -338,6 +370,10 @@ CREATE FUNCTION pyretrieve.created_now(p_workspace text, p_project text, p_ids u
 RETURNS TABLE (fragment_id uuid)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- A caller's planner settings do not reach inside (see authorize).
+SET enable_seqscan = off
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -362,6 +398,10 @@ CREATE FUNCTION pyretrieve.embeddings_needed(p_workspace text, p_project text, p
 RETURNS TABLE (fragment_id uuid, content_digest bytea, missing boolean)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- A caller's planner settings do not reach inside (see authorize).
+SET enable_seqscan = off
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -395,6 +435,10 @@ CREATE FUNCTION pyretrieve.stale_embeddings(
 RETURNS TABLE (fragment_id uuid, body text, content_digest bytea, missing boolean)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- A caller's planner settings do not reach inside (see authorize).
+SET enable_seqscan = off
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -434,6 +478,10 @@ RETURNS TABLE (source_uri text, fragment_id uuid, content_digest bytea,
                classification pyretrieve.classification, embedding_current boolean)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- A caller's planner settings do not reach inside (see authorize).
+SET enable_seqscan = off
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -472,6 +520,10 @@ CREATE FUNCTION pyretrieve.ingest_batch(
 RETURNS TABLE (ord integer, fragment_id uuid, created boolean, embedded boolean)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- A caller's planner settings do not reach inside (see authorize).
+SET enable_seqscan = off
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 AS $$
 #variable_conflict use_column
 DECLARE

@@ -566,6 +566,10 @@ RETURNS TABLE (model_id text, dimension integer, registered_at timestamptz,
                fusion text, lexical_weight double precision, vector_weight double precision)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- A caller's planner settings do not reach inside (see authorize).
+SET enable_seqscan = off
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -586,6 +590,10 @@ CREATE FUNCTION pyretrieve.model_defaults(p_model text)
 RETURNS TABLE (fusion text, lexical_weight double precision, vector_weight double precision)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- A caller's planner settings do not reach inside (see authorize).
+SET enable_seqscan = off
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -604,6 +612,10 @@ CREATE FUNCTION pyretrieve.schema_version()
 RETURNS text
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- A caller's planner settings do not reach inside (see authorize).
+SET enable_seqscan = off
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 BEGIN ATOMIC
     SELECT i.schema_version FROM pyretrieve.installation i;
 END;

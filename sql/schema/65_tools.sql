@@ -185,6 +185,10 @@ CREATE FUNCTION pyretrieve.put_tool(
 RETURNS TABLE (fragment_id uuid, schema_version integer, status text)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- A caller's planner settings do not reach inside (see authorize).
+SET enable_seqscan = off
+SET enable_indexscan = on
+SET enable_bitmapscan = on
 AS $$
 #variable_conflict use_column
 DECLARE

@@ -705,6 +705,19 @@ WITH f (severity, code, object_type, object, evidence, fix) AS (
            pg_catalog.format('ALTER FUNCTION %s SET search_path = pg_catalog, pg_temp;', fn.function_name)
       FROM pyretrieve.audit_functions fn WHERE fn.security_definer AND fn.search_path IS NULL
     UNION ALL
+    -- A principal may turn index scans off (or make sequential scans look cheap) before it
+    -- calls: a function that plans with the caller's settings then reads every tenant's rows.
+    SELECT 'warning', 'definer_follows_caller_planner', 'function', fn.function_name,
+           'SECURITY DEFINER, executable by a principal group, and planned with the caller''s settings: a caller that turns index scans off makes its statements scan every tenant''s rows whole, a time that grows with what the other tenants hold',
+           pg_catalog.format('ALTER FUNCTION %1$s SET enable_seqscan = off; ALTER FUNCTION %1$s SET enable_indexscan = on; ALTER FUNCTION %1$s SET enable_bitmapscan = on;', fn.function_name)
+      FROM pyretrieve.audit_functions fn
+      JOIN pg_catalog.pg_proc p ON p.oid = pg_catalog.to_regprocedure(fn.function_name)
+     WHERE fn.security_definer
+       AND (pg_catalog.has_function_privilege('pyretrieve_reader', p.oid, 'EXECUTE')
+            OR pg_catalog.has_function_privilege('pyretrieve_writer', p.oid, 'EXECUTE'))
+       AND NOT coalesce(p.proconfig, '{}') @> ARRAY['enable_seqscan=off', 'enable_indexscan=on',
+                                                    'enable_bitmapscan=on']
+    UNION ALL
     SELECT 'warning', 'definer_search_path_unsafe', 'function', fn.function_name,
            pg_catalog.format('SECURITY DEFINER with search_path = %s, which does not end with pg_temp: temporary objects are searched first', fn.search_path),
            pg_catalog.format('ALTER FUNCTION %s SET search_path = <trusted schemas>, pg_temp;', fn.function_name)

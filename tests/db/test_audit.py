@@ -419,6 +419,21 @@ def _definer_search_path_unsafe(db: Database, r: dict[str, str]) -> list[tuple[s
     return [("warning", "definer_search_path_unsafe", "pyretrieve.count_all()")]
 
 
+def _definer_follows_caller_planner(db: Database, r: dict[str, str]) -> list[tuple[str, str, str]]:
+    """A read function a reader may call, pinning its search_path but not the plans: a caller
+    with index scans off makes it scan every tenant's fragments."""
+    run(
+        db,
+        "CREATE FUNCTION pyretrieve.count_mine(p_workspace text) RETURNS bigint LANGUAGE sql"
+        " STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS"
+        " $$ SELECT count(*) FROM pyretrieve.fragments WHERE workspace_id = p_workspace $$",
+        "ALTER FUNCTION pyretrieve.count_mine(text) OWNER TO pyretrieve_api",
+        "REVOKE ALL ON FUNCTION pyretrieve.count_mine(text) FROM PUBLIC",
+        "GRANT EXECUTE ON FUNCTION pyretrieve.count_mine(text) TO pyretrieve_reader",
+    )
+    return [("warning", "definer_follows_caller_planner", "pyretrieve.count_mine(text)")]
+
+
 def _leakproof(db: Database, r: dict[str, str]) -> list[tuple[str, str, str]]:
     run(
         db,
@@ -554,6 +569,7 @@ CASES: dict[str, tuple[Case, tuple[str, ...]]] = {
     "definer_without_search_path": (_definer_without_search_path, ()),
     "definer_public_execute": (_definer_public_execute, ()),
     "definer_search_path_unsafe": (_definer_search_path_unsafe, ()),
+    "definer_follows_caller_planner": (_definer_follows_caller_planner, ()),
     "leakproof_function": (_leakproof, ()),
     "view_without_security_invoker": (_view_without_security_invoker, ()),
     "app_role_bypassrls_direct": (_bypassrls_direct, ("app",)),
@@ -601,6 +617,8 @@ _SIDE_EFFECTS: dict[str, set[str]] = {
     "truncate_granted": {"principal_table_privilege"},
     "references_granted": {"principal_table_privilege"},
     "public_privilege": {"principal_table_privilege"},
+    # A definer every role may execute is one a principal may call with its own plan settings.
+    "definer_public_execute": {"definer_follows_caller_planner"},
     # The weakened helper is a SQL function of the owner called by every read policy.
     "binding_weakened_two_calls_deep": {"policy_trusts_setting", "policy_reads_binding_twice"},
 }

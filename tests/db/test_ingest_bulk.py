@@ -592,7 +592,13 @@ def test_the_definer_reads_no_table_of_the_callers_pg_temp(
             " WHERE oid = 'pyretrieve.ingest_batch(text, text, pyretrieve.ingest_row[], text)'::regprocedure"
         ).fetchone()
     assert got is not None
-    assert got["proconfig"] == ["search_path=pg_catalog, pg_temp"]
+    # The search_path, and (since 0040) the plan settings no caller's reach past.
+    assert got["proconfig"] == [
+        "search_path=pg_catalog, pg_temp",
+        "enable_seqscan=off",
+        "enable_indexscan=on",
+        "enable_bitmapscan=on",
+    ]
     body = got["d"].split("AS $function$", 1)[1]
     assert "pg_temp" not in body
     with acting_as(conn, "wally"):
