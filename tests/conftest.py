@@ -279,6 +279,16 @@ def db(server: Server, template_db: str) -> Iterator[Database]:
 
 
 @contextlib.contextmanager
+def session_set(conn: psycopg.Connection[Any], setting: str) -> Iterator[None]:
+    """``SET name = value`` on an autocommit session for the block, then ``RESET name``."""
+    conn.execute(f"SET {setting}")
+    try:
+        yield
+    finally:
+        conn.execute(f"RESET {setting.split('=')[0].strip()}")
+
+
+@contextlib.contextmanager
 def acting_as(conn: psycopg.Connection[Any], nick: str) -> Iterator[psycopg.Connection[Any]]:
     """One transaction as a principal (SET LOCAL ROLE), rolled back on error."""
     with conn.transaction():

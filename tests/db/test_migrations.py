@@ -34,6 +34,7 @@ from tests.conftest import (
     create_database,
     drop_database,
     role,
+    session_set,
 )
 
 ROLES = ("pyretrieve_owner", "pyretrieve_reader", "pyretrieve_writer", "pyretrieve_admin")
@@ -1521,11 +1522,8 @@ def _zebra_search_at(conn: psycopg.Connection[Any], digits: int) -> list[tuple[A
     """:func:`_zebra_search`'s ranks, ids and explanations in a session whose
     extra_float_digits is ``digits`` (the final_score column itself reaches such a session
     rounded, as any float does: only the explanations are pyretrieve's to write)."""
-    conn.execute(f"SET extra_float_digits = {digits}")
-    try:
+    with session_set(conn, f"extra_float_digits = {digits}"):
         return [(rank, fid, e) for rank, fid, _, e in _zebra_search(conn)]
-    finally:
-        conn.execute("RESET extra_float_digits")
 
 
 def test_upgrading_to_0035_explains_exact_floats_whatever_the_caller_set(

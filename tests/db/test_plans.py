@@ -615,8 +615,11 @@ def test_authorize_reads_the_caller_once_whatever_the_plan_of_its_role_look_up(
         drop_database(server, db.name)
 
 
-# What a principal may set before it calls the SQL API: every way to push a plan off the indexes.
-_NO_INDEXES = ("enable_indexscan", "enable_bitmapscan", "enable_indexonlyscan")
+def turn_index_scans_off(conn: Conn) -> None:
+    """What a principal may set before it calls the SQL API, for the rest of its transaction:
+    every way to push a plan off the indexes."""
+    for name in ("enable_indexscan", "enable_bitmapscan", "enable_indexonlyscan"):
+        conn.execute(sql.SQL("SET LOCAL {} = off").format(sql.Identifier(name)))
 
 
 @pytest.mark.parametrize("leg", ["lexical", "vector", "records"])
@@ -629,8 +632,7 @@ def test_a_callers_planner_settings_do_not_turn_a_read_into_a_scan_of_every_scop
     still read its own scope through pyretrieve's indexes."""
 
     def call(conn: Conn) -> None:
-        for name in _NO_INDEXES:
-            conn.execute(sql.SQL("SET LOCAL {} = off").format(sql.Identifier(name)))
+        turn_index_scans_off(conn)
         d = authorize(conn, *SCOPE)["decision_id"]
         if leg == "lexical":
             assert lexical(conn, d, "topic5 subject3 document", 100)

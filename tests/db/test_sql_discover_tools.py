@@ -24,7 +24,6 @@ import psycopg
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from psycopg import sql
 
 from pyretrieve.client import Retriever
 from pyretrieve.db import steps
@@ -36,7 +35,7 @@ from pyretrieve.types import Scope, Weights, canonical_json
 from pyretrieve.vectors import canonical_embedding, to_pgvector_text
 from tests.conftest import Database, Server, acting_as, create_database, drop_database, role
 from tests.db.seed import grant
-from tests.db.test_plans import captured_plans, nodes
+from tests.db.test_plans import captured_plans, nodes, turn_index_scans_off
 
 WS = "toolprop"
 MODEL = "t8"
@@ -340,8 +339,7 @@ def test_a_callers_planner_settings_do_not_turn_discovery_into_a_scan_of_every_s
     project = build(pconn, case)
 
     def call(conn: psycopg.Connection[Any]) -> None:
-        for name in ("enable_indexscan", "enable_bitmapscan", "enable_indexonlyscan"):
-            conn.execute(sql.SQL("SET LOCAL {} = off").format(sql.Identifier(name)))
+        turn_index_scans_off(conn)
         assert sql_document(conn, project, case)["tools"]
 
     plans = captured_plans(pdb, "alice", call)

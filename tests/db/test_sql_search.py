@@ -56,6 +56,7 @@ from tests.conftest import (
     drop_database,
     role,
     rolled_back,
+    session_set,
 )
 from tests.db.seed import grant, sha
 
@@ -806,15 +807,6 @@ _HOSTILE_TEXT_SETTINGS = (
 )
 
 
-@contextlib.contextmanager
-def _session_set(conn: psycopg.Connection[Any], setting: str) -> Iterator[None]:
-    conn.execute(f"SET {setting}")
-    try:
-        yield
-    finally:
-        conn.execute(f"RESET {setting.split('=')[0].strip()}")
-
-
 @pytest.mark.parametrize("setting", _HOSTILE_TEXT_SETTINGS)
 def test_a_sessions_text_settings_change_no_byte_of_a_search(
     pconn: psycopg.Connection[Any], fixed: str, setting: str
@@ -828,7 +820,7 @@ def test_a_sessions_text_settings_change_no_byte_of_a_search(
     assert expected[0] == expected[1]
     assert any('"score":' in doc for doc in expected[1])
     retriever = Retriever(pconn, principal=role("alice"))
-    with _session_set(pconn, setting):
+    with session_set(pconn, setting):
         assert _both_documents(pconn, fixed) == expected
         ranked = retriever.search(
             "ledger", scope=Scope(workspace=WS, project=fixed, purpose="ranked"), mode="lexical"
