@@ -3571,6 +3571,12 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET enable_indexscan = on
 SET enable_bitmapscan = on
+-- Plans that hold for any scope, not for the statistics of the one at hand: those lag a
+-- growing scope, and planned for a scope they took for one row, the insert compared each new
+-- row with every fragment of the scope (10,000,000 comparisons for a batch of 1,000 into a
+-- 10,000-row scope), so each batch cost more than the last. The look-ups by key are also
+-- written as one probe per row (LIMIT 1 in a lateral sub-select), whatever the estimates.
+SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -3673,10 +3679,13 @@ BEGIN
     -- classification stays active: superseding by the same content keeps it (as
     -- supersede_fragment does).
     IF cardinality(v_replaced) > 0 THEN
+        -- The ids as an array too, so the fragments are probes of their key (joined as a set,
+        -- they were planned as a hash of every fragment of the scope).
         UPDATE pyretrieve.fragments f
            SET state = 'retracted'
           FROM unnest(p_rows) r CROSS JOIN LATERAL unnest(r.replaces) AS x(id)
-         WHERE f.workspace_id = p_workspace AND f.project_id = p_project AND f.fragment_id = x.id
+         WHERE f.workspace_id = p_workspace AND f.project_id = p_project
+           AND f.fragment_id = ANY (v_replaced) AND f.fragment_id = x.id
            AND NOT (r.keep IS NULL AND f.classification = r.classification
                     AND f.content_digest = pyretrieve.content_digest(r.body));
     END IF;
@@ -3698,7 +3707,8 @@ BEGIN
           LEFT JOIN LATERAL (
                 SELECT f.source_uri, f.manifest_id, f.ts_config FROM pyretrieve.fragments f
                  WHERE f.workspace_id = p_workspace AND f.project_id = p_project
-                   AND f.fragment_id = r.replaces[1]) o ON true
+                   AND f.fragment_id = r.replaces[1]
+                 LIMIT 1) o ON true
          WHERE r.keep IS NULL
          ORDER BY r.classification, pyretrieve.content_digest(r.body), r.ord
         ON CONFLICT (workspace_id, project_id, classification, content_digest) WHERE state = 'active'
@@ -3709,16 +3719,20 @@ BEGIN
     END;
 
     -- Each row's fragment: the active one with its content and classification (written now,
-    -- or found), or the one it keeps.
+    -- or found), or the one it keeps. Each row's is looked up by its key (LIMIT 1 keeps the
+    -- look-up a probe per row, as in the insert above): joined as a set, it was planned as a
+    -- hash of every fragment of the scope.
     SELECT array_agg(m.ord ORDER BY m.ord), array_agg(m.fragment_id ORDER BY m.ord),
            array_agg(m.created ORDER BY m.ord)
       INTO v_ords, v_ids, v_created
       FROM (SELECT r.ord, f.fragment_id, f.ingested_at = now() AS created
               FROM unnest(p_rows) r
-              JOIN pyretrieve.fragments f
-                ON f.workspace_id = p_workspace AND f.project_id = p_project AND f.state = 'active'
-               AND f.classification = r.classification
-               AND f.content_digest = pyretrieve.content_digest(r.body)
+             CROSS JOIN LATERAL (
+                   SELECT f.fragment_id, f.ingested_at FROM pyretrieve.fragments f
+                    WHERE f.workspace_id = p_workspace AND f.project_id = p_project
+                      AND f.state = 'active' AND f.classification = r.classification
+                      AND f.content_digest = pyretrieve.content_digest(r.body)
+                    LIMIT 1) f
              WHERE r.keep IS NULL
             UNION ALL
             SELECT r.ord, r.keep, false FROM unnest(p_rows) r WHERE r.keep IS NOT NULL) m;
@@ -6637,7 +6651,7 @@ SET LOCAL ROLE pyretrieve_owner;
 SELECT pg_catalog.count(*) AS decision_partitions FROM pyretrieve.ensure_decision_partitions();
 
 INSERT INTO pyretrieve.installation (schema_version, created_vector)
-VALUES ('0040', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
+VALUES ('0041', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
 
 RESET ROLE;
 -- pyretrieve_api created the API functions; it may not create anything else.
