@@ -13,7 +13,10 @@ With ``--embeddings`` every record also carries a precomputed 384-d unit vector,
 the same batch (default output ``ingest-revisions-embeddings.json``). With ``--one-scope`` every
 round writes the next N records into the same project of each database, so the scope grows and
 each batch joins an index that holds the earlier ones (default output
-``ingest-revisions-one-scope.json``). Writes
+``ingest-revisions-one-scope.json``). With ``--stale-statistics`` (and ``--one-scope``) each
+database first gets N other records in a project of their own, then ``ANALYZE`` and autovacuum
+off on ``fragments``: the planner's statistics know nothing of the growing scope, as in a large
+shared table where a new scope grows long before the next automatic analysis. Writes
 ``evals/bench/ingest-revisions.json`` with the medians per 1,000 fragments and their ratio, the
 commit, settings and load. A measurement, not a test: nothing here asserts a speed.
 """
@@ -67,6 +70,14 @@ def _project(url: str) -> str:
             (ingest.WRITER, ingest.WORKSPACE, project),
         )
     return project
+
+
+def _stale_statistics(url: str, corpus: Path, batch: int) -> None:
+    """``corpus`` written into a project of its own, then statistics taken and kept."""
+    _round(url, corpus, batch, None)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("ANALYZE pyretrieve.fragments")
+        conn.execute("ALTER TABLE pyretrieve.fragments SET (autovacuum_enabled = off)")
 
 
 def _slices(corpus: Path, n: int, rounds: int) -> list[Path]:
@@ -127,9 +138,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         action="store_true",
         help="every round writes the next n records into one project per database",
     )
+    parser.add_argument(
+        "--stale-statistics",
+        action="store_true",
+        help="with --one-scope: statistics taken before the scope held a row, and kept",
+    )
     parser.add_argument("--corpus", type=Path, default=ingest.DEFAULT_CORPUS)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
+    if args.stale_statistics and not args.one_scope:
+        parser.error("--stale-statistics needs --one-scope")
     out = args.out or (
         OUT_ONE_SCOPE if args.one_scope else OUT_EMBEDDINGS if args.embeddings else OUT
     )
@@ -137,7 +155,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     runs: dict[str, list[dict[str, Any]]] = {"baseline": [], "current": []}
     with tempfile.TemporaryDirectory() as tmp:
         corpus = Path(tmp) / "records.jsonl"
-        total = args.n * (args.rounds if args.one_scope else 1)
+        # With stale statistics, one slice more: the other scope's records.
+        total = args.n * ((args.rounds + args.stale_statistics) if args.one_scope else 1)
         corpus_info, bodies = ingest.build_corpus(args.corpus, total, corpus)
         embedder = (
             ingest.PrecomputedEmbedder(ingest.MODEL_NO_INDEX, ingest.vectors_for(bodies))
@@ -154,7 +173,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             with psycopg.connect(urls["current"]) as conn:
                 measured_on = provenance(conn)
             scopes = {side: _project(url) for side, url in urls.items()} if args.one_scope else {}
-            files = _slices(corpus, args.n, args.rounds) if args.one_scope else []
+            files = (
+                _slices(corpus, args.n, args.rounds + args.stale_statistics)
+                if args.one_scope
+                else []
+            )
+            if args.stale_statistics:
+                seed = files.pop()
+                for url in urls.values():
+                    _stale_statistics(url, seed, args.n)
             for r in range(args.rounds):
                 for side in ("baseline", "current") if r % 2 else ("current", "baseline"):
                     runs[side].append(
@@ -200,6 +227,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 else " a fresh project per round,"
             )
             + " alternating which database goes first",
+            "statistics": (
+                "taken once before the rounds, with n other records in a project of their own"
+                " and none of the growing one; autovacuum off on fragments"
+                if args.stale_statistics
+                else "as autovacuum keeps them"
+            ),
             "embeddings": (
                 f"precomputed {ingest.DIMENSION}-d unit vectors of model {ingest.MODEL_NO_INDEX}"
                 " (no per-model index), in the same batches"
