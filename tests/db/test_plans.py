@@ -570,6 +570,61 @@ def test_the_binding_is_found_by_its_index_when_the_statistics_are_stale(
         drop_database(server, db.name)
 
 
+def test_a_searchs_records_are_read_by_key_when_the_scope_outgrew_the_statistics(
+    server: Server, template_db: str
+) -> None:
+    """The statistics were taken before the reader's scope held a row (a new scope in a shared
+    table grows long before the next automatic analysis), so they take it for one row. The
+    records of a search must still be read by their keys: planned for those statistics,
+    fragments() read every fragment of the scope, 5,000 rows for 200 ids, at every search,
+    until 0042."""
+    db = Database(server=server, name=create_database(server, template_db))
+    try:
+        with db.admin(autocommit=True) as admin:
+            admin.execute("ALTER TABLE pyretrieve.fragments SET (autovacuum_enabled = false)")
+            admin.execute("SELECT pyretrieve.create_workspace('acme')")
+            for project in ("other", "docs"):
+                admin.execute("SELECT pyretrieve.create_project('acme', %s)", (project,))
+            admin.execute(
+                "INSERT INTO pyretrieve.fragments (workspace_id, project_id, body, classification)"
+                " SELECT 'acme', 'other', format('note %s', i), 'internal'"
+                " FROM generate_series(1, 50) i"
+            )
+            admin.execute("ANALYZE pyretrieve.fragments")
+            admin.execute(
+                "INSERT INTO pyretrieve.fragments (workspace_id, project_id, body, classification)"
+                " SELECT 'acme', 'docs', format('document %s about topic%s', i, i % 7), 'internal'"
+                " FROM generate_series(1, 5000) i"
+            )
+            admin.execute(
+                "SELECT pyretrieve.grant_access(%s::regrole, 'acme', 'docs', %s, 'internal')",
+                (role("alice"), PURPOSE),
+            )
+            ids = [
+                r["fragment_id"]
+                for r in admin.execute(
+                    "SELECT fragment_id FROM pyretrieve.fragments WHERE project_id = 'docs'"
+                    " ORDER BY fragment_id LIMIT 200"
+                )
+            ]
+        fetched = (
+            "SELECT idx_tup_fetch + seq_tup_read AS n FROM pg_stat_xact_user_tables"
+            " WHERE relid = 'pyretrieve.fragments'::regclass"
+        )
+        with db.connect(autocommit=True) as conn, acting_as(conn, "alice"):
+            d = authorize(conn)["decision_id"]
+            before = conn.execute(fetched).fetchone()
+            rows = conn.execute("SELECT * FROM pyretrieve.fragments(%s, %s)", (d, ids)).fetchall()
+            after = conn.execute(fetched).fetchone()
+        assert before is not None
+        assert after is not None
+        assert [r["fragment_id"] for r in rows] == ids
+        # One fetch per id; the scope is 5,000.
+        assert after["n"] - before["n"] == len(ids)
+    finally:
+        drop_database(server, db.name)
+
+
 def test_authorize_reads_the_caller_once_whatever_the_plan_of_its_role_look_up(
     server: Server, template_db: str
 ) -> None:
