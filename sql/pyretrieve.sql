@@ -1937,9 +1937,15 @@ SET search_path = pg_catalog, pg_temp
 -- set enable_indexscan and enable_bitmapscan) its statements scanned every tenant's rows of
 -- the table whole, a time that grows with what the others hold and a load any caller could
 -- multiply. Index scans stay on and sequential scans off here, whatever the caller set.
+-- Every function of the API plans generically too (plan_cache_mode): a plan for the values at
+-- hand follows the statistics of those values, and the statistics lag a growing scope. Taken
+-- before a scope held a row, they take it for one row, and planned for that, a writer's probe
+-- of one fragment by its key read the scope whole, through the scope's index (3,000 rows read
+-- by one retract at a 3,000-row scope, 9,006 by one created_now, until 0043).
 SET enable_seqscan = off
 SET enable_indexscan = on
 SET enable_bitmapscan = on
+SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -3091,6 +3097,7 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET enable_indexscan = on
 SET enable_bitmapscan = on
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     v_ceiling pyretrieve.classification;
@@ -3137,6 +3144,7 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET enable_indexscan = on
 SET enable_bitmapscan = on
+SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -3211,6 +3219,7 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET enable_indexscan = on
 SET enable_bitmapscan = on
+SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -3254,6 +3263,7 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET enable_indexscan = on
 SET enable_bitmapscan = on
+SET plan_cache_mode = force_generic_plan
 AS $$
 BEGIN
     PERFORM pyretrieve.bind_write_scope(p_workspace, p_project);
@@ -3284,6 +3294,7 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET enable_indexscan = on
 SET enable_bitmapscan = on
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     v_ceiling pyretrieve.classification := pyretrieve.bind_write_scope(p_workspace, p_project);
@@ -3335,6 +3346,7 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET enable_indexscan = on
 SET enable_bitmapscan = on
+SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -3376,6 +3388,7 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET enable_indexscan = on
 SET enable_bitmapscan = on
+SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -3405,6 +3418,7 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET enable_indexscan = on
 SET enable_bitmapscan = on
+SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -3429,6 +3443,7 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET enable_indexscan = on
 SET enable_bitmapscan = on
+SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -3457,6 +3472,7 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET enable_indexscan = on
 SET enable_bitmapscan = on
+SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -3494,6 +3510,7 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET enable_indexscan = on
 SET enable_bitmapscan = on
+SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -3537,6 +3554,7 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET enable_indexscan = on
 SET enable_bitmapscan = on
+SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -4374,6 +4392,7 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET enable_indexscan = on
 SET enable_bitmapscan = on
+SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -4398,6 +4417,7 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET enable_indexscan = on
 SET enable_bitmapscan = on
+SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -4420,6 +4440,7 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET enable_indexscan = on
 SET enable_bitmapscan = on
+SET plan_cache_mode = force_generic_plan
 BEGIN ATOMIC
     SELECT i.schema_version FROM pyretrieve.installation i;
 END;
@@ -4728,6 +4749,7 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET enable_indexscan = on
 SET enable_bitmapscan = on
+SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -4828,6 +4850,7 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET enable_indexscan = on
 SET enable_bitmapscan = on
+SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -4866,6 +4889,7 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET enable_indexscan = on
 SET enable_bitmapscan = on
+SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -4901,6 +4925,7 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET enable_indexscan = on
 SET enable_bitmapscan = on
+SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -4935,6 +4960,7 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET enable_indexscan = on
 SET enable_bitmapscan = on
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     d pyretrieve.decisions := pyretrieve.require_decision(p_decision);
@@ -5236,6 +5262,7 @@ SET extra_float_digits = 1
 SET enable_seqscan = off
 SET enable_indexscan = on
 SET enable_bitmapscan = on
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     c_pool constant integer := 48;
@@ -6361,6 +6388,18 @@ WITH f (severity, code, object_type, object, evidence, fix) AS (
        AND NOT coalesce(p.proconfig, '{}') @> ARRAY['enable_seqscan=off', 'enable_indexscan=on',
                                                     'enable_bitmapscan=on']
     UNION ALL
+    -- A plan made for the values at hand follows their statistics, and those lag a growing
+    -- scope: taken for one row, a probe of one key read the scope whole.
+    SELECT 'warning', 'definer_plans_for_the_values_at_hand', 'function', fn.function_name,
+           'SECURITY DEFINER, executable by a principal group, and planned for the values of each call: the plans follow the statistics of those values, which lag a growing scope, and planned for a scope they take for one row, a look-up of one key reads the scope whole',
+           pg_catalog.format('ALTER FUNCTION %s SET plan_cache_mode = force_generic_plan;', fn.function_name)
+      FROM pyretrieve.audit_functions fn
+      JOIN pg_catalog.pg_proc p ON p.oid = pg_catalog.to_regprocedure(fn.function_name)
+     WHERE fn.security_definer
+       AND (pg_catalog.has_function_privilege('pyretrieve_reader', p.oid, 'EXECUTE')
+            OR pg_catalog.has_function_privilege('pyretrieve_writer', p.oid, 'EXECUTE'))
+       AND NOT coalesce(p.proconfig, '{}') @> ARRAY['plan_cache_mode=force_generic_plan']
+    UNION ALL
     SELECT 'warning', 'definer_search_path_unsafe', 'function', fn.function_name,
            pg_catalog.format('SECURITY DEFINER with search_path = %s, which does not end with pg_temp: temporary objects are searched first', fn.search_path),
            pg_catalog.format('ALTER FUNCTION %s SET search_path = <trusted schemas>, pg_temp;', fn.function_name)
@@ -6659,7 +6698,7 @@ SET LOCAL ROLE pyretrieve_owner;
 SELECT pg_catalog.count(*) AS decision_partitions FROM pyretrieve.ensure_decision_partitions();
 
 INSERT INTO pyretrieve.installation (schema_version, created_vector)
-VALUES ('0042', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
+VALUES ('0043', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
 
 RESET ROLE;
 -- pyretrieve_api created the API functions; it may not create anything else.

@@ -36,6 +36,7 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET enable_indexscan = on
 SET enable_bitmapscan = on
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     v_ceiling pyretrieve.classification;
@@ -82,6 +83,7 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET enable_indexscan = on
 SET enable_bitmapscan = on
+SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -156,6 +158,7 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET enable_indexscan = on
 SET enable_bitmapscan = on
+SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -199,6 +202,7 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET enable_indexscan = on
 SET enable_bitmapscan = on
+SET plan_cache_mode = force_generic_plan
 AS $$
 BEGIN
     PERFORM pyretrieve.bind_write_scope(p_workspace, p_project);
@@ -229,6 +233,7 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET enable_indexscan = on
 SET enable_bitmapscan = on
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     v_ceiling pyretrieve.classification := pyretrieve.bind_write_scope(p_workspace, p_project);
@@ -280,6 +285,7 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET enable_indexscan = on
 SET enable_bitmapscan = on
+SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -321,6 +327,7 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET enable_indexscan = on
 SET enable_bitmapscan = on
+SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -350,6 +357,7 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET enable_indexscan = on
 SET enable_bitmapscan = on
+SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -374,6 +382,7 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET enable_indexscan = on
 SET enable_bitmapscan = on
+SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -402,6 +411,7 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET enable_indexscan = on
 SET enable_bitmapscan = on
+SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -439,6 +449,7 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET enable_indexscan = on
 SET enable_bitmapscan = on
+SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -482,6 +493,7 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET enable_indexscan = on
 SET enable_bitmapscan = on
+SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 BEGIN

@@ -570,6 +570,7 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET enable_indexscan = on
 SET enable_bitmapscan = on
+SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -594,6 +595,7 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET enable_indexscan = on
 SET enable_bitmapscan = on
+SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -616,6 +618,7 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET enable_indexscan = on
 SET enable_bitmapscan = on
+SET plan_cache_mode = force_generic_plan
 BEGIN ATOMIC
     SELECT i.schema_version FROM pyretrieve.installation i;
 END;

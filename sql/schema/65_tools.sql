@@ -189,6 +189,7 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET enable_indexscan = on
 SET enable_bitmapscan = on
+SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -289,6 +290,7 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET enable_indexscan = on
 SET enable_bitmapscan = on
+SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -327,6 +329,7 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET enable_indexscan = on
 SET enable_bitmapscan = on
+SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -362,6 +365,7 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET enable_indexscan = on
 SET enable_bitmapscan = on
+SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -396,6 +400,7 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET enable_indexscan = on
 SET enable_bitmapscan = on
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     d pyretrieve.decisions := pyretrieve.require_decision(p_decision);
@@ -697,6 +702,7 @@ SET extra_float_digits = 1
 SET enable_seqscan = off
 SET enable_indexscan = on
 SET enable_bitmapscan = on
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     c_pool constant integer := 48;

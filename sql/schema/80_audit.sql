@@ -718,6 +718,18 @@ WITH f (severity, code, object_type, object, evidence, fix) AS (
        AND NOT coalesce(p.proconfig, '{}') @> ARRAY['enable_seqscan=off', 'enable_indexscan=on',
                                                     'enable_bitmapscan=on']
     UNION ALL
+    -- A plan made for the values at hand follows their statistics, and those lag a growing
+    -- scope: taken for one row, a probe of one key read the scope whole.
+    SELECT 'warning', 'definer_plans_for_the_values_at_hand', 'function', fn.function_name,
+           'SECURITY DEFINER, executable by a principal group, and planned for the values of each call: the plans follow the statistics of those values, which lag a growing scope, and planned for a scope they take for one row, a look-up of one key reads the scope whole',
+           pg_catalog.format('ALTER FUNCTION %s SET plan_cache_mode = force_generic_plan;', fn.function_name)
+      FROM pyretrieve.audit_functions fn
+      JOIN pg_catalog.pg_proc p ON p.oid = pg_catalog.to_regprocedure(fn.function_name)
+     WHERE fn.security_definer
+       AND (pg_catalog.has_function_privilege('pyretrieve_reader', p.oid, 'EXECUTE')
+            OR pg_catalog.has_function_privilege('pyretrieve_writer', p.oid, 'EXECUTE'))
+       AND NOT coalesce(p.proconfig, '{}') @> ARRAY['plan_cache_mode=force_generic_plan']
+    UNION ALL
     SELECT 'warning', 'definer_search_path_unsafe', 'function', fn.function_name,
            pg_catalog.format('SECURITY DEFINER with search_path = %s, which does not end with pg_temp: temporary objects are searched first', fn.search_path),
            pg_catalog.format('ALTER FUNCTION %s SET search_path = <trusted schemas>, pg_temp;', fn.function_name)

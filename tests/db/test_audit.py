@@ -434,6 +434,24 @@ def _definer_follows_caller_planner(db: Database, r: dict[str, str]) -> list[tup
     return [("warning", "definer_follows_caller_planner", "pyretrieve.count_mine(text)")]
 
 
+def _definer_plans_for_the_values_at_hand(
+    db: Database, r: dict[str, str]
+) -> list[tuple[str, str, str]]:
+    """A read function a reader may call, pinning the caller's planner settings but planning for
+    each call's values: behind the statistics of a growing scope, its probe reads the scope."""
+    run(
+        db,
+        "CREATE FUNCTION pyretrieve.count_mine(p_workspace text) RETURNS bigint LANGUAGE sql"
+        " STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp"
+        " SET enable_seqscan = off SET enable_indexscan = on SET enable_bitmapscan = on AS"
+        " $$ SELECT count(*) FROM pyretrieve.fragments WHERE workspace_id = p_workspace $$",
+        "ALTER FUNCTION pyretrieve.count_mine(text) OWNER TO pyretrieve_api",
+        "REVOKE ALL ON FUNCTION pyretrieve.count_mine(text) FROM PUBLIC",
+        "GRANT EXECUTE ON FUNCTION pyretrieve.count_mine(text) TO pyretrieve_reader",
+    )
+    return [("warning", "definer_plans_for_the_values_at_hand", "pyretrieve.count_mine(text)")]
+
+
 def _leakproof(db: Database, r: dict[str, str]) -> list[tuple[str, str, str]]:
     run(
         db,
@@ -570,6 +588,7 @@ CASES: dict[str, tuple[Case, tuple[str, ...]]] = {
     "definer_public_execute": (_definer_public_execute, ()),
     "definer_search_path_unsafe": (_definer_search_path_unsafe, ()),
     "definer_follows_caller_planner": (_definer_follows_caller_planner, ()),
+    "definer_plans_for_the_values_at_hand": (_definer_plans_for_the_values_at_hand, ()),
     "leakproof_function": (_leakproof, ()),
     "view_without_security_invoker": (_view_without_security_invoker, ()),
     "app_role_bypassrls_direct": (_bypassrls_direct, ("app",)),
@@ -618,7 +637,12 @@ _SIDE_EFFECTS: dict[str, set[str]] = {
     "references_granted": {"principal_table_privilege"},
     "public_privilege": {"principal_table_privilege"},
     # A definer every role may execute is one a principal may call with its own plan settings.
-    "definer_public_execute": {"definer_follows_caller_planner"},
+    "definer_public_execute": {
+        "definer_follows_caller_planner",
+        "definer_plans_for_the_values_at_hand",
+    },
+    # A function that plans with the caller's settings pins no plan cache mode either.
+    "definer_follows_caller_planner": {"definer_plans_for_the_values_at_hand"},
     # The weakened helper is a SQL function of the owner called by every read policy.
     "binding_weakened_two_calls_deep": {"policy_trusts_setting", "policy_reads_binding_twice"},
 }
