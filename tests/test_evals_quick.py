@@ -18,6 +18,7 @@ import pytest
 pytest.importorskip("ir_measures", reason="the evals extra is not installed")
 
 from evals.bench import (
+    grant_lookups,
     hnsw_sweep,
     lexical_lengths,
     lexical_revisions,
@@ -432,6 +433,34 @@ def test_search_revisions_quick(server: Server, tmp_path: Path) -> None:
         left = conn.execute(
             "SELECT (SELECT count(*) FROM pg_database WHERE datname LIKE 'search_rev_%%'),"
             " (SELECT count(*) FROM pg_roles WHERE rolname LIKE 'pyretrieve_srev_%%')"
+        ).fetchone()
+    assert left == (0, 0)
+
+
+def test_grant_lookups_quick(server: Server, tmp_path: Path) -> None:
+    """Against 0043, with no other principal and with 20 granted the project: each call reads
+    as many grant rows at the head whatever the crowd, and more at 0043 with the crowd, and
+    fewer rows of the cluster's roles than the crowd holds; the databases and roles gone
+    afterwards."""
+    out = tmp_path / "grant-lookups.json"
+    args = ["--crowds", "0,20", "--calls", "4", "--out", str(out)]
+    result = grant_lookups.main([*args, "--server-dsn", server.dsn("postgres")])
+    assert json.loads(out.read_text()) == result
+    crowds = result["crowds"]
+    for call in ("authorize", "put_fragment"):
+        alone, crowded = crowds["0"][call], crowds["20"][call]
+        assert crowded["current"]["grant_rows_read"] == alone["current"]["grant_rows_read"]
+        assert min(crowded["baseline"]["grant_rows_read"]) > max(
+            alone["baseline"]["grant_rows_read"]
+        )
+        assert crowded["current"]["n"] == crowded["baseline"]["n"] == 4
+        # The baseline scans the cluster's roles, 20 crowd roles among them; the head does not.
+        assert max(crowded["current"]["role_rows_read"]) < 20
+        assert min(crowded["baseline"]["role_rows_read"]) >= 20
+    with psycopg.connect(server.dsn("postgres")) as conn:
+        left = conn.execute(
+            "SELECT (SELECT count(*) FROM pg_database WHERE datname LIKE 'grant_lookups_%%'),"
+            " (SELECT count(*) FROM pg_roles WHERE rolname LIKE 'pyretrieve_glk_%%')"
         ).fetchone()
     assert left == (0, 0)
 

@@ -133,6 +133,7 @@ DECLARE
     g pyretrieve.grants;
     d pyretrieve.decisions;
     v_attempt integer;
+    v_grant uuid;
 BEGIN
     PERFORM pyretrieve.check_caller();
     PERFORM pyretrieve.apply_request_timeouts();
@@ -161,12 +162,14 @@ BEGIN
     -- The grants policy shows only grants that apply to the caller, so an absent scope and
     -- a scope without a grant look the same here: both are denied with the same error. The most
     -- specific grant wins (the caller's own before a group's), then the widest. It is chosen
-    -- once (a sub-select): compared row by row, a caller's enable_indexscan off made a scan of
-    -- the grants choose it again for every grant.
+    -- once, before the grant is read: compared row by row, a caller's enable_indexscan off made
+    -- a scan of the grants choose it again for every grant. The grant is then read by its whole
+    -- key: compared with a sub-select's value, the plan read the workspace's grants and kept one.
+    v_grant := pyretrieve.effective_grant(p_workspace, p_project, p_purpose);
     SELECT gr.* INTO g
       FROM pyretrieve.grants gr
      WHERE gr.workspace_id = p_workspace
-       AND gr.grant_id = (SELECT pyretrieve.effective_grant(p_workspace, p_project, p_purpose));
+       AND gr.grant_id = v_grant;
     IF NOT FOUND OR NOT pyretrieve.caller_in('pyretrieve_reader') THEN
         RAISE EXCEPTION USING ERRCODE = 'PR001', MESSAGE = 'access denied';
     END IF;

@@ -75,7 +75,8 @@ GRANT INSERT (model_id, dimension, lexical_weight, vector_weight, fusion),
       UPDATE (lexical_weight, vector_weight, fusion) ON pyretrieve.embedding_models TO pyretrieve_api;
 
 -- Helpers the API functions, the policies and the triggers call (as pyretrieve_api).
-GRANT EXECUTE ON FUNCTION pyretrieve.caller(), pyretrieve.caller_in(name),
+GRANT EXECUTE ON FUNCTION pyretrieve.caller(), pyretrieve.caller_in(name), pyretrieve.caller_memberships(),
+    pyretrieve.caller_roles(),
     pyretrieve.bound_decision(), pyretrieve.bound_write(),
     pyretrieve.writer_ceiling(text, text), pyretrieve.visible_successor(text, text, uuid),
     pyretrieve.effective_grant(text, text, text), pyretrieve.check_caller(),
