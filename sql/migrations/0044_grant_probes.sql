@@ -82,12 +82,13 @@ CREATE OR REPLACE FUNCTION pyretrieve.check_caller()
  STABLE
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
+DECLARE
+    v_roles oid[] := pyretrieve.caller_memberships();
 BEGIN
     -- The caller's memberships, each read by its key: a scan of the cluster's roles for the
     -- superusers read every role at every request (5,024 at 5,000 roles, until 0044).
     IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles r
-                WHERE r.oid = ANY (pyretrieve.caller_memberships())
-                  AND (r.rolsuper OR r.rolbypassrls)) THEN
+                WHERE r.oid = ANY (v_roles) AND (r.rolsuper OR r.rolbypassrls)) THEN
         RAISE EXCEPTION USING ERRCODE = 'PR004',
             MESSAGE = 'the principal is a superuser or bypasses row-level security; act as an ordinary principal role';
     END IF;
