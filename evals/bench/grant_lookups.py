@@ -40,8 +40,8 @@ from evals.bench.runtime import (
     load_average,
     paired_ratio,
     provenance,
+    server_or_throwaway,
     summary_ms,
-    throwaway_database,
 )
 from pyretrieve.db import migrate
 
@@ -229,11 +229,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--server-dsn", help="a superuser DSN; default: a throwaway server")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
-    if args.server_dsn:
-        result = run(args, args.server_dsn)
-    else:
-        with throwaway_database() as dsn:
-            result = run(args, make_conninfo(dsn, dbname="postgres"))
+    with server_or_throwaway(args.server_dsn) as server:
+        result = run(args, server)
     args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     for size, calls in result["crowds"].items():
         for name, f in calls.items():

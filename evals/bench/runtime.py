@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import psycopg
 from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 ROOT = Path(__file__).resolve().parents[2]
 DATASETS = ROOT.parent / "shared" / "datasets"
@@ -119,6 +119,18 @@ def given_or_throwaway(dsn: str | None) -> Iterator[str]:
     else:
         ensure_installed(dsn)
         yield dsn
+
+
+@contextlib.contextmanager
+def server_or_throwaway(server_dsn: str | None) -> Iterator[str]:
+    """A superuser DSN of a server for runs that make databases of their own: ``server_dsn``,
+    or, without one, the ``postgres`` database of a throwaway embedded server
+    (:func:`throwaway_database`)."""
+    if server_dsn:
+        yield server_dsn
+    else:
+        with throwaway_database() as url:
+            yield make_conninfo(url, dbname="postgres")
 
 
 @dataclass
