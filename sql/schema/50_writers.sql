@@ -233,7 +233,11 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET enable_indexscan = on
 SET enable_bitmapscan = on
-SET plan_cache_mode = force_generic_plan
+-- Planned for each call (not generically): its statements join the scope's blocks to arrays
+-- built in the call (the small lexemes, the pages taken), whose sizes only a plan for the
+-- values at hand sees. A generic plan took them for ten elements and joined by nested loops:
+-- compacting a scope of 4,000 fragments after a bulk batch took 39 s against 1 s.
+SET plan_cache_mode = force_custom_plan
 AS $$
 DECLARE
     v_ceiling pyretrieve.classification := pyretrieve.bind_write_scope(p_workspace, p_project);

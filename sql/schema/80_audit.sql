@@ -718,17 +718,19 @@ WITH f (severity, code, object_type, object, evidence, fix) AS (
        AND NOT coalesce(p.proconfig, '{}') @> ARRAY['enable_seqscan=off', 'enable_indexscan=on',
                                                     'enable_bitmapscan=on']
     UNION ALL
-    -- A plan made for the values at hand follows their statistics, and those lag a growing
-    -- scope: taken for one row, a probe of one key read the scope whole.
-    SELECT 'warning', 'definer_plans_for_the_values_at_hand', 'function', fn.function_name,
-           'SECURITY DEFINER, executable by a principal group, and planned for the values of each call: the plans follow the statistics of those values, which lag a growing scope, and planned for a scope they take for one row, a look-up of one key reads the scope whole',
-           pg_catalog.format('ALTER FUNCTION %s SET plan_cache_mode = force_generic_plan;', fn.function_name)
+    -- How a function's statements are planned is its own choice, never the caller's or the
+    -- plan cache's: planned for the values at hand they follow statistics that lag a growing
+    -- scope, planned generically they keep a plan made when the table was small.
+    SELECT 'warning', 'definer_plan_cache_mode_unpinned', 'function', fn.function_name,
+           'SECURITY DEFINER, executable by a principal group, and planned as the caller''s plan_cache_mode and the plan cache decide: for each call''s values at first, whose statistics lag a growing scope (planned for a scope they take for one row, a look-up of one key read the scope whole), then generically',
+           pg_catalog.format('ALTER FUNCTION %s SET plan_cache_mode = force_generic_plan; (or force_custom_plan, with the reason in a comment)', fn.function_name)
       FROM pyretrieve.audit_functions fn
       JOIN pg_catalog.pg_proc p ON p.oid = pg_catalog.to_regprocedure(fn.function_name)
      WHERE fn.security_definer
        AND (pg_catalog.has_function_privilege('pyretrieve_reader', p.oid, 'EXECUTE')
             OR pg_catalog.has_function_privilege('pyretrieve_writer', p.oid, 'EXECUTE'))
-       AND NOT coalesce(p.proconfig, '{}') @> ARRAY['plan_cache_mode=force_generic_plan']
+       AND NOT EXISTS (SELECT 1 FROM pg_catalog.unnest(p.proconfig) AS c(setting)
+                        WHERE c.setting LIKE 'plan\_cache\_mode=force\_%')
     UNION ALL
     SELECT 'warning', 'definer_search_path_unsafe', 'function', fn.function_name,
            pg_catalog.format('SECURITY DEFINER with search_path = %s, which does not end with pg_temp: temporary objects are searched first', fn.search_path),

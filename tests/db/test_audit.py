@@ -434,7 +434,7 @@ def _definer_follows_caller_planner(db: Database, r: dict[str, str]) -> list[tup
     return [("warning", "definer_follows_caller_planner", "pyretrieve.count_mine(text)")]
 
 
-def _definer_plans_for_the_values_at_hand(
+def _definer_plan_cache_mode_unpinned(
     db: Database, r: dict[str, str]
 ) -> list[tuple[str, str, str]]:
     """A read function a reader may call, pinning the caller's planner settings but planning for
@@ -449,7 +449,7 @@ def _definer_plans_for_the_values_at_hand(
         "REVOKE ALL ON FUNCTION pyretrieve.count_mine(text) FROM PUBLIC",
         "GRANT EXECUTE ON FUNCTION pyretrieve.count_mine(text) TO pyretrieve_reader",
     )
-    return [("warning", "definer_plans_for_the_values_at_hand", "pyretrieve.count_mine(text)")]
+    return [("warning", "definer_plan_cache_mode_unpinned", "pyretrieve.count_mine(text)")]
 
 
 def _leakproof(db: Database, r: dict[str, str]) -> list[tuple[str, str, str]]:
@@ -588,7 +588,7 @@ CASES: dict[str, tuple[Case, tuple[str, ...]]] = {
     "definer_public_execute": (_definer_public_execute, ()),
     "definer_search_path_unsafe": (_definer_search_path_unsafe, ()),
     "definer_follows_caller_planner": (_definer_follows_caller_planner, ()),
-    "definer_plans_for_the_values_at_hand": (_definer_plans_for_the_values_at_hand, ()),
+    "definer_plan_cache_mode_unpinned": (_definer_plan_cache_mode_unpinned, ()),
     "leakproof_function": (_leakproof, ()),
     "view_without_security_invoker": (_view_without_security_invoker, ()),
     "app_role_bypassrls_direct": (_bypassrls_direct, ("app",)),
@@ -639,10 +639,10 @@ _SIDE_EFFECTS: dict[str, set[str]] = {
     # A definer every role may execute is one a principal may call with its own plan settings.
     "definer_public_execute": {
         "definer_follows_caller_planner",
-        "definer_plans_for_the_values_at_hand",
+        "definer_plan_cache_mode_unpinned",
     },
     # A function that plans with the caller's settings pins no plan cache mode either.
-    "definer_follows_caller_planner": {"definer_plans_for_the_values_at_hand"},
+    "definer_follows_caller_planner": {"definer_plan_cache_mode_unpinned"},
     # The weakened helper is a SQL function of the owner called by every read policy.
     "binding_weakened_two_calls_deep": {"policy_trusts_setting", "policy_reads_binding_twice"},
 }
