@@ -558,6 +558,7 @@ DECLARE
     v_ords integer[];
     v_ids uuid[];
     v_created boolean[];
+    v_found jsonb;
     v_embedded integer[] := '{}';
 BEGIN
     IF p_rows IS NULL OR cardinality(p_rows) > 10000 THEN
@@ -673,9 +674,13 @@ BEGIN
                r.expires_at, coalesce(r.source_uri, o.source_uri), r.source_revision,
                coalesce(r.manifest_id, o.manifest_id), coalesce(o.ts_config, v_config)
           FROM unnest(p_rows) r
+          -- Only for a row that supersedes (a filter on the row alone, so a row that does
+          -- not never reaches the table): on a table never analysed, the plan read the scope
+          -- through its document-number key for every row, superseding or not.
           LEFT JOIN LATERAL (
                 SELECT f.source_uri, f.manifest_id, f.ts_config FROM pyretrieve.fragments f
-                 WHERE f.workspace_id = p_workspace AND f.project_id = p_project
+                 WHERE r.replaces[1] IS NOT NULL
+                   AND f.workspace_id = p_workspace AND f.project_id = p_project
                    AND f.fragment_id = r.replaces[1]
                  LIMIT 1) o ON true
          WHERE r.keep IS NULL
@@ -688,21 +693,26 @@ BEGIN
     END;
 
     -- Each row's fragment: the active one with its content and classification (written now,
-    -- or found), or the one it keeps. Each row's is looked up by its key (LIMIT 1 keeps the
-    -- look-up a probe per row, as in the insert above): joined as a set, it was planned as a
-    -- hash of every fragment of the scope.
+    -- or found), or the one it keeps. The batch's contents are read in one statement, by their
+    -- digests, and matched to the rows through a map, not a join: on a table never analysed,
+    -- a probe per row went through the scope's document-number key and read the scope once
+    -- per row (80,200 fragment rows for a first batch of 400; 17.7 s for 2,000, against 1.6).
+    SELECT coalesce(jsonb_object_agg(f.classification::text || ':' || encode(f.content_digest, 'hex'),
+                                     jsonb_build_array(f.fragment_id, f.ingested_at = now())), '{}')
+      INTO v_found
+      FROM pyretrieve.fragments f
+     WHERE f.workspace_id = p_workspace AND f.project_id = p_project AND f.state = 'active'
+       AND f.content_digest = ANY (ARRAY(SELECT pyretrieve.content_digest(r.body)
+                                           FROM unnest(p_rows) r WHERE r.keep IS NULL));
     SELECT array_agg(m.ord ORDER BY m.ord), array_agg(m.fragment_id ORDER BY m.ord),
            array_agg(m.created ORDER BY m.ord)
       INTO v_ords, v_ids, v_created
-      FROM (SELECT r.ord, f.fragment_id, f.ingested_at = now() AS created
+      FROM (SELECT r.ord, (v_found -> k.key ->> 0)::uuid AS fragment_id,
+                   (v_found -> k.key ->> 1)::boolean AS created
               FROM unnest(p_rows) r
-             CROSS JOIN LATERAL (
-                   SELECT f.fragment_id, f.ingested_at FROM pyretrieve.fragments f
-                    WHERE f.workspace_id = p_workspace AND f.project_id = p_project
-                      AND f.state = 'active' AND f.classification = r.classification
-                      AND f.content_digest = pyretrieve.content_digest(r.body)
-                    LIMIT 1) f
-             WHERE r.keep IS NULL
+             CROSS JOIN LATERAL (SELECT r.classification::text || ':'
+                                        || encode(pyretrieve.content_digest(r.body), 'hex') AS key) k
+             WHERE r.keep IS NULL AND v_found ? k.key
             UNION ALL
             SELECT r.ord, r.keep, false FROM unnest(p_rows) r WHERE r.keep IS NOT NULL) m;
     IF coalesce(cardinality(v_ords), 0) <> cardinality(p_rows) THEN
