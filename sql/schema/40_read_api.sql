@@ -118,8 +118,9 @@ SET search_path = pg_catalog, pg_temp
 -- set enable_indexscan and enable_bitmapscan) its statements scanned every tenant's rows of
 -- the table whole, a time that grows with what the others hold and a load any caller could
 -- multiply. Index scans stay on and sequential scans off here, whatever the caller set.
--- Every function of the API plans generically too (plan_cache_mode): a plan for the values at
--- hand follows the statistics of those values, and the statistics lag a growing scope. Taken
+-- Every function of the API pins how it is planned (plan_cache_mode), generically unless it
+-- says why not: a plan for the values at hand follows the statistics of those values, and the
+-- statistics lag a growing scope. Taken
 -- before a scope held a row, they take it for one row, and planned for that, a writer's probe
 -- of one fragment by its key read the scope whole, through the scope's index (3,000 rows read
 -- by one retract at a 3,000-row scope, 9,006 by one created_now, until 0043).

@@ -437,8 +437,9 @@ def _definer_follows_caller_planner(db: Database, r: dict[str, str]) -> list[tup
 def _definer_plan_cache_mode_unpinned(
     db: Database, r: dict[str, str]
 ) -> list[tuple[str, str, str]]:
-    """A read function a reader may call, pinning the caller's planner settings but planning for
-    each call's values: behind the statistics of a growing scope, its probe reads the scope."""
+    """A read function a reader may call, pinning the caller's planner settings but not its plan
+    cache mode: planned for each call's values first, behind the statistics of a growing scope
+    its probe reads the scope."""
     run(
         db,
         "CREATE FUNCTION pyretrieve.count_mine(p_workspace text) RETURNS bigint LANGUAGE sql"
