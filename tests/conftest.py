@@ -26,7 +26,7 @@ import psycopg
 import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
-from psycopg.rows import dict_row
+from psycopg.rows import dict_row, tuple_row
 
 from pyretrieve.embedders.registry import TEST_MODEL
 
@@ -294,6 +294,31 @@ def acting_as(conn: psycopg.Connection[Any], nick: str) -> Iterator[psycopg.Conn
     with conn.transaction():
         conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(role(nick))))
         yield conn
+
+
+_ROWS_READ = (
+    "SELECT schemaname || '.' || relname AS name,"
+    "       coalesce(idx_tup_fetch, 0) + coalesce(seq_tup_read, 0) AS n"
+    "  FROM pg_catalog.pg_stat_xact_all_tables"
+)
+
+
+@contextlib.contextmanager
+def rows_read(conn: psycopg.Connection[Any]) -> Iterator[dict[str, int]]:
+    """Rows each table gave the statements of the block (index fetches and sequential reads),
+    by schema-qualified name: the change of the transaction's counters across it (a session's
+    counts wait unflushed across its transactions). Run inside the transaction measured."""
+
+    def counts() -> dict[str, int]:
+        rows = conn.cursor(row_factory=tuple_row).execute(_ROWS_READ).fetchall()
+        return {name: int(n) for name, n in rows}
+
+    before = counts()
+    read: dict[str, int] = {}
+    yield read
+    for name, n in counts().items():
+        if n - before.get(name, 0):
+            read[name] = n - before.get(name, 0)
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from pyretrieve.errors import AccessDenied, InternalError, InvalidInput, NotFoun
 from pyretrieve.ingest import EMBED_CHUNK, Ingestor, IngestReport
 from pyretrieve.ingest.executor import BulkWriter
 from pyretrieve.ingest.plan import Existing
-from tests.conftest import Database, acting_as, role
+from tests.conftest import Database, acting_as, role, rows_read
 
 WS = "acme"
 MODEL = "hash-ngram-v1"
@@ -745,14 +745,9 @@ def test_bulk_needs_the_temporary_privilege_and_says_so(
 
 def _fetched_by_one_batch(conn: psycopg.Connection[Any], rows: Sequence[dict[str, Any]]) -> int:
     """Fragment rows the writer's one batch fetched, by the transaction's own counters."""
-    with acting_as(conn, "wally"):
+    with acting_as(conn, "wally"), rows_read(conn) as read:
         call_batch(conn, rows)
-        got = conn.execute(
-            "SELECT idx_tup_fetch AS n FROM pg_stat_xact_user_tables"
-            " WHERE relid = 'pyretrieve.fragments'::regclass"
-        ).fetchone()
-    assert got is not None
-    return int(got["n"])
+    return read.get("pyretrieve.fragments", 0)
 
 
 def test_a_batch_into_a_scope_the_statistics_have_not_seen_reads_none_of_its_other_fragments(
@@ -803,19 +798,6 @@ def test_a_batch_into_a_scope_the_statistics_have_not_seen_reads_none_of_its_oth
             (WS,),
         ).fetchone()
     assert got == {"active": scope + len(batch), "superseded": len(superseding)}
-
-
-def _rows_read_by_one_call(
-    conn: psycopg.Connection[Any], statement: str, args: Sequence[Any]
-) -> dict[str, int]:
-    """Rows each table gave the writer's one call, by the transaction's own counters."""
-    with acting_as(conn, "wally"):
-        conn.execute(statement, args).fetchall()
-        got = conn.execute(
-            "SELECT relname, idx_tup_fetch + seq_tup_read AS n FROM pg_stat_xact_user_tables"
-            " WHERE schemaname = 'pyretrieve'"
-        ).fetchall()
-    return {r["relname"]: int(r["n"]) for r in got}
 
 
 _ROW_PATH = """
@@ -878,12 +860,20 @@ def test_no_writers_call_reads_the_scope_whole_when_the_statistics_lag(
     }
     # A few probes of a key per call (a superseded fragment and its successor are read by
     # their keys four times); a new fragment's postings read the last blocks of its terms.
-    bound = {"fragments": 10, "embeddings": 10, "lexical_blocks": blocks["n"] // 10}
+    bound = {
+        "pyretrieve.fragments": 10,
+        "pyretrieve.embeddings": 10,
+        "pyretrieve.lexical_blocks": blocks["n"] // 10,
+    }
     too_many = {}
     for statement in _ROW_PATH.strip().split(";\n"):
         # A session of its own each: its first calls plan as a new session's do.
-        with scoped.connect(autocommit=True) as fresh:
-            read = _rows_read_by_one_call(fresh, statement, args)
+        with (
+            scoped.connect(autocommit=True) as fresh,
+            acting_as(fresh, "wally"),
+            rows_read(fresh) as read,
+        ):
+            fresh.execute(statement, args).fetchall()
         over = {t: read[t] for t, most in bound.items() if read.get(t, 0) > most}
         if over:
             too_many[statement.splitlines()[0]] = over
