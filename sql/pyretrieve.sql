@@ -1039,11 +1039,24 @@ BEGIN
                gone.max_observed_at, gone.min_expires_at, gone.max_expires_at
           FROM gone CROSS JOIN LATERAL unnest(gone.entries) AS u(entry)
     ), dropped AS (
+        -- The tombstones of the rewritten blocks' postings, found from each block by its
+        -- lexeme's key and document-number range (a block holds at most 128 entries), then
+        -- deleted by row. Joined to the postings instead, a plan that took the scope's
+        -- tombstones for one row compared every one with every posting: 348,508 comparisons
+        -- for one retract with 55 tombstones in the scope, and more with each retract after.
         DELETE FROM pyretrieve.lexical_tombstones x
-         USING old o
-         WHERE x.workspace_id = p_workspace AND x.project_id = p_project
-           AND x.lexeme = o.lexeme AND x.classification = o.classification
-           AND x.docno = (o.entry >> 32)::integer
+         WHERE x.ctid = ANY (ARRAY(
+                   SELECT t.ctid
+                     FROM gone g
+                    CROSS JOIN LATERAL (
+                          SELECT y.ctid
+                            FROM pyretrieve.lexical_tombstones y
+                           WHERE y.workspace_id = p_workspace AND y.project_id = p_project
+                             AND y.lexeme = g.lexeme AND y.classification = g.classification
+                             AND y.docno BETWEEN g.first_docno AND g.last_docno
+                             AND EXISTS (SELECT 1 FROM unnest(g.entries) AS u(v)
+                                          WHERE (u.v >> 32)::integer = y.docno)) t))
+           AND x.workspace_id = p_workspace AND x.project_id = p_project
         RETURNING x.lexeme, x.classification, x.docno
     ), posting AS (
         SELECT o.* FROM old o
@@ -3247,6 +3260,7 @@ BEGIN
            AND f.classification = p_classification AND f.state = 'active'
            AND f.content_digest = pyretrieve.content_digest(p_body);
     END IF;
+    PERFORM pyretrieve.take_first_statistics();
     RETURN v_id;
 END;
 $$;
@@ -3326,6 +3340,7 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = 'PR020', MESSAGE = 'fragment not found';
     END IF;
+    PERFORM pyretrieve.take_first_statistics();
 END;
 $$;
 COMMENT ON FUNCTION pyretrieve.retract_fragment(text, text, uuid) IS
@@ -3424,6 +3439,7 @@ BEGIN
     ON CONFLICT (workspace_id, fragment_id, model_id)
     DO UPDATE SET embedding = EXCLUDED.embedding, source_digest = EXCLUDED.source_digest
     RETURNING e.vector_generation INTO v_generation;
+    PERFORM pyretrieve.take_first_statistics();
     RETURN v_generation;
 END;
 $$;
@@ -3873,6 +3889,7 @@ BEGIN
         SELECT coalesce(array_agg(need.ord), '{}') INTO v_embedded
           FROM need WHERE need.fragment_id IN (SELECT put.fragment_id FROM put);
     END IF;
+    PERFORM pyretrieve.take_first_statistics();
 
     RETURN QUERY
     SELECT m.ord, m.fragment_id, m.created, m.ord = ANY (v_embedded)
@@ -4007,6 +4024,55 @@ END;
 $$;
 COMMENT ON FUNCTION pyretrieve.drop_scope_vector_index(integer, text) IS
     'Drop one scope''s own HNSW index of one model, if it exists; true when one was dropped. SECURITY DEFINER because dropping an index needs its owner; executable by drop_vector_index (pyretrieve_api) only.';
+
+-- A table the planner has no statistics for is planned on its defaults: each condition on the
+-- scope is taken for a 1-in-200 filter, so a scope of thousands looks like a row or two, and an
+-- index that starts with the scope costs the same as the key a statement probes. Planned so, a
+-- retract, a duplicate put or a search read their scope whole. Autovacuum analyses a table
+-- about a minute after its first rows, or never where it is off. The writers call this at their
+-- end: each of the tables below that holds rows and was never analysed (reltuples < 0, which
+-- ANALYZE, VACUUM and an index build on rows set) is analysed now, in the writer's
+-- transaction, which sees its own rows, once it holds 1,000 rows: a sample of a few rows takes
+-- every column for unique, the scope's too, which misleads as the defaults do (a table analysed
+-- at its first row read 145,485 fragments for one search at 3,000). Below 1,000 rows a whole
+-- scope is a small read. After that autovacuum keeps the statistics, and a scope that outgrows
+-- them stays on its keys (migrations 0041 to 0043). Each table is analysed once in its life,
+-- so no writer can make it work more than that; a table another transaction is analysing (or
+-- vacuuming, or indexing) is left to it rather than waited for. The rows are counted by the
+-- cumulative statistics: those committed, and those of this transaction.
+-- SECURITY DEFINER, written reason: ANALYZE needs the table's owner. It takes no argument and
+-- returns nothing; only pyretrieve_api (the writers) may execute it.
+CREATE FUNCTION pyretrieve.take_first_statistics()
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+-- A caller's statistics target does not make the one analyse cost more.
+SET default_statistics_target = 100
+SET plan_cache_mode = force_generic_plan
+AS $$
+DECLARE
+    v_table regclass;
+BEGIN
+    FOR v_table IN
+        SELECT c.oid::regclass
+          FROM pg_catalog.pg_class c
+         WHERE c.oid = ANY ('{pyretrieve.fragments, pyretrieve.lexical_blocks, pyretrieve.lexical_pages, pyretrieve.lexical_tombstones, pyretrieve.embeddings}'::regclass[])
+           AND c.reltuples < 0
+         ORDER BY c.oid
+    LOOP
+        CONTINUE WHEN pg_catalog.pg_stat_get_live_tuples(v_table)
+                      + pg_catalog.pg_stat_get_xact_tuples_inserted(v_table) < 1000;
+        BEGIN
+            EXECUTE pg_catalog.format('LOCK TABLE %s IN SHARE UPDATE EXCLUSIVE MODE NOWAIT', v_table);
+            EXECUTE pg_catalog.format('ANALYZE %s', v_table);
+        EXCEPTION WHEN lock_not_available THEN
+            NULL;
+        END;
+    END LOOP;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.take_first_statistics() IS
+    'Analyse each of fragments, lexical_blocks, lexical_pages, lexical_tombstones and embeddings that holds 1,000 rows or more and was never analysed (reltuples < 0), once, in the calling transaction; a table another transaction holds for maintenance is skipped, not waited for. The writers call it at their end, so that no plan of a new install is made on the planner''s defaults, which take a scope of thousands for a row or two. SECURITY DEFINER because ANALYZE needs the table owner; executable by the writers (pyretrieve_api) only.';
 
 -- ---------------------------------------------------------------------------------------------
 -- Decision retention. pyretrieve.decisions is partitioned by month of evaluated_at (UTC). The
@@ -5656,6 +5722,7 @@ GRANT EXECUTE ON FUNCTION pyretrieve.caller(), pyretrieve.caller_in(name), pyret
     pyretrieve.compact_lexical_postings(text, text, pyretrieve.classification),
     pyretrieve.create_scope_sequence(text, text),
     pyretrieve.create_scope_vector_index(integer, text), pyretrieve.drop_scope_vector_index(integer, text),
+    pyretrieve.take_first_statistics(),
     pyretrieve.decision_partition_ranges(), pyretrieve.ensure_decision_partitions(integer, timestamptz),
     pyretrieve.drop_decision_partition(text)
     TO pyretrieve_api;
@@ -6767,7 +6834,7 @@ SET LOCAL ROLE pyretrieve_owner;
 SELECT pg_catalog.count(*) AS decision_partitions FROM pyretrieve.ensure_decision_partitions();
 
 INSERT INTO pyretrieve.installation (schema_version, created_vector)
-VALUES ('0046', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
+VALUES ('0047', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
 
 RESET ROLE;
 -- pyretrieve_api created the API functions; it may not create anything else.

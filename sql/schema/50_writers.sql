@@ -134,6 +134,7 @@ BEGIN
            AND f.classification = p_classification AND f.state = 'active'
            AND f.content_digest = pyretrieve.content_digest(p_body);
     END IF;
+    PERFORM pyretrieve.take_first_statistics();
     RETURN v_id;
 END;
 $$;
@@ -213,6 +214,7 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = 'PR020', MESSAGE = 'fragment not found';
     END IF;
+    PERFORM pyretrieve.take_first_statistics();
 END;
 $$;
 COMMENT ON FUNCTION pyretrieve.retract_fragment(text, text, uuid) IS
@@ -311,6 +313,7 @@ BEGIN
     ON CONFLICT (workspace_id, fragment_id, model_id)
     DO UPDATE SET embedding = EXCLUDED.embedding, source_digest = EXCLUDED.source_digest
     RETURNING e.vector_generation INTO v_generation;
+    PERFORM pyretrieve.take_first_statistics();
     RETURN v_generation;
 END;
 $$;
@@ -760,6 +763,7 @@ BEGIN
         SELECT coalesce(array_agg(need.ord), '{}') INTO v_embedded
           FROM need WHERE need.fragment_id IN (SELECT put.fragment_id FROM put);
     END IF;
+    PERFORM pyretrieve.take_first_statistics();
 
     RETURN QUERY
     SELECT m.ord, m.fragment_id, m.created, m.ord = ANY (v_embedded)

@@ -120,6 +120,55 @@ $$;
 COMMENT ON FUNCTION pyretrieve.drop_scope_vector_index(integer, text) IS
     'Drop one scope''s own HNSW index of one model, if it exists; true when one was dropped. SECURITY DEFINER because dropping an index needs its owner; executable by drop_vector_index (pyretrieve_api) only.';
 
+-- A table the planner has no statistics for is planned on its defaults: each condition on the
+-- scope is taken for a 1-in-200 filter, so a scope of thousands looks like a row or two, and an
+-- index that starts with the scope costs the same as the key a statement probes. Planned so, a
+-- retract, a duplicate put or a search read their scope whole. Autovacuum analyses a table
+-- about a minute after its first rows, or never where it is off. The writers call this at their
+-- end: each of the tables below that holds rows and was never analysed (reltuples < 0, which
+-- ANALYZE, VACUUM and an index build on rows set) is analysed now, in the writer's
+-- transaction, which sees its own rows, once it holds 1,000 rows: a sample of a few rows takes
+-- every column for unique, the scope's too, which misleads as the defaults do (a table analysed
+-- at its first row read 145,485 fragments for one search at 3,000). Below 1,000 rows a whole
+-- scope is a small read. After that autovacuum keeps the statistics, and a scope that outgrows
+-- them stays on its keys (migrations 0041 to 0043). Each table is analysed once in its life,
+-- so no writer can make it work more than that; a table another transaction is analysing (or
+-- vacuuming, or indexing) is left to it rather than waited for. The rows are counted by the
+-- cumulative statistics: those committed, and those of this transaction.
+-- SECURITY DEFINER, written reason: ANALYZE needs the table's owner. It takes no argument and
+-- returns nothing; only pyretrieve_api (the writers) may execute it.
+CREATE FUNCTION pyretrieve.take_first_statistics()
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+-- A caller's statistics target does not make the one analyse cost more.
+SET default_statistics_target = 100
+SET plan_cache_mode = force_generic_plan
+AS $$
+DECLARE
+    v_table regclass;
+BEGIN
+    FOR v_table IN
+        SELECT c.oid::regclass
+          FROM pg_catalog.pg_class c
+         WHERE c.oid = ANY ('{pyretrieve.fragments, pyretrieve.lexical_blocks, pyretrieve.lexical_pages, pyretrieve.lexical_tombstones, pyretrieve.embeddings}'::regclass[])
+           AND c.reltuples < 0
+         ORDER BY c.oid
+    LOOP
+        CONTINUE WHEN pg_catalog.pg_stat_get_live_tuples(v_table)
+                      + pg_catalog.pg_stat_get_xact_tuples_inserted(v_table) < 1000;
+        BEGIN
+            EXECUTE pg_catalog.format('LOCK TABLE %s IN SHARE UPDATE EXCLUSIVE MODE NOWAIT', v_table);
+            EXECUTE pg_catalog.format('ANALYZE %s', v_table);
+        EXCEPTION WHEN lock_not_available THEN
+            NULL;
+        END;
+    END LOOP;
+END;
+$$;
+COMMENT ON FUNCTION pyretrieve.take_first_statistics() IS
+    'Analyse each of fragments, lexical_blocks, lexical_pages, lexical_tombstones and embeddings that holds 1,000 rows or more and was never analysed (reltuples < 0), once, in the calling transaction; a table another transaction holds for maintenance is skipped, not waited for. The writers call it at their end, so that no plan of a new install is made on the planner''s defaults, which take a scope of thousands for a row or two. SECURITY DEFINER because ANALYZE needs the table owner; executable by the writers (pyretrieve_api) only.';
+
 -- ---------------------------------------------------------------------------------------------
 -- Decision retention. pyretrieve.decisions is partitioned by month of evaluated_at (UTC). The
 -- partitions are owned by pyretrieve_owner, have row-level security enabled and forced with no
