@@ -18,6 +18,7 @@ import pytest
 pytest.importorskip("ir_measures", reason="the evals extra is not installed")
 
 from evals.bench import (
+    first_statistics,
     grant_lookups,
     hnsw_sweep,
     lexical_lengths,
@@ -463,6 +464,29 @@ def test_grant_lookups_quick(server: Server, tmp_path: Path) -> None:
             " (SELECT count(*) FROM pg_roles WHERE rolname LIKE 'pyretrieve_glk_%%')"
         ).fetchone()
     assert left == (0, 0)
+
+
+def test_first_statistics_quick(server: Server, tmp_path: Path) -> None:
+    """Against 0046, 1,200 records with autovacuum off: the head's load analysed the fragments
+    and the baseline's did not; the baseline's writers read the scope whole and the head's read
+    by key; the databases gone afterwards."""
+    out = tmp_path / "first-statistics.json"
+    args = ["--n", "1200", "--batch", "600", "--searches", "10", "--out", str(out)]
+    result = first_statistics.main([*args, "--dsn", server.dsn("postgres")])
+    assert json.loads(out.read_text()) == result
+    load, calls = result["load"], result["calls"]
+    assert load["current"]["fragments"] == load["baseline"]["fragments"] == 1200
+    assert load["current"]["analysed_after_load"]["fragments"] == 1
+    assert load["baseline"]["analysed_at_end"]["fragments"] == 0
+    for call in ("put_duplicate", "retract"):
+        assert calls["current"][call]["fragment_rows_read"]["max"] <= 12
+        assert calls["baseline"][call]["fragment_rows_read"]["median"] >= 1200
+    assert calls["current"]["search"]["ms"]["n"] == 10
+    with psycopg.connect(server.dsn("postgres")) as conn:
+        left = conn.execute(
+            "SELECT count(*) FROM pg_database WHERE datname LIKE 'pyretrieve_first_%%'"
+        ).fetchone()
+    assert left == (0,)
 
 
 def test_request_cost_quick(fresh_dsn: str, tmp_path: Path) -> None:
