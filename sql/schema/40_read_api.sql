@@ -293,7 +293,7 @@ BEGIN
         -- with its tombstones' document numbers (one probe of their key per term).
         SELECT q.lexeme, q.qtf, (row_number() OVER (ORDER BY q.lexeme COLLATE "C"))::integer AS ti,
                pyretrieve.lexeme_bucket(q.lexeme) AS bucket,
-               (SELECT array_agg(x.docno)
+               (SELECT array_agg(x.docno ORDER BY x.docno)
                   FROM pyretrieve.lexical_tombstones x
                  WHERE x.workspace_id = d.workspace_id AND x.project_id = d.project_id
                    AND x.lexeme = q.lexeme AND x.classification <= d.ceiling) AS tombstones
@@ -319,15 +319,17 @@ BEGIN
         -- The blocks of the query's terms the decision may admit (a classification within the
         -- ceiling, a time range that meets the window: one key range per term), and the terms'
         -- slices of the pages of their buckets (small lists) read as blocks with their page's
-        -- time range, each marked whole when the decision admits every posting in it: the
-        -- window holds its whole time range and none of the term's tombstones lies in its range.
-        SELECT ql.ti, b.first_docno, b.last_docno, b.postings, b.entries,
+        -- time range, each marked timely when the window holds its whole time range, and whole
+        -- when it is timely and none of the term's tombstones lies in its range.
+        SELECT t.ti, t.first_docno, t.last_docno, t.postings, t.entries, t.tombstones, t.timely,
+               t.timely AND (t.tombstones IS NULL
+                             OR NOT EXISTS (SELECT 1 FROM unnest(t.tombstones) AS x(docno)
+                                             WHERE x.docno BETWEEN t.first_docno AND t.last_docno)) AS whole
+          FROM (
+        SELECT ql.ti, b.first_docno, b.last_docno, b.postings, b.entries, ql.tombstones,
                (b.max_observed_at <= d.evaluated_at
                 AND (d.max_age IS NULL OR b.min_observed_at >= d.evaluated_at - d.max_age)
-                AND (b.min_expires_at IS NULL OR b.min_expires_at > d.evaluated_at)
-                AND (ql.tombstones IS NULL
-                     OR NOT EXISTS (SELECT 1 FROM unnest(ql.tombstones) AS x(docno)
-                                     WHERE x.docno BETWEEN b.first_docno AND b.last_docno))) AS whole
+                AND (b.min_expires_at IS NULL OR b.min_expires_at > d.evaluated_at)) AS timely
           FROM ql
          CROSS JOIN LATERAL (
                SELECT b.first_docno, b.last_docno, b.postings, b.entries,
@@ -353,14 +355,27 @@ BEGIN
                   AND p.min_observed_at <= d.evaluated_at
                   AND (d.max_age IS NULL OR p.max_observed_at >= d.evaluated_at - d.max_age)
                   AND (p.max_expires_at IS NULL OR p.max_expires_at > d.evaluated_at)
-                  AND i.i IS NOT NULL) b
+                  AND i.i IS NOT NULL) b) t
     ), part AS MATERIALIZED (
-        -- The postings of blocks admitted in part, each checked against its fragment: the
-        -- decision's filter stated here, and the fragments' read policy again.
+        -- The postings of blocks admitted in part. In a timely block, every posting but the
+        -- tombstoned is admitted: its fragment is active (a retract or supersede tombstones its
+        -- postings in the same transaction), of the block's classification and in its time
+        -- range. Each is looked up among the term's tombstones (sorted: a binary search), not
+        -- read: until compaction rewrote their blocks, the tombstones of 20 retracts made each
+        -- search of 3,000 SciFact abstracts check 3,200 fragments against 200.
         SELECT bl.ti, u.entry
           FROM bl
          CROSS JOIN LATERAL unnest(bl.entries) AS u(entry)
-         WHERE NOT bl.whole
+         CROSS JOIN LATERAL (SELECT width_bucket((u.entry >> 32)::integer, bl.tombstones) AS i) k
+         WHERE bl.timely AND NOT bl.whole
+           AND (k.i = 0 OR bl.tombstones[k.i] <> (u.entry >> 32)::integer)
+        UNION ALL
+        -- The postings of the other blocks, each checked against its fragment: the decision's
+        -- filter stated here, and the fragments' read policy again.
+        SELECT bl.ti, u.entry
+          FROM bl
+         CROSS JOIN LATERAL unnest(bl.entries) AS u(entry)
+         WHERE NOT bl.timely
            AND EXISTS (SELECT 1 FROM pyretrieve.fragments f
                         WHERE f.workspace_id = d.workspace_id AND f.project_id = d.project_id
                           AND f.docno = (u.entry >> 32)::integer
