@@ -761,7 +761,7 @@ def test_a_block_admitted_but_for_its_tombstones_is_read_without_its_fragments(
     """A retract or supersede tombstones its fragment's postings; until compaction rewrites
     their blocks, a search finds the tombstones in the blocks of its words. A block whose time
     range the window holds admits every posting but the tombstoned, so the leg leaves those out
-    by the term's tombstones and reads no fragment of the block (until 0047 it read each: 3,200
+    by the term's tombstones and reads no fragment of the block (until 0048 it read each: 3,200
     fragments a search of 3,000 SciFact abstracts after 20 retracts, against 200). Blocks the
     window holds in part are still checked fragment by fragment. Every row, score and term is
     the same before and after compaction drops the tombstones, and BM25 recomputed apart."""
