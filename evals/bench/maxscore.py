@@ -106,8 +106,13 @@ _PRUNED_SCORING = f"""    ), post AS MATERIALIZED (
                  ORDER BY p.docno, p.ti) h
          GROUP BY h.docno
 """
-# The block bounds the pruned statement reads, added to the leg's bl CTE: (anchor, with them).
+# The block bounds the pruned statement reads, added to the leg's bl CTE and the lists it reads
+# (0048 on): (anchor, with them).
 _BOUNDS = (
+    (
+        "SELECT t.ti, t.first_docno, t.last_docno, t.postings, t.entries,",
+        "SELECT t.ti, t.first_docno, t.last_docno, t.postings, t.entries, t.max_tf, t.min_length,",
+    ),
     (
         "SELECT ql.ti, b.first_docno, b.last_docno, b.postings, b.entries,",
         "SELECT ql.ti, b.first_docno, b.last_docno, b.postings, b.entries, b.max_tf, b.min_length,",
