@@ -762,14 +762,11 @@ def test_a_batch_into_a_scope_the_statistics_have_not_seen_reads_none_of_its_oth
     10,000,000 comparisons, a second of a batch's 1.3)."""
     with scoped.admin() as admin:
         admin.execute("ALTER TABLE pyretrieve.fragments SET (autovacuum_enabled = false)")
-    for i in range(20):
-        put(conn, "walt", f"a note of another workspace {i}", "internal", ws="other")
+    _put_elsewhere(conn)
     with scoped.admin() as admin:
         admin.execute("ANALYZE pyretrieve.fragments")
-    scope = 3000
-    for start in range(0, scope, 500):
-        with acting_as(conn, "wally"):
-            call_batch(conn, [row(i, f"note {i} of the scope") for i in range(start, start + 500)])
+    _load_scope(conn)
+    scope = _SCOPE
     batch = [row(i, f"note {i} of the scope") for i in range(scope, scope + 100)]
     with scoped.admin() as admin:
         old = admin.execute(
@@ -817,26 +814,26 @@ SELECT * FROM pyretrieve.stale_embeddings(%(ws)s, 'docs', %(model)s, NULL, 5)
 """
 
 
-def test_no_writers_call_reads_the_scope_whole_when_the_statistics_lag(
-    scoped: Database, conn: psycopg.Connection[Any]
-) -> None:
-    """The row path's probes stay probes behind stale statistics (analysed before acme/docs
-    held a row, they take its 3,000 rows for one). Planned for those, each call below read the
-    scope whole through its index until 0043: 3,001 fragments for one retract, 9,006 for one
-    created_now, every lexical block of the scope (2,600) for one new fragment."""
-    with scoped.admin() as admin:
-        admin.execute("ALTER TABLE pyretrieve.fragments SET (autovacuum_enabled = false)")
-        admin.execute("ALTER TABLE pyretrieve.lexical_blocks SET (autovacuum_enabled = false)")
+_SCOPE = 3000
+
+
+def _put_elsewhere(conn: psycopg.Connection[Any]) -> None:
+    """20 fragments of another workspace."""
     for i in range(20):
         put(conn, "walt", f"a note of another workspace {i}", "internal", ws="other")
-    with scoped.admin() as admin:
-        admin.execute("ANALYZE pyretrieve.fragments")
-        admin.execute("ANALYZE pyretrieve.lexical_blocks")
-    scope = 3000
-    for start in range(0, scope, 500):
+
+
+def _load_scope(conn: psycopg.Connection[Any]) -> None:
+    """3,000 fragments of acme/docs, in batches of 500."""
+    for start in range(0, _SCOPE, 500):
         with acting_as(conn, "wally"):
             call_batch(conn, [row(i, f"note {i} of the scope") for i in range(start, start + 500)])
-    with scoped.admin() as admin:
+
+
+def _scope_args(db: Database) -> tuple[dict[str, Any], int]:
+    """The row path's arguments (six fragments of the scope, the model, a vector) and the
+    scope's count of lexical blocks."""
+    with db.admin() as admin:
         ids = [
             r["id"]
             for r in admin.execute(
@@ -860,26 +857,52 @@ def test_no_writers_call_reads_the_scope_whole_when_the_statistics_lag(
         "ids": ids[3:],
         "vector": "[" + ",".join(["0.1"] * 256) + "]",
     }
+    return args, int(blocks["n"])
+
+
+def _reads_over(
+    db: Database,
+    calls: Sequence[tuple[str, str]],
+    args: dict[str, Any],
+    bound: dict[str, int],
+) -> dict[str, dict[str, int]]:
+    """Each call (principal, statement) in a session of its own, whose first calls plan as a
+    new session's do: the tables it read more rows of than ``bound`` allows, by statement."""
+    too_many = {}
+    for nick, statement in calls:
+        with db.connect(autocommit=True) as fresh, acting_as(fresh, nick), rows_read(fresh) as read:
+            fresh.execute(statement, args).fetchall()
+        over = {t: read[t] for t, most in bound.items() if read.get(t, 0) > most}
+        if over:
+            too_many[statement.splitlines()[0]] = over
+    return too_many
+
+
+def test_no_writers_call_reads_the_scope_whole_when_the_statistics_lag(
+    scoped: Database, conn: psycopg.Connection[Any]
+) -> None:
+    """The row path's probes stay probes behind stale statistics (analysed before acme/docs
+    held a row, they take its 3,000 rows for one). Planned for those, each call below read the
+    scope whole through its index until 0043: 3,001 fragments for one retract, 9,006 for one
+    created_now, every lexical block of the scope (2,600) for one new fragment."""
+    with scoped.admin() as admin:
+        admin.execute("ALTER TABLE pyretrieve.fragments SET (autovacuum_enabled = false)")
+        admin.execute("ALTER TABLE pyretrieve.lexical_blocks SET (autovacuum_enabled = false)")
+    _put_elsewhere(conn)
+    with scoped.admin() as admin:
+        admin.execute("ANALYZE pyretrieve.fragments")
+        admin.execute("ANALYZE pyretrieve.lexical_blocks")
+    _load_scope(conn)
+    args, blocks = _scope_args(scoped)
     # A few probes of a key per call (a superseded fragment and its successor are read by
     # their keys four times); a new fragment's postings read the last blocks of its terms.
     bound = {
         "pyretrieve.fragments": 10,
         "pyretrieve.embeddings": 10,
-        "pyretrieve.lexical_blocks": blocks["n"] // 10,
+        "pyretrieve.lexical_blocks": blocks // 10,
     }
-    too_many = {}
-    for statement in _ROW_PATH.strip().split(";\n"):
-        # A session of its own each: its first calls plan as a new session's do.
-        with (
-            scoped.connect(autocommit=True) as fresh,
-            acting_as(fresh, "wally"),
-            rows_read(fresh) as read,
-        ):
-            fresh.execute(statement, args).fetchall()
-        over = {t: read[t] for t, most in bound.items() if read.get(t, 0) > most}
-        if over:
-            too_many[statement.splitlines()[0]] = over
-    print("TOO", json.dumps(too_many))
+    calls = [("wally", s) for s in _ROW_PATH.strip().split(";\n")]
+    too_many = _reads_over(scoped, calls, args, bound)
     assert not too_many, (bound, too_many)
 
 
@@ -958,55 +981,18 @@ def test_no_call_reads_the_scope_whole_after_a_first_load_into_tables_never_anal
             "SELECT pyretrieve.grant_access(%s::regrole, %s, 'docs', 'qa', 'internal')",
             (role("alice"), WS),
         )
-    for i in range(20):
-        put(conn, "walt", f"a note of another workspace {i}", "internal", ws="other")
-    scope = 3000
-    for start in range(0, scope, 500):
-        with acting_as(conn, "wally"):
-            call_batch(conn, [row(i, f"note {i} of the scope") for i in range(start, start + 500)])
-    with scoped.admin() as admin:
-        ids = [
-            r["id"]
-            for r in admin.execute(
-                "SELECT fragment_id AS id FROM pyretrieve.fragments"
-                " WHERE workspace_id = %s AND project_id = 'docs' ORDER BY docno LIMIT 6",
-                (WS,),
-            )
-        ]
-        blocks = admin.execute(
-            "SELECT count(*) AS n FROM pyretrieve.lexical_blocks"
-            " WHERE workspace_id = %s AND project_id = 'docs'",
-            (WS,),
-        ).fetchone()
-    assert blocks is not None
-    args = {
-        "ws": WS,
-        "model": MODEL,
-        "a": ids[0],
-        "b": ids[1],
-        "c": ids[2],
-        "ids": ids[3:],
-        "vector": "[" + ",".join(["0.1"] * 256) + "]",
-    }
+    _put_elsewhere(conn)
+    _load_scope(conn)
+    args, blocks = _scope_args(scoped)
     # As for stale statistics (above), and a search reads its candidates' records by key.
     bound = {
         "pyretrieve.fragments": 12,
         "pyretrieve.embeddings": 10,
-        "pyretrieve.lexical_blocks": blocks["n"] // 10,
+        "pyretrieve.lexical_blocks": blocks // 10,
     }
     calls = [("wally", s) for s in _ROW_PATH.strip().split(";\n")]
     calls.append(("alice", _READ_PATH.strip()))
-    too_many = {}
-    for nick, statement in calls:
-        with (
-            scoped.connect(autocommit=True) as fresh,
-            acting_as(fresh, nick),
-            rows_read(fresh) as read,
-        ):
-            fresh.execute(statement, args).fetchall()
-        over = {t: read[t] for t, most in bound.items() if read.get(t, 0) > most}
-        if over:
-            too_many[statement.splitlines()[0]] = over
+    too_many = _reads_over(scoped, calls, args, bound)
     assert not too_many, (bound, too_many)
     # The fragments and their blocks were analysed once, by the batch that took them past 1,000
     # rows, and never again; the other tables hold fewer rows and are left to autovacuum.
