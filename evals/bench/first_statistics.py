@@ -37,7 +37,14 @@ import psycopg
 from psycopg import sql
 
 from evals.bench import ingest, ingest_revisions
-from evals.bench.runtime import DATASETS, load_average, provenance, summary_ms
+from evals.bench.runtime import (
+    DATASETS,
+    acting_as,
+    load_average,
+    provenance,
+    rows_read,
+    summary_ms,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "evals" / "bench" / "first-statistics.json"
@@ -80,25 +87,15 @@ def _analysed(url: str) -> dict[str, int]:
     return {str(name): int(n) for name, n in rows}
 
 
-_READ = """
-SELECT coalesce(sum(coalesce(idx_tup_fetch, 0) + coalesce(seq_tup_read, 0)), 0)::bigint
-  FROM pg_catalog.pg_stat_xact_all_tables
- WHERE schemaname = 'pyretrieve' AND relname = 'fragments'
-"""
-
-
 def _call(
     conn: psycopg.Connection[Any], role: str, statement: str, params: tuple[Any, ...]
 ) -> tuple[float, int]:
     """One call in a transaction of its own, as ``role``: seconds, fragment rows read."""
-    with conn.transaction():
-        conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(role)))
-        before = int(conn.execute(_READ).fetchone()[0])  # type: ignore[index]
+    with acting_as(conn, role), rows_read(conn) as read:
         started = time.perf_counter()
         conn.execute(statement, params).fetchall()
         spent = time.perf_counter() - started
-        after = int(conn.execute(_READ).fetchone()[0])  # type: ignore[index]
-    return spent, after - before
+    return spent, read.get("pyretrieve.fragments", 0)
 
 
 _SEARCH = "SELECT * FROM pyretrieve.search(%s, %s, 'qa', %s, p_limit := 10, p_mode := 'lexical')"

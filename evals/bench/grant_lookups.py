@@ -40,6 +40,7 @@ from evals.bench.runtime import (
     load_average,
     paired_ratio,
     provenance,
+    rows_read,
     server_or_throwaway,
     summary_ms,
 )
@@ -60,12 +61,6 @@ CALLS = {
         "SELECT pyretrieve.put_fragment('acme', 'docs', 'a note of the bench', 'internal')",
     ),
 }
-ROWS_READ = (
-    "SELECT coalesce(sum(idx_tup_fetch + seq_tup_read) FILTER (WHERE relname = 'grants'), 0),"
-    "       coalesce(sum(idx_tup_fetch + seq_tup_read) FILTER (WHERE relname = 'pg_authid'), 0)"
-    "  FROM pg_stat_xact_all_tables"
-    " WHERE relid IN ('pyretrieve.grants'::regclass, 'pg_catalog.pg_authid'::regclass)"
-)
 
 
 @contextlib.contextmanager
@@ -136,15 +131,11 @@ def _timed(conn: psycopg.Connection[Any], role: str, statement: str) -> tuple[fl
     the grants and of the cluster's roles (pg_authid) it read."""
     with conn.transaction(force_rollback=True):
         conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(role)))
-        # A session's counts wait unflushed across its transactions: the call's are the change.
-        before = conn.execute(ROWS_READ).fetchone()
-        started = time.perf_counter()
-        conn.execute(statement).fetchall()
-        seconds = time.perf_counter() - started
-        after = conn.execute(ROWS_READ).fetchone()
-    assert before is not None
-    assert after is not None
-    return seconds, int(after[0] - before[0]), int(after[1] - before[1])
+        with rows_read(conn) as read:
+            started = time.perf_counter()
+            conn.execute(statement).fetchall()
+            seconds = time.perf_counter() - started
+    return seconds, read.get("pyretrieve.grants", 0), read.get("pg_catalog.pg_authid", 0)
 
 
 def _measure(dsns: list[str], principals: Principals, calls: int) -> dict[str, Any]:

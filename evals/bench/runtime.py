@@ -28,6 +28,7 @@ import numpy as np
 import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.rows import tuple_row
 
 ROOT = Path(__file__).resolve().parents[2]
 DATASETS = ROOT.parent / "shared" / "datasets"
@@ -171,6 +172,30 @@ class Principals:
 def is_superuser(conn: psycopg.Connection[Any]) -> bool:
     row = conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()
     return bool(row and row[0])
+
+
+_ROWS_READ = (
+    "SELECT schemaname || '.' || relname, coalesce(idx_tup_fetch, 0) + coalesce(seq_tup_read, 0)"
+    "  FROM pg_catalog.pg_stat_xact_all_tables"
+)
+
+
+@contextlib.contextmanager
+def rows_read(conn: psycopg.Connection[Any]) -> Iterator[dict[str, int]]:
+    """Rows each table gave the statements of the block (index fetches and sequential reads),
+    by schema-qualified name: the change of the transaction's counters across it (a session's
+    counts wait unflushed across its transactions). Run inside the transaction measured."""
+
+    def counts() -> dict[str, int]:
+        rows = conn.cursor(row_factory=tuple_row).execute(_ROWS_READ).fetchall()
+        return {str(name): int(n) for name, n in rows}
+
+    before = counts()
+    read: dict[str, int] = {}
+    yield read
+    for name, n in counts().items():
+        if n - before.get(name, 0):
+            read[name] = n - before.get(name, 0)
 
 
 @contextlib.contextmanager
