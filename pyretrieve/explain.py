@@ -27,6 +27,7 @@ from pyretrieve.types import (
     LexicalCandidate,
     SemanticStatus,
     VectorCandidate,
+    _identity,
     hex_digest,
     iso_utc,
 )
@@ -127,13 +128,16 @@ def explain_result(
         if vector_part.normalization is not None:
             vector_plain["normalization"] = dict(vector_part.normalization)
 
+    # The record's id and digest as text once: its identity is made of the two.
+    fragment_text = str(record.fragment_id)
+    digest_hex = hex_digest(record.content_digest)
     return {
         "fused_rank": fused_rank,
         "decision_id": str(decision.decision_id),
         "fragment": {
             "workspace_id": record.workspace_id,
             "project_id": record.project_id,
-            "fragment_id": str(record.fragment_id),
+            "fragment_id": fragment_text,
             "classification": record.classification.value,
         },
         "content": {"text": record.body, "trust": TRUST_LABEL},
@@ -145,14 +149,14 @@ def explain_result(
             "retrieved_at": iso_utc(retrieved_at),
             "expires_at": _opt_iso(record.expires_at),
             "ingested_at": iso_utc(record.ingested_at),
-            "content_digest": hex_digest(record.content_digest),
+            "content_digest": digest_hex,
         },
         "modalities": {"lexical": lexical_plain, "vector": vector_plain},
         "fusion": fusion_section(fusion, fused_score),
         "freshness": {"factor": freshness, "age_us": age_us, "max_age_us": max_age_us},
         "final_score": final_score,
         "confidence": confidence,
-        "tie_break": record.identity,
+        "tie_break": _identity(digest_hex, fragment_text),
         "generations": {
             "lexical_generation": record.lexical_generation,
             "vector_generation": None if vector is None else vector.vector_generation,

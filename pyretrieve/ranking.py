@@ -17,7 +17,8 @@ import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import NamedTuple
+from operator import attrgetter
+from typing import NamedTuple, TypeVar
 from uuid import UUID
 
 from pyretrieve.contract import DBSF_DEGENERATE, DBSF_SPREAD, FRESHNESS_SLOPE, is_stale
@@ -29,6 +30,7 @@ from pyretrieve.types import (
     FRESHNESS_FLOOR,
     RANK_BASE,
     RRF_K,
+    Classification,
     Decision,
     DegradationReason,
     FragmentRecord,
@@ -47,6 +49,12 @@ from pyretrieve.types import (
     VectorCandidate,
     Weights,
     WeightsSource,
+    _identity,
+    _new_omission,
+    _new_result,
+    _parse_lexical,
+    _parse_record,
+    _parse_vector,
     canonical_json,
     hex_digest,
     micros,
@@ -70,6 +78,9 @@ Row = Mapping[str, object]
 
 # 60 + 1: the RRF denominator of a first-ranked candidate.
 _TOP_RANK_DENOMINATOR = float(RRF_K + RANK_BASE)
+
+_RANK = attrgetter("rank")
+_FRAGMENT_TEXT = attrgetter("fragment_text")
 
 
 # ----------------------------------------------------------------- the arithmetic
@@ -146,7 +157,7 @@ def vector_input(distance: float) -> float:
 class _Part(NamedTuple):
     """One candidate's share of the fused score, and for DBSF how it was normalised (a named
     tuple: a search makes one per candidate, and a frozen dataclass costs several times more
-    to build)."""
+    to build). Built with positional arguments: by keyword, it cost three times as much."""
 
     contribution: float
     value: float | None = None  # DBSF: the normalised input
@@ -160,30 +171,26 @@ def leg_contributions(
     """Each candidate's contribution, for candidates given as ``(rank, input)`` in rank order
     (``input`` from :func:`lexical_input` / :func:`vector_input`; RRF reads only the rank)."""
     if method is Fusion.RRF:
-        return [_Part(contribution=rrf_contribution(weight, rank)) for rank, _ in candidates]
+        return [_Part(rrf_contribution(weight, rank)) for rank, _ in candidates]
     dist = distribution([value for _, value in candidates])
     if dist is None:
         return []
     parts = []
     for _, value in candidates:
         normalized = dist.normalize(value)
-        parts.append(
-            _Part(
-                contribution=weight * normalized,
-                value=value,
-                normalized=normalized,
-                distribution=dist,
-            )
-        )
+        parts.append(_Part(weight * normalized, value, normalized, dist))
     return parts
 
 
 def _parts_by_key(
-    method: Fusion, weight: float, rows: Sequence[tuple[Hashable, int, float]]
+    method: Fusion,
+    weight: float,
+    keys: Sequence[Hashable],
+    candidates: Sequence[tuple[int, float]],
 ) -> dict[Hashable, _Part]:
-    """Each candidate's part, keyed, for ``(key, rank, input)`` rows given in rank order."""
-    parts = leg_contributions(method, weight, [(rank, value) for _, rank, value in rows])
-    return {key: part for (key, _, _), part in zip(rows, parts, strict=True)}
+    """Each candidate's part by its key, for candidates as :func:`leg_contributions` takes
+    them and their keys in the same order."""
+    return dict(zip(keys, leg_contributions(method, weight, candidates), strict=True))
 
 
 def fused_order(
@@ -206,7 +213,9 @@ def fused_order(
         if rows is None:
             continue
         weight = weights.lexical if position == 0 else weights.vector
-        parts = _parts_by_key(fusion, weight, [(k, r, convert(v)) for k, r, v in rows])
+        parts = _parts_by_key(
+            fusion, weight, [k for k, _, _ in rows], [(r, convert(v)) for _, r, v in rows]
+        )
         for key, part in parts.items():
             scores.setdefault(key, [None, None])[position] = part.contribution
     fused = [(key, fuse(lex, vec)) for key, (lex, vec) in scores.items()]
@@ -230,8 +239,14 @@ def freshness_factor(age: timedelta, max_age: timedelta | None) -> float:
     """
     if max_age is None:
         return 1.0
-    age_us = micros(age)
-    max_us = micros(max_age)
+    return _freshness_us(micros(age), micros(max_age))
+
+
+def _freshness_us(age_us: int, max_us: int | None) -> float:
+    """:func:`freshness_factor` of durations already in microseconds (a search reduces its
+    decision's ``max_age`` once, not once per record)."""
+    if max_us is None:
+        return 1.0
     if max_us <= 0:
         raise ValueError("max_age must be positive")
     factor = 1.0 - FRESHNESS_SLOPE * (float(age_us) / float(max_us))
@@ -291,8 +306,8 @@ def retrieval_id(
     permutation of the input rows yields the same id. ``null`` (did not run) and
     ``[]`` (ran, found nothing) are different inputs and give different ids.
     """
-    # Each fragment's text form once (records and both legs name the same fragments). A UUID's
-    # text sorts as its integer does (fixed-width lower-case hex), so records sort by id.
+    head = _retrieval_head(decision, query_digest, embedding_digest, limit, fusion)
+    # Each fragment's text form once (records and both legs name the same fragments).
     text: dict[UUID, str] = {}
 
     def fid(value: UUID) -> str:
@@ -301,42 +316,70 @@ def retrieval_id(
             known = text[value] = str(value)
         return known
 
-    payload: dict[str, JsonValue] = {
+    lexical_rows: list[JsonValue] | None = (
+        None
+        if lexical is None
+        else [
+            [c.rank, fid(c.fragment_id), hex_digest(c.content_digest), c.lexical_generation]
+            for c in sorted(lexical, key=_RANK)
+        ]
+    )
+    vector_rows: list[JsonValue] | None = (
+        None
+        if vector is None
+        else [
+            [
+                c.rank,
+                fid(c.fragment_id),
+                hex_digest(c.content_digest),
+                c.vector_generation,
+                c.lexical_generation,
+                c.search.value,
+            ]
+            for c in sorted(vector, key=_RANK)
+        ]
+    )
+    record_rows: list[JsonValue] = [
+        [fid(r.fragment_id), hex_digest(r.content_digest), r.lexical_generation]
+        for r in sorted(records, key=_by_fragment_id)
+    ]
+    return _retrieval_digest(
+        head,
+        {
+            "lexical": canonical_json(lexical_rows),
+            "vector": canonical_json(vector_rows),
+            "records": canonical_json(record_rows),
+        },
+    )
+
+
+def _retrieval_head(
+    decision: Decision,
+    query_digest: bytes,
+    embedding_digest: bytes | None,
+    limit: int,
+    fusion: FusionSettings,
+) -> dict[str, JsonValue]:
+    """The retrieval id's inputs besides the rows: the decision, the query and the fusion."""
+    return {
         "decision_id": str(decision.decision_id),
         "query_digest": hex_digest(query_digest),
         "embedding_digest": None if embedding_digest is None else hex_digest(embedding_digest),
         "limit": limit,
         "fusion": fusion.fusion_plain(),
         "weights": fusion.weights_plain(),
-        "lexical": (
-            None
-            if lexical is None
-            else [
-                [c.rank, fid(c.fragment_id), hex_digest(c.content_digest), c.lexical_generation]
-                for c in sorted(lexical, key=_by_rank)
-            ]
-        ),
-        "vector": (
-            None
-            if vector is None
-            else [
-                [
-                    c.rank,
-                    fid(c.fragment_id),
-                    hex_digest(c.content_digest),
-                    c.vector_generation,
-                    c.lexical_generation,
-                    c.search.value,
-                ]
-                for c in sorted(vector, key=_by_rank)
-            ]
-        ),
-        "records": [
-            [fid(r.fragment_id), hex_digest(r.content_digest), r.lexical_generation]
-            for r in sorted(records, key=_by_fragment_id)
-        ],
     }
-    return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
+
+
+def _retrieval_digest(head: Mapping[str, JsonValue], rows: Mapping[str, str]) -> str:
+    """The hex SHA-256 of the canonical JSON of one object: ``head``'s members and ``rows``'s,
+    whose values are given as canonical JSON already (:func:`rank` writes its rows without
+    the encoder). The object is written as :func:`canonical_json` writes one: its members
+    sorted by key, each key a plain identifier, which JSON quotes and leaves as it is."""
+    members = {key: canonical_json(value) for key, value in head.items()}
+    members.update(rows)
+    text = "{" + ",".join(f'"{key}":{members[key]}' for key in sorted(members)) + "}"
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 # ------------------------------------------------------------------------ checks
@@ -380,34 +423,54 @@ def _check_semantic(
 
 
 def _check_ranks(ranks: list[int]) -> None:
+    # Rows arrive in rank order: ranks that are already the run from the base repeat none
+    # and skip none, and the two checks below would pass.
+    if ranks == list(range(RANK_BASE, RANK_BASE + len(ranks))):
+        return
     if len(set(ranks)) != len(ranks):
         raise IntegrityViolation("duplicate_rank")
     if sorted(ranks) != list(range(RANK_BASE, RANK_BASE + len(ranks))):
         raise IntegrityViolation("rank_gap")
 
 
-def _check_unique_fragments(ids: Iterable[UUID]) -> None:
-    seen: set[UUID] = set()
-    for fragment_id in ids:
-        if fragment_id in seen:
-            raise IntegrityViolation("duplicate_fragment")
-        seen.add(fragment_id)
+_Keyed = TypeVar("_Keyed", LexicalCandidate, VectorCandidate, FragmentRecord)
+_Candidate = TypeVar("_Candidate", LexicalCandidate, VectorCandidate)
 
 
-def _check_modality(candidates: list[LexicalCandidate] | list[VectorCandidate], cap: int) -> None:
+def _by_fragment(rows: list[_Keyed]) -> dict[int, _Keyed]:
+    """The rows by fragment id, each id once. Keyed by the id's integer, which is all that
+    UUIDs compare and hash: a UUID hashes in Python, and a search looked ids up thousands of
+    times."""
+    by_id = {row.fragment_id.int: row for row in rows}
+    if len(by_id) != len(rows):
+        raise IntegrityViolation("duplicate_fragment")
+    return by_id
+
+
+def _check_modality(candidates: list[_Candidate], cap: int) -> dict[int, _Candidate]:
     if len(candidates) > cap:
         raise IntegrityViolation("too_many_candidates")
-    _check_unique_fragments(c.fragment_id for c in candidates)
+    by_id = _by_fragment(candidates)
     _check_ranks([c.rank for c in candidates])
+    return by_id
 
 
-def _check_record(record: FragmentRecord, decision: Decision) -> None:
+def _check_records(records: list[FragmentRecord], decision: Decision) -> None:
+    # The classifications the ceiling admits, once per search rather than twice per record.
+    allowed = tuple(c for c in Classification if c.at_most(decision.ceiling))
+    for record in records:
+        _check_record(record, decision, allowed)
+
+
+def _check_record(
+    record: FragmentRecord, decision: Decision, allowed: tuple[Classification, ...]
+) -> None:
     fid = record.fragment_id
     if hashlib.sha256(record.body.encode("utf-8")).digest() != record.content_digest:
         raise IntegrityViolation("digest_mismatch", fragment_id=fid)
     if record.workspace_id != decision.workspace_id or record.project_id != decision.project_id:
         raise IntegrityViolation("foreign_scope", fragment_id=fid)
-    if not record.classification.at_most(decision.ceiling):
+    if record.classification not in allowed:
         raise IntegrityViolation("above_ceiling", fragment_id=fid)
     if record.state is not FragmentState.ACTIVE:
         raise IntegrityViolation("inactive_state", fragment_id=fid)
@@ -423,24 +486,24 @@ def _check_record(record: FragmentRecord, decision: Decision) -> None:
 
 
 def _check_bindings(
-    records: dict[UUID, FragmentRecord],
-    lexical: dict[UUID, LexicalCandidate],
-    vector: dict[UUID, VectorCandidate],
+    records: dict[int, FragmentRecord],
+    lexical: dict[int, LexicalCandidate],
+    vector: dict[int, VectorCandidate],
 ) -> None:
-    for fid, lex in lexical.items():
-        vec = vector.get(fid)
+    for key, lex in lexical.items():
+        vec = vector.get(key)
         if vec is not None and vec.content_digest != lex.content_digest:
             raise IntegrityViolation("cross_modality_digest_mismatch", fragment_id=lex.fragment_id)
-    for lex in lexical.values():
-        record = records.get(lex.fragment_id)
+    for key, lex in lexical.items():
+        record = records.get(key)
         if record is None:
             raise IntegrityViolation("candidate_without_record", fragment_id=lex.fragment_id)
         if lex.content_digest != record.content_digest:
             raise IntegrityViolation("candidate_digest_mismatch", fragment_id=lex.fragment_id)
         if lex.lexical_generation != record.lexical_generation:
             raise IntegrityViolation("generation_mismatch", fragment_id=lex.fragment_id)
-    for vec in vector.values():
-        record = records.get(vec.fragment_id)
+    for key, vec in vector.items():
+        record = records.get(key)
         if record is None:
             raise IntegrityViolation("candidate_without_record", fragment_id=vec.fragment_id)
         if vec.content_digest != record.content_digest:
@@ -456,8 +519,8 @@ def _check_bindings(
             lexical_generation=record.lexical_generation,
         ):
             raise IntegrityViolation("stale_embedding", fragment_id=vec.fragment_id)
-    for fid, record in records.items():
-        if fid not in lexical and fid not in vector:
+    for key, record in records.items():
+        if key not in lexical and key not in vector:
             raise IntegrityViolation("record_without_candidate", fragment_id=record.fragment_id)
 
 
@@ -465,7 +528,8 @@ def _check_bindings(
 
 
 class _Scored(NamedTuple):
-    """One record with its candidates, parts and scores (a named tuple, as :class:`_Part`)."""
+    """One record with its candidates, parts and scores (a named tuple built positionally, as
+    :class:`_Part`)."""
 
     record: FragmentRecord
     lexical: LexicalCandidate | None
@@ -476,9 +540,14 @@ class _Scored(NamedTuple):
     age_us: int
     freshness: float
     final_score: float
+    # The record's text forms, worked out once for the order, the retrieval id and the
+    # explanation: its id, its digest and its identity (``FragmentRecord.identity``).
+    fragment_text: str
+    digest_hex: str
+    identity: str
 
     def order_key(self) -> tuple[float, float, str]:
-        return (-self.final_score, -self.fused_score, self.record.identity)
+        return (-self.final_score, -self.fused_score, self.identity)
 
 
 def _parse_decision(decision: Decision | Row) -> Decision:
@@ -537,17 +606,14 @@ def rank(
         fusion_source=fusion_source,
         fusion_model=fusion_model,
     )
-    results, omissions = _cut(checked, _score(checked))
+    scored = _score(checked)
+    results, omissions = _cut(checked, scored)
     return SearchResult(
-        retrieval_id=retrieval_id(
-            decision=checked.decision,
-            query_digest=query_digest,
-            embedding_digest=embedding_digest,
-            limit=limit,
-            fusion=checked.fusion,
-            lexical=checked.lexical if checked.lexical_ran else None,
-            vector=checked.vector if checked.vector_ran else None,
-            records=checked.records,
+        retrieval_id=_retrieval_digest(
+            _retrieval_head(
+                checked.decision, query_digest, embedding_digest, limit, checked.fusion
+            ),
+            _retrieval_rows(checked, scored),
         ),
         decision=checked.decision,
         semantic=semantic,
@@ -580,8 +646,9 @@ class _Checked:
     lexical: list[LexicalCandidate]
     vector: list[VectorCandidate]
     records: list[FragmentRecord]
-    lexical_by_id: dict[UUID, LexicalCandidate]
-    vector_by_id: dict[UUID, VectorCandidate]
+    # By the integer of the fragment id (see _by_fragment).
+    lexical_by_id: dict[int, LexicalCandidate]
+    vector_by_id: dict[int, VectorCandidate]
 
 
 def _validate(
@@ -649,19 +716,16 @@ def _validate(
     if ideal <= 0.0:
         raise IntegrityViolation("nothing_ran")
 
-    lexical_rows = [] if lexical is None else [LexicalCandidate.from_row(r) for r in lexical]
-    vector_rows = [] if vector is None else [VectorCandidate.from_row(r) for r in vector]
-    record_rows = [FragmentRecord.from_row(r) for r in records]
+    # The parsers behind each class's from_row, called directly (a search parses hundreds).
+    lexical_rows = [] if lexical is None else list(map(_parse_lexical, lexical))
+    vector_rows = [] if vector is None else list(map(_parse_vector, vector))
+    record_rows = list(map(_parse_record, records))
 
     cap = parsed_decision.candidate_limit
-    _check_modality(lexical_rows, cap)
-    _check_modality(vector_rows, cap)
-    _check_unique_fragments(r.fragment_id for r in record_rows)
-    for record in record_rows:
-        _check_record(record, parsed_decision)
-    by_id: dict[UUID, FragmentRecord] = {r.fragment_id: r for r in record_rows}
-    lexical_by_id: dict[UUID, LexicalCandidate] = {c.fragment_id: c for c in lexical_rows}
-    vector_by_id: dict[UUID, VectorCandidate] = {c.fragment_id: c for c in vector_rows}
+    lexical_by_id = _check_modality(lexical_rows, cap)
+    vector_by_id = _check_modality(vector_rows, cap)
+    by_id = _by_fragment(record_rows)
+    _check_records(record_rows, parsed_decision)
     _check_bindings(by_id, lexical_by_id, vector_by_id)
     return _Checked(
         decision=parsed_decision,
@@ -681,64 +745,106 @@ def _validate(
     )
 
 
-def _score(checked: _Checked) -> list[_Scored]:
-    """Fuse each record's contributions, apply freshness, and sort into the total order."""
+def _leg_parts(checked: _Checked) -> tuple[dict[Hashable, _Part], dict[Hashable, _Part]]:
+    """Each leg's parts by fragment key, computed over all of the leg's candidates in rank
+    order (DBSF's distribution is the whole leg's)."""
     weights = checked.fusion.weights
     method = checked.fusion.method
-    # Each leg's parts are computed over all of its candidates, in rank order (DBSF's
-    # distribution is the whole leg's).
-    lexical_parts = _parts_by_key(
-        method,
-        weights.lexical,
-        [
-            (c.fragment_id, c.rank, lexical_input(c.score))
-            for c in sorted(checked.lexical, key=_by_rank)
-        ],
+    lexical = sorted(checked.lexical, key=_RANK)
+    vector = sorted(checked.vector, key=_RANK)
+    return (
+        _parts_by_key(
+            method,
+            weights.lexical,
+            [c.fragment_id.int for c in lexical],
+            [(c.rank, lexical_input(c.score)) for c in lexical],
+        ),
+        _parts_by_key(
+            method,
+            weights.vector,
+            [c.fragment_id.int for c in vector],
+            [(c.rank, vector_input(c.distance)) for c in vector],
+        ),
     )
-    vector_parts = _parts_by_key(
-        method,
-        weights.vector,
-        [
-            (c.fragment_id, c.rank, vector_input(c.distance))
-            for c in sorted(checked.vector, key=_by_rank)
-        ],
-    )
+
+
+def _score(checked: _Checked) -> list[_Scored]:
+    """Fuse each record's contributions, apply freshness, and sort into the total order."""
+    lexical_parts, vector_parts = _leg_parts(checked)
     evaluated_at = checked.decision.evaluated_at
+    max_us = _max_age_us(checked.decision)
     scored: list[_Scored] = []
     for record in checked.records:
-        lex = checked.lexical_by_id.get(record.fragment_id)
-        vec = checked.vector_by_id.get(record.fragment_id)
-        lex_part = None if lex is None else lexical_parts[record.fragment_id]
-        vec_part = None if vec is None else vector_parts[record.fragment_id]
+        key = record.fragment_id.int
+        # A record has a part in a leg exactly when it has a candidate there.
+        lex_part = lexical_parts.get(key)
+        vec_part = vector_parts.get(key)
         fused = fuse(
             None if lex_part is None else lex_part.contribution,
             None if vec_part is None else vec_part.contribution,
         )
-        age = evaluated_at - record.observed_at
-        fresh = freshness_factor(age, checked.decision.max_age)
+        age_us = micros(evaluated_at - record.observed_at)
+        fresh = _freshness_us(age_us, max_us)
+        text = str(record.fragment_id)
+        digest = record.content_digest.hex()
         scored.append(
             _Scored(
-                record=record,
-                lexical=lex,
-                vector=vec,
-                lexical_part=lex_part,
-                vector_part=vec_part,
-                fused_score=fused,
-                age_us=micros(age),
-                freshness=fresh,
-                final_score=fused * fresh,
+                record,
+                checked.lexical_by_id.get(key),
+                checked.vector_by_id.get(key),
+                lex_part,
+                vec_part,
+                fused,
+                age_us,
+                fresh,
+                fused * fresh,
+                text,
+                digest,
+                _identity(digest, text),
             )
         )
     scored.sort(key=_Scored.order_key)
     return scored
 
 
-def _by_rank(candidate: LexicalCandidate | VectorCandidate) -> int:
-    return candidate.rank
+def _max_age_us(decision: Decision) -> int | None:
+    return None if decision.max_age is None else micros(decision.max_age)
 
 
 def _by_fragment_id(record: FragmentRecord) -> UUID:
     return record.fragment_id
+
+
+def _retrieval_rows(checked: _Checked, scored: list[_Scored]) -> dict[str, str]:
+    """The rows of :func:`retrieval_id`, as the canonical JSON its encoder would write, from
+    each fragment's text forms (:func:`_score`). Every value in them is an int (parsed
+    strictly: never a bool or a subclass) or the text of a UUID, a digest or a vector search
+    (a StrEnum, which formats as its value), none of which JSON escapes. A UUID's text sorts
+    as its integer does (fixed-width lower-case hex), so the records are in fragment-id order;
+    every candidate has its record, and the record's digest, and the ranks of a leg run from
+    the base without a gap, so each candidate has its slot."""
+    lexical = [""] * len(checked.lexical)
+    vector = [""] * len(checked.vector)
+    records: list[str] = []
+    for item in sorted(scored, key=_FRAGMENT_TEXT):
+        fid, digest = item.fragment_text, item.digest_hex
+        records.append(f'["{fid}","{digest}",{item.record.lexical_generation}]')
+        lex = item.lexical
+        if lex is not None:
+            lexical[lex.rank - RANK_BASE] = (
+                f'[{lex.rank},"{fid}","{digest}",{lex.lexical_generation}]'
+            )
+        vec = item.vector
+        if vec is not None:
+            vector[vec.rank - RANK_BASE] = (
+                f'[{vec.rank},"{fid}","{digest}",{vec.vector_generation},'
+                f'{vec.lexical_generation},"{vec.search}"]'
+            )
+    return {
+        "lexical": "[" + ",".join(lexical) + "]" if checked.lexical_ran else "null",
+        "vector": "[" + ",".join(vector) + "]" if checked.vector_ran else "null",
+        "records": "[" + ",".join(records) + "]",
+    }
 
 
 def _plain_part(part: _Part | None) -> PartExplanation | None:
@@ -758,8 +864,7 @@ def _cut(checked: _Checked, scored: list[_Scored]) -> tuple[list[Result], list[O
     """Confidence for every position; the first ``limit`` become explained results, the rest
     omissions."""
     degraded = checked.semantic.lowers_confidence
-    max_age = checked.decision.max_age
-    max_age_us = None if max_age is None else micros(max_age)
+    max_age_us = _max_age_us(checked.decision)
     results: list[Result] = []
     omissions: list[Omission] = []
     for position, item in enumerate(scored, start=RANK_BASE):
@@ -770,52 +875,57 @@ def _cut(checked: _Checked, scored: list[_Scored]) -> tuple[list[Result], list[O
             fused_rank=position,
             degraded=degraded,
         )
-        record = item.record
         if position - RANK_BASE < checked.limit:
-            results.append(
-                Result(
-                    fused_rank=position,
-                    record=record,
-                    lexical=item.lexical,
-                    vector=item.vector,
-                    fused_score=item.fused_score,
-                    freshness=item.freshness,
-                    final_score=item.final_score,
-                    confidence=conf,
-                    tie_break=record.identity,
-                    explanation=explain_result(
-                        fused_rank=position,
-                        record=record,
-                        lexical=item.lexical,
-                        vector=item.vector,
-                        fusion=checked.fusion,
-                        lexical_part=_plain_part(item.lexical_part),
-                        vector_part=_plain_part(item.vector_part),
-                        fused_score=item.fused_score,
-                        freshness=item.freshness,
-                        age_us=item.age_us,
-                        max_age_us=max_age_us,
-                        final_score=item.final_score,
-                        confidence=conf,
-                        decision=checked.decision,
-                        retrieved_at=checked.retrieved_at,
-                        embedding_digest=checked.embedding_digest,
-                        semantic=checked.semantic,
-                    ),
-                )
+            results.append(_result(checked, item, position, conf, max_age_us))
+            continue
+        record = item.record
+        omissions.append(
+            _new_omission(
+                workspace_id=record.workspace_id,
+                project_id=record.project_id,
+                fragment_id=record.fragment_id,
+                content_digest=record.content_digest,
+                position=position,
+                reason=OmissionReason.RESULT_LIMIT,
+                byte_estimate=record.byte_size,
+                freshness=item.freshness,
+                confidence=conf,
             )
-        else:
-            omissions.append(
-                Omission(
-                    workspace_id=record.workspace_id,
-                    project_id=record.project_id,
-                    fragment_id=record.fragment_id,
-                    content_digest=record.content_digest,
-                    position=position,
-                    reason=OmissionReason.RESULT_LIMIT,
-                    byte_estimate=record.byte_size,
-                    freshness=item.freshness,
-                    confidence=conf,
-                )
-            )
+        )
     return results, omissions
+
+
+def _result(
+    checked: _Checked, item: _Scored, position: int, conf: float, max_age_us: int | None
+) -> Result:
+    record = item.record
+    return _new_result(
+        fused_rank=position,
+        record=record,
+        lexical=item.lexical,
+        vector=item.vector,
+        fused_score=item.fused_score,
+        freshness=item.freshness,
+        final_score=item.final_score,
+        confidence=conf,
+        tie_break=item.identity,
+        explanation=explain_result(
+            fused_rank=position,
+            record=record,
+            lexical=item.lexical,
+            vector=item.vector,
+            fusion=checked.fusion,
+            lexical_part=_plain_part(item.lexical_part),
+            vector_part=_plain_part(item.vector_part),
+            fused_score=item.fused_score,
+            freshness=item.freshness,
+            age_us=item.age_us,
+            max_age_us=max_age_us,
+            final_score=item.final_score,
+            confidence=conf,
+            decision=checked.decision,
+            retrieved_at=checked.retrieved_at,
+            embedding_digest=checked.embedding_digest,
+            semantic=checked.semantic,
+        ),
+    )

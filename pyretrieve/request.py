@@ -22,6 +22,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypedDict, cast
+from uuid import UUID
 
 import numpy as np
 from numpy.typing import NDArray
@@ -266,10 +267,7 @@ def search_steps(request: SearchRequest, embedding: QueryEmbedding) -> Steps[Sea
         span.set(**telemetry.vector_attributes(leg.rows, leg.status))
     _check_legs(fusion, decision, lexical_ran=lexical is not None, leg=leg)
 
-    ids = sorted(
-        {r["fragment_id"] for r in lexical or []} | {r["fragment_id"] for r in leg.rows or []},
-        key=str,
-    )
+    ids = _fragment_ids(lexical or [], leg.rows or [])
     with telemetry.leg("records", ids=len(ids)) as span:
         records = rows(
             (
@@ -299,6 +297,18 @@ def search_steps(request: SearchRequest, embedding: QueryEmbedding) -> Steps[Sea
     # The request's span (search or discovery) gets the outcome.
     telemetry.annotate(**telemetry.result_attributes(result))
     return result
+
+
+def _fragment_ids(lexical: list[Row], vector: list[Row]) -> list[object]:
+    """The ids the legs found, each once, in the order of their text."""
+    found = [r["fragment_id"] for r in lexical] + [r["fragment_id"] for r in vector]
+    if all(type(f) is UUID for f in found):
+        # A UUID's text sorts as its integer does (fixed-width lower-case hex), and an integer
+        # hashes and sorts without the Python code of UUID.__hash__ and __str__.
+        unique = {f.int: f for f in found}
+        return [unique[key] for key in sorted(unique)]
+    # Another type breaks the contract (the ranker refuses it): such ids go as they always did.
+    return sorted({r["fragment_id"] for r in lexical} | {r["fragment_id"] for r in vector}, key=str)
 
 
 def authorize_call(request: SearchRequest, *, intent: str, embedding_digest: bytes | None) -> Call:

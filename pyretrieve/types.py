@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from itertools import pairwise
 from typing import Any, Final, TypeAlias, TypeVar
 from uuid import UUID
 
@@ -188,7 +189,9 @@ def iso_utc(value: datetime) -> str:
     """ISO 8601 in UTC, always with microseconds and a ``Z`` suffix."""
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValueError("naive datetimes have no canonical rendering")
-    return value.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+    # In UTC the offset is written "+00:00", which the "Z" replaces (cheaper than making the
+    # datetime naive first: a search writes up to four of these per result).
+    return value.astimezone(UTC).isoformat(timespec="microseconds")[:-6] + "Z"
 
 
 def micros(value: timedelta) -> int:
@@ -377,7 +380,11 @@ _GUARDS: dict[_Parser, str] = {
     _p_float: "type(v) is float and isfinite(v)",
     _p_distance: "type(v) is float and 0.0 <= v <= 2.0",
     _p_digest: "type(v) is bytes and len(v) == DIGEST_SIZE",
-    _p_datetime: "type(v) is datetime and v.tzinfo is not None and v.utcoffset() is not None",
+    # UTC (what psycopg gives under TimeZone UTC) always has an offset: no call to ask it.
+    _p_datetime: (
+        "type(v) is datetime"
+        " and (v.tzinfo is UTC or v.tzinfo is not None and v.utcoffset() is not None)"
+    ),
     # Text that is ASCII encodes to UTF-8; the parser's own check finds lone surrogates.
     _p_body: "type(v) is str and v.isascii()",
 }
@@ -413,12 +420,12 @@ def _row_parser(cls: type[_T], spec: Mapping[str, _Parser]) -> Callable[[object]
 
     A search parses hundreds of rows. A frozen dataclass's generated ``__init__`` sets each
     field through ``object.__setattr__``, which cost more than the parsing itself (about 8 us
-    for a record of 16 fields), so the values are stored through the class's slot descriptors
-    instead, as that ``__init__`` would store them; ``spec`` must name every field (checked
-    here), so no default is skipped, and ``cls`` has no ``__post_init__``. And a call per field
-    cost as much again, so the parser is generated, as dataclasses generates ``__init__``: one
-    function with each field's guard (``_GUARDS``) written in, calling the field's parser only
-    for a value outside its guard, and for an enum a look-up of its members.
+    for a record of 16 fields), so the values are stored in its slots as that ``__init__``
+    would store them, through a twin of the class (:func:`_twin`); ``spec`` must name every
+    field (checked here), so no default is skipped, and ``cls`` has no ``__post_init__``. And a
+    call per field cost as much again, so the parser is generated, as dataclasses generates
+    ``__init__``: one function with each field's guard (``_GUARDS``) written in, calling the
+    field's parser only for a value outside its guard, and for an enum a look-up of its members.
     """
     names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
     if set(spec) != names or hasattr(cls, "__post_init__"):
@@ -426,6 +433,7 @@ def _row_parser(cls: type[_T], spec: Mapping[str, _Parser]) -> Callable[[object]
     namespace: dict[str, Any] = {
         "UUID": UUID,
         "datetime": datetime,
+        "UTC": UTC,
         "isfinite": math.isfinite,
         "RANK_BASE": RANK_BASE,
         "DIGEST_SIZE": DIGEST_SIZE,
@@ -433,17 +441,17 @@ def _row_parser(cls: type[_T], spec: Mapping[str, _Parser]) -> Callable[[object]
         "SPEC": spec,
         "check_keys": _check_keys,
         "new": object.__new__,
+        "twin": _twin(cls),
         "cls": cls,
     }
     lines = [
         "def parse(row):",
         "    if type(row) is not dict or row.keys() != KEYS:",
         "        row = check_keys(row, SPEC)",
-        "    made = new(cls)",
+        "    made = new(twin)",
     ]
     for i, (name, parser) in enumerate(spec.items()):
         namespace[f"parse_{i}"] = parser
-        namespace[f"store_{i}"] = getattr(cls, name).__set__
         lines.append(f"    v = row[{name!r}]")
         guard = _GUARDS.get(parser)
         if parser in _MEMBERS:
@@ -455,11 +463,47 @@ def _row_parser(cls: type[_T], spec: Mapping[str, _Parser]) -> Callable[[object]
         else:
             lines.append(f"    if not ({guard}):")
             lines.append(f"        v = parse_{i}({name!r}, v)")
-        lines.append(f"    store_{i}(made, v)")
-    lines.append("    return made")
+        lines.append(f"    made.{name} = v")
+    lines += ["    made.__class__ = cls", "    return made"]
     exec("\n".join(lines), namespace)  # noqa: S102 - source built above from the spec only
     parse: Callable[[object], _T] = namespace["parse"]
     return parse
+
+
+def _twin(cls: type) -> type:
+    """A class with the slots of ``cls`` (a frozen dataclass of slots) and nothing else, to
+    build instances of ``cls`` in: Python stores an attribute in a slot of the twin in place,
+    where ``cls`` itself refuses it (frozen), and even its slot descriptors cost a call per
+    field. Once every slot is set, the instance becomes a ``cls`` (``made.__class__ = cls``:
+    the two lay their instances out alike), the same object ``cls(...)`` would have made."""
+    twin = type(f"{cls.__name__}Slots", (), {"__slots__": vars(cls)["__slots__"]})
+    # A layout that differs fails here, when the module loads, not at the first row.
+    probe: Any = object.__new__(twin)
+    probe.__class__ = cls
+    return twin
+
+
+def _slot_builder(cls: type[_T]) -> Callable[..., _T]:
+    """``cls(**values)`` for a frozen dataclass of slots, built in its twin (:func:`_twin`) as
+    :func:`_row_parser` builds its instances: the ranker builds an omission for every candidate
+    past the limit, and the generated ``__init__``'s ``object.__setattr__`` per field cost
+    more than twice what the stores do. Each field is a keyword argument without a default, as in
+    ``cls(...)`` (a field named wrongly or left out is a ``TypeError``); ``cls`` has no
+    ``__post_init__`` and none of its fields a default, so the generated ``__init__`` does no
+    more than store them."""
+    names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
+    if hasattr(cls, "__post_init__") or any(
+        f.default is not MISSING or f.default_factory is not MISSING
+        for f in fields(cls)  # type: ignore[arg-type]
+    ):
+        raise TypeError(f"{cls.__name__}: fields with defaults, or a __post_init__")
+    namespace: dict[str, Any] = {"new": object.__new__, "twin": _twin(cls), "cls": cls}
+    lines = [f"def build(*, {', '.join(names)}):", "    made = new(twin)"]
+    lines += [f"    made.{name} = {name}" for name in names]
+    lines += ["    made.__class__ = cls", "    return made"]
+    exec("\n".join(lines), namespace)  # noqa: S102 - source built above from the fields only
+    build: Callable[..., _T] = namespace["build"]
+    return build
 
 
 # ------------------------------------------------------------------- dataclasses
@@ -583,9 +627,10 @@ def _p_terms(name: str, value: object) -> tuple[LexicalTerm, ...]:
     if not isinstance(value, list):
         raise _type_error(name)
     terms = tuple(map(_parse_term, value))
-    if [t.term for t in terms] != sorted({t.term for t in terms}):
-        # The database lists each matched term once, in lexeme order.
-        raise _value_error(name)
+    # The database lists each matched term once, in lexeme order: each term before the next.
+    for before, after in pairwise(terms):
+        if not before.term < after.term:
+            raise _value_error(name)
     return terms
 
 
@@ -675,11 +720,19 @@ class FragmentRecord:
     @property
     def identity(self) -> str:
         """Content-bound tie-break identity: ``<digest hex>:<fragment uuid>``."""
-        return self.content_digest.hex() + ":" + str(self.fragment_id)
+        return _identity(self.content_digest.hex(), str(self.fragment_id))
 
     @property
     def byte_size(self) -> int:
-        return len(self.body.encode("utf-8"))
+        body = self.body
+        # ASCII text is one byte a character (isascii reads a flag; encoding copies the text).
+        return len(body) if body.isascii() else len(body.encode("utf-8"))
+
+
+def _identity(digest_hex: str, fragment_text: str) -> str:
+    """:attr:`FragmentRecord.identity` from the record's digest and id as text (the ranker and
+    the explanation have them already)."""
+    return digest_hex + ":" + fragment_text
 
 
 _RECORD_SPEC: Final[Mapping[str, _Parser]] = {
@@ -868,6 +921,9 @@ class Result:
         return plain
 
 
+_new_result = _slot_builder(Result)
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Omission:
     """An eligible fragment left out because the result limit was reached."""
@@ -894,6 +950,9 @@ class Omission:
             "freshness": self.freshness,
             "confidence": self.confidence,
         }
+
+
+_new_omission = _slot_builder(Omission)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -706,6 +706,8 @@ def test_ranker_quick(tmp_path: Path) -> None:
     for side in ("current", "baseline"):
         assert len(result["results"][side]["per_round_rank_ms"]) == 2
         assert result["results"][side]["rank_p50_ms"] > 0
+        assert result["results"][side]["rank_cpu_p50_ms"] > 0
+    assert result["current_over_baseline"]["of_cpu_p50s"] > 0
     assert len(result["baseline"]["commit"]) == 40
 
 

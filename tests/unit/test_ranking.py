@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from ranking_factories import (
+    EMBEDDING_DIGEST,
     EVALUATED_AT,
     MAX_AGE,
     decision_row,
@@ -37,9 +38,14 @@ from pyretrieve.ranking import (
 from pyretrieve.types import (
     Decision,
     DegradationReason,
+    FragmentRecord,
+    JsonValue,
+    LexicalCandidate,
     OmissionReason,
     SemanticStatus,
+    VectorCandidate,
     Weights,
+    canonical_json,
 )
 
 # ------------------------------------------------------------------ RRF numbers
@@ -346,6 +352,66 @@ def test_retrieval_id_depends_on_limit_and_candidates() -> None:
     assert base.retrieval_id != other_limit.retrieval_id
     assert len(base.retrieval_id) == 64
     assert int(base.retrieval_id, 16) >= 0
+
+
+def test_retrieval_id_is_the_digest_of_the_canonical_json_of_its_inputs() -> None:
+    records, lexical, vector = hybrid_corpus(4)
+    vector[0]["search"] = "hnsw"
+    out = run(records=records, lexical=lexical, vector=vector, limit=2)
+    parsed_lexical = sorted(map(LexicalCandidate.from_row, lexical), key=lambda c: c.rank)
+    parsed_vector = sorted(map(VectorCandidate.from_row, vector), key=lambda c: c.rank)
+    parsed_records = sorted(map(FragmentRecord.from_row, records), key=lambda r: r.fragment_id)
+    payload: dict[str, JsonValue] = {
+        "decision_id": str(out.decision.decision_id),
+        "query_digest": out.query_digest.hex(),
+        "embedding_digest": EMBEDDING_DIGEST.hex(),
+        "limit": 2,
+        "fusion": out.fusion.fusion_plain(),
+        "weights": out.fusion.weights_plain(),
+        "lexical": [
+            [c.rank, str(c.fragment_id), c.content_digest.hex(), c.lexical_generation]
+            for c in parsed_lexical
+        ],
+        "vector": [
+            [
+                c.rank,
+                str(c.fragment_id),
+                c.content_digest.hex(),
+                c.vector_generation,
+                c.lexical_generation,
+                c.search.value,
+            ]
+            for c in parsed_vector
+        ],
+        "records": [
+            [str(r.fragment_id), r.content_digest.hex(), r.lexical_generation]
+            for r in parsed_records
+        ],
+    }
+    expected = hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
+    assert out.retrieval_id == expected
+
+
+@pytest.mark.parametrize("legs", ["both", "lexical", "vector", "empty"])
+def test_rank_writes_the_retrieval_id_that_retrieval_id_computes(legs: str) -> None:
+    """rank() writes the id's rows itself, from the text of each fragment worked out once;
+    retrieval_id() writes them with the JSON encoder. The bytes hashed are the same."""
+    records, lexical, vector = hybrid_corpus(0 if legs == "empty" else 6)
+    if vector:
+        vector[2]["search"] = "hnsw"
+    lexical_rows = None if legs == "vector" else lexical[::-1]
+    vector_rows = None if legs == "lexical" else vector
+    out = run(records=records[::-1], lexical=lexical_rows, vector=vector_rows, limit=2)
+    assert out.retrieval_id == ranking_module.retrieval_id(
+        decision=out.decision,
+        query_digest=out.query_digest,
+        embedding_digest=out.embedding_digest,
+        limit=out.limit,
+        fusion=out.fusion,
+        lexical=None if lexical_rows is None else map(LexicalCandidate.from_row, lexical_rows),
+        vector=None if vector_rows is None else map(VectorCandidate.from_row, vector_rows),
+        records=map(FragmentRecord.from_row, records),
+    )
 
 
 def test_decision_object_accepted_in_place_of_row() -> None:

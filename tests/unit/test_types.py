@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import json
 import operator
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from typing import Any
 from uuid import UUID
 
@@ -30,6 +30,8 @@ from pyretrieve.types import (
     FragmentState,
     LexicalCandidate,
     LexicalTerm,
+    Omission,
+    OmissionReason,
     SemanticOutcome,
     SemanticPolicy,
     SemanticStatus,
@@ -252,6 +254,53 @@ def test_parsed_rows_equal_the_dataclasses_built_the_usual_way() -> None:
         parsed.rank = 3  # type: ignore[misc]
 
 
+def test_parsed_rows_are_instances_of_their_class_and_nothing_else() -> None:
+    """Built in a twin of the class, then made instances of it: no trace of the twin."""
+    parsed = FragmentRecord.from_row(record_row(1))
+    assert type(parsed) is FragmentRecord
+    assert not hasattr(parsed, "__dict__")
+    with pytest.raises(AttributeError):
+        parsed.body = "changed"  # type: ignore[misc]
+
+
+def test_the_slot_builders_build_what_the_classes_build() -> None:
+    record = FragmentRecord.from_row(record_row(1))
+    omission: dict[str, Any] = {
+        "workspace_id": record.workspace_id,
+        "project_id": record.project_id,
+        "fragment_id": record.fragment_id,
+        "content_digest": record.content_digest,
+        "position": 11,
+        "reason": OmissionReason.RESULT_LIMIT,
+        "byte_estimate": record.byte_size,
+        "freshness": 0.75,
+        "confidence": 0.25,
+    }
+    built = types_module._new_omission(**omission)
+    assert type(built) is Omission
+    assert built == Omission(**omission)
+    assert repr(built) == repr(Omission(**omission))
+    with pytest.raises(AttributeError):
+        built.position = 3  # type: ignore[misc]
+    # Keyword arguments only, every field and nothing else, as Omission(...) takes them.
+    with pytest.raises(TypeError):
+        types_module._new_omission(*omission.values())
+    with pytest.raises(TypeError):
+        types_module._new_omission(**{**omission, "extra": 1})
+    del omission["position"]
+    with pytest.raises(TypeError):
+        types_module._new_omission(**omission)
+    # A class with defaults or a __post_init__ does more in __init__ than store its fields.
+    for cls in (Weights, SemanticStatus, LexicalCandidate):
+        with pytest.raises(TypeError):
+            types_module._slot_builder(cls)
+
+
+def test_byte_size_counts_utf8_bytes() -> None:
+    assert FragmentRecord.from_row(record_row(1, body="plain")).byte_size == 5
+    assert FragmentRecord.from_row(record_row(2, body="caf\u00e9 \u2603")).byte_size == 9
+
+
 def test_a_row_parser_names_every_field_of_a_class_without_post_init() -> None:
     spec = dict(types_module._TERM_SPEC)
     del spec["tf"]
@@ -274,6 +323,19 @@ class _Str(str):
 
 class _Int(int):
     pass
+
+
+class _NoOffset(tzinfo):
+    """A time zone that knows no offset: its datetimes are as naive as those without one."""
+
+    def utcoffset(self, dt: datetime | None) -> timedelta | None:
+        return None
+
+    def dst(self, dt: datetime | None) -> timedelta | None:
+        return None
+
+    def tzname(self, dt: datetime | None) -> str | None:
+        return None
 
 
 # Values of every type a driver or a broken row might hand a parser, edge cases included.
@@ -309,6 +371,7 @@ _SAMPLES: tuple[object, ...] = (
     datetime(2026, 1, 1, tzinfo=UTC),
     datetime(2026, 1, 1),
     datetime(2026, 1, 1, tzinfo=timezone(timedelta(hours=2))),
+    datetime(2026, 1, 1, tzinfo=_NoOffset()),
     timedelta(days=1),
     [],
     {},
@@ -329,6 +392,7 @@ def test_a_value_in_a_guard_is_what_its_parser_returns(parser: Any) -> None:
         {
             "UUID": UUID,
             "datetime": datetime,
+            "UTC": UTC,
             "isfinite": types_module.math.isfinite,
             "RANK_BASE": types_module.RANK_BASE,
             "DIGEST_SIZE": types_module.DIGEST_SIZE,
