@@ -53,7 +53,9 @@ __all__ = [
     "RRF_FORMULA",
     "RRF_K",
     "TRUST_LABEL",
+    "VECTOR_INDEX_EF_SEARCH",
     "VECTOR_INDEX_MIN_ROWS",
+    "VECTOR_INDEX_OPTIONS",
     "VECTOR_SEARCHES",
     "WEIGHT_SOURCES",
     "candidate_cap",
@@ -127,6 +129,14 @@ VECTOR_SEARCHES: Final = ("exact", "hnsw")
 # below half as many (so a scope near the line does not flap). Measured in evals/bench/vector-index.json: the exact scan is 1.6 times slower than
 # the index at 10,000 rows, 3.6 times at 30,000 and 14 times at 100,000, with recall 1.
 VECTOR_INDEX_MIN_ROWS: Final = 20_000
+# Every scope's own HNSW index is built with these options, in this order (as pg_class.reloptions
+# spells them; maintain_vector_indexes rebuilds an index built with others) and searched with
+# this ef_search (pgvector's maximum), in strict distance order. Measured on 100,000
+# low-contrast clustered vectors: recall@100 0.990 (evals/bench/hnsw-sweep-synthetic-100k.json),
+# 0.997 through the leg (evals/bench/vector-index-0049.json), where m 16 / ef_construction 128
+# at ef_search 600, the setting until migration 0049, reached 0.918.
+VECTOR_INDEX_OPTIONS: Final = (("m", 32), ("ef_construction", 256))
+VECTOR_INDEX_EF_SEARCH: Final = 1000
 
 # ----------------------------------------------------------------- the lexical index
 

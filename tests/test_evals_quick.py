@@ -504,12 +504,22 @@ def test_request_cost_quick(fresh_dsn: str, tmp_path: Path) -> None:
 def test_hnsw_sweep_quick(fresh_dsn: str, tmp_path: Path) -> None:
     out = tmp_path / "sweep.json"
     args = ["--corpus", "synthetic", "--rows", "600", "--queries", "3", "--options", "8:32,16:64"]
+    modes = ["--iterative-scan", "strict_order,relaxed_order", "--fetched", "132,300"]
     result = hnsw_sweep.main(
-        [*args, "--ef-search", "40,200", "--dsn", fresh_dsn, "--out", str(out)]
+        [*args, *modes, "--ef-search", "40,200", "--dsn", fresh_dsn, "--out", str(out)]
     )
     assert json.loads(out.read_text()) == result
-    settings = [(r["m"], r["ef_construction"], r["ef_search"]) for r in result["results"]]
-    assert settings == [(8, 32, 40), (8, 32, 200), (16, 64, 40), (16, 64, 200)]
+    settings = [
+        (r["m"], r["ef_construction"], r["ef_search"], r["iterative_scan"], r["fetched"])
+        for r in result["results"]
+    ]
+    assert settings == [
+        (m, c, ef, mode, fetched)
+        for m, c in ((8, 32), (16, 64))
+        for ef in (40, 200)
+        for mode in ("strict_order", "relaxed_order")
+        for fetched in (132, 300)
+    ]
     for r in result["results"]:
         assert 0.0 < r["recall_at_100"]["min"] <= r["recall_at_100"]["mean"] <= 1.0
         assert r["query"]["n"] == 3

@@ -2,14 +2,15 @@
 
 Usage: python -m evals.bench.hnsw_sweep [--corpus passages|synthetic] [--rows 100000]
        [--queries 100] [--options 16:128,16:256,24:200,32:256] [--ef-search 600,1000]
-       [--dsn DSN] [--out PATH]
+       [--iterative-scan strict_order,relaxed_order] [--fetched 132,400] [--dsn DSN] [--out PATH]
 
 ``create_vector_index`` builds every scope's index with one set of options (m 16,
 ef_construction 128) and the indexed leg searches it with ef_search 600 in strict order. This
 sweep says why: it loads ``--rows`` vectors of one corpus (as ``evals.bench.vector_index``
 draws them) into a scratch table of plain pgvector (no scope, no policy: the parameters alone),
-builds one index per ``m:ef_construction`` pair in turn, and for each ef_search asks for the
-nearest ``LIMIT + 32`` rows of every query, as the leg does. The exact top ``LIMIT`` computed in
+builds one index per ``m:ef_construction`` pair in turn, and for each ef_search, iterative scan
+mode and number fetched asks for that many nearest rows of every query (the leg asks for
+``LIMIT + 32``), re-sorts them by distance and keeps ``LIMIT``. The exact top ``LIMIT`` computed in
 NumPy is the oracle. Per setting: build seconds, index size, recall@100 (mean, min, share of
 queries below 0.99) and query time (p50, p95).
 
@@ -20,6 +21,7 @@ measurement, not a test; the scratch table is dropped at the end.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import time
 from pathlib import Path
@@ -72,21 +74,32 @@ def _search(
     ef_search: int,
     queries: NDArray[np.float32],
     truth: list[set[int]],
+    *,
+    iterative_scan: str,
+    fetched: int,
 ) -> dict[str, Any]:
+    """Recall and time of the ``fetched`` nearest rows by the index, re-sorted by distance in a
+    materialised CTE and cut to ``LIMIT``, as the leg does (with ``relaxed_order`` the scan may
+    return a nearer row after a farther one, which the re-sort puts in its place)."""
     conn.execute(f"SET hnsw.ef_search = {int(ef_search)}")
-    conn.execute("SET hnsw.iterative_scan = strict_order")
+    conn.execute(f"SET hnsw.iterative_scan = {iterative_scan}")
     recalls: list[float] = []
     seconds: list[float] = []
     for q, exact in zip(queries, truth, strict=True):
         started = time.perf_counter()
         rows = conn.execute(
-            f"SELECT id FROM {TABLE} ORDER BY v OPERATOR(public.<=>) %s LIMIT {LIMIT + EXTRA}", (q,)
+            f"WITH near AS MATERIALIZED (SELECT id, v OPERATOR(public.<=>) %s AS d FROM {TABLE}"
+            f" ORDER BY v OPERATOR(public.<=>) %s LIMIT {int(fetched)})"
+            f" SELECT id FROM near ORDER BY d, id LIMIT {LIMIT}",
+            (q, q),
         ).fetchall()
         seconds.append(time.perf_counter() - started)
         recalls.append(len(exact & {r[0] for r in rows}) / LIMIT)
     got = np.asarray(recalls)
     return {
         "ef_search": ef_search,
+        "iterative_scan": iterative_scan,
+        "fetched": fetched,
         "recall_at_100": {
             "mean": round(float(got.mean()), 4),
             "min": round(float(got.min()), 4),
@@ -105,6 +118,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--options", default="16:128,16:256,24:200,32:256")
     parser.add_argument("--ef-search", default="600,1000")
+    parser.add_argument(
+        "--iterative-scan",
+        default="strict_order",
+        help="comma-separated: strict_order, relaxed_order",
+    )
+    parser.add_argument(
+        "--fetched",
+        default=str(LIMIT + EXTRA),
+        help="comma-separated numbers of rows asked of the index before the cut to 100",
+    )
     parser.add_argument("--dsn", help="a database (superuser); default: a throwaway server")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
@@ -117,6 +140,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     truth = [{int(i) for i in np.argsort(-s, kind="stable")[:LIMIT]} for s in similarity]
     options = [tuple(int(x) for x in o.split(":")) for o in args.options.split(",")]
     ef_search = [int(x) for x in args.ef_search.split(",")]
+    modes = args.iterative_scan.split(",")
+    fetches = [int(x) for x in args.fetched.split(",")]
     out = args.out or ROOT / "evals" / "bench" / f"hnsw-sweep-{args.corpus}.json"
     with given_or_throwaway(args.dsn) as dsn, psycopg.connect(dsn, autocommit=True) as conn:
         register_vector(conn)
@@ -127,13 +152,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             results = []
             for m, ef_construction in options:
                 built = _build(conn, m, ef_construction)
-                for ef in ef_search:
-                    found = _search(conn, ef, q, truth)
+                for ef, mode, fetched in itertools.product(ef_search, modes, fetches):
+                    found = _search(conn, ef, q, truth, iterative_scan=mode, fetched=fetched)
                     results.append({"m": m, "ef_construction": ef_construction, **built, **found})
                     print(
-                        f"m {m} ef_construction {ef_construction} ef_search {ef}: recall"
-                        f" {found['recall_at_100']} p50 {found['query']['p50']} ms,"
-                        f" build {built['build_seconds']} s",
+                        f"m {m} ef_construction {ef_construction} ef_search {ef} {mode}"
+                        f" fetched {fetched}: recall {found['recall_at_100']}"
+                        f" p50 {found['query']['p50']} ms, build {built['build_seconds']} s",
                         flush=True,
                     )
         finally:
@@ -146,8 +171,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "rows": args.rows,
             "queries": args.queries,
             "limit": LIMIT,
-            "fetched": LIMIT + EXTRA,
-            "iterative_scan": "strict_order",
+            "fetched": fetches,
+            "iterative_scan": modes,
             "maintenance_work_mem_for_the_build": "1GB",
         },
         "results": results,

@@ -500,7 +500,7 @@ BEGIN
     -- Set here rather than as SET clauses: pgvector defines them only once its library is
     -- loaded, which the vector argument has done by now. The SET clauses above make these
     -- local to the call as well.
-    PERFORM pg_catalog.set_config('hnsw.ef_search', '600', true);
+    PERFORM pg_catalog.set_config('hnsw.ef_search', '1000', true);
     PERFORM pg_catalog.set_config('hnsw.iterative_scan', 'strict_order', true);
     PERFORM pg_catalog.set_config('hnsw.max_scan_tuples', '100000', true);
     RETURN QUERY EXECUTE pg_catalog.format($q$
@@ -546,7 +546,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION pyretrieve.approximate_vector_candidates(pyretrieve.decisions, text, public.vector, integer, integer, integer) IS
-    'The vector leg over a scope''s own HNSW index (internal to vector_candidates, which calls it when the index exists): the decision''s filters applied during an iterative, strictly ordered index scan (ef_search 600), then the content-bound tie-break. Every row says search ''hnsw''.';
+    'The vector leg over a scope''s own HNSW index (internal to vector_candidates, which calls it when the index exists): the decision''s filters applied during an iterative, strictly ordered index scan (ef_search 1000, pgvector''s maximum), then the content-bound tie-break. Every row says search ''hnsw''.';
 
 -- plan_cache_mode: the statements' plans are generic from the first call, made once per session
 -- and blind to the scope's size, so no scan in them may depend on it. Each nearest row's

@@ -63,11 +63,31 @@ $$;
 COMMENT ON FUNCTION pyretrieve.create_model_index(text) IS
     'Create a per-model HNSW index over every scope (cosine, on the embedding cast to the model''s dimension, partial on the model). No search reads it: the vector leg scans a scope exactly or through the scope''s own index (create_vector_index), and since migration 0016 register_model no longer builds it. Kept for admins who want it for their own work. SECURITY DEFINER because index creation needs the table owner; executable by admins only.';
 
+-- The build options of every scope's own HNSW index, one place: create_scope_vector_index
+-- builds with them and maintain_vector_indexes rebuilds an index built with others. Measured in
+-- evals/bench/hnsw-sweep-synthetic-100k.json on 100,000 low-contrast clustered vectors, searched
+-- at ef_search 1000 (pgvector's maximum): recall@100 0.956 with m 16 and ef_construction 128
+-- (the options until 0048), 0.990 with these; through the leg, with a tenth of the scope hidden,
+-- 0.997 (evals/bench/vector-index-0049.json). A denser graph (m 48) reached 0.998 but searched
+-- about as slowly as the exact scan at 50,000 rows. pg_class.reloptions spells an index's
+-- options so, in this order.
+CREATE FUNCTION pyretrieve.vector_index_options()
+RETURNS text[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN ARRAY['m=32', 'ef_construction=256']::text[];
+COMMENT ON FUNCTION pyretrieve.vector_index_options() IS
+    'The HNSW build options (reloptions) of every scope''s own index: m 32, ef_construction 256. create_scope_vector_index builds with them; maintain_vector_indexes rebuilds an index built with others. Internal (pyretrieve_api).';
+
 -- SECURITY DEFINER, written reason: as create_model_index, an index on pyretrieve.embeddings
 -- needs the table's owner. The name and the predicate are built from two integers (the scope's
 -- serial, the model's serial and dimension read from the registry) and the model id quoted as a
 -- literal, so the catalog, which every role may read, names no workspace or project; only
 -- create_vector_index (pyretrieve_api), which checks the caller and the scope, may execute it.
+-- An index built with other options than vector_index_options() is rebuilt: the new one is built
+-- under a second name while the old one still serves searches (a build blocks writes, not
+-- reads), then the old one is dropped and the new one takes its name, in one transaction, so a
+-- search sees the old index or the new one and never neither.
 CREATE FUNCTION pyretrieve.create_scope_vector_index(p_scope_serial integer, p_model text)
 RETURNS text
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -76,6 +96,9 @@ AS $$
 DECLARE
     m pyretrieve.embedding_models;
     v_name text;
+    v_old regclass;
+    v_build text;
+    v_pass integer;
 BEGIN
     SELECT * INTO m FROM pyretrieve.embedding_models em WHERE em.model_id = p_model;
     IF NOT FOUND THEN
@@ -85,14 +108,34 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'PR010', MESSAGE = 'invalid scope';
     END IF;
     v_name := format('embeddings_hnsw_s%s_m%s', p_scope_serial, m.model_serial);
+    -- Looked up twice: once without a lock (an index as wanted returns at once, blocking no
+    -- writer), and again once builds of the table are serialised (SHARE ROW EXCLUSIVE conflicts
+    -- with itself, with writes and with other builds, not with reads), in case another call
+    -- built or rebuilt it meanwhile.
+    FOR v_pass IN 1..2 LOOP
+        v_old := to_regclass(format('pyretrieve.%I', v_name));
+        IF v_old IS NOT NULL AND (SELECT c.reloptions FROM pg_catalog.pg_class c WHERE c.oid = v_old)
+                                 IS NOT DISTINCT FROM pyretrieve.vector_index_options() THEN
+            RETURN v_name;
+        END IF;
+        IF v_pass = 1 THEN
+            LOCK TABLE pyretrieve.embeddings IN SHARE ROW EXCLUSIVE MODE;
+        END IF;
+    END LOOP;
+    v_build := CASE WHEN v_old IS NULL THEN v_name ELSE v_name || '_rebuilt' END;
     EXECUTE format(
-        'CREATE INDEX IF NOT EXISTS %I ON pyretrieve.embeddings USING hnsw ((embedding::public.vector(%s)) public.vector_cosine_ops) WITH (m = 16, ef_construction = 128) WHERE scope_serial = %s AND model_id = %L',
-        v_name, m.dimension, p_scope_serial, m.model_id);
+        'CREATE INDEX %I ON pyretrieve.embeddings USING hnsw ((embedding::public.vector(%s)) public.vector_cosine_ops) WITH (%s) WHERE scope_serial = %s AND model_id = %L',
+        v_build, m.dimension, array_to_string(pyretrieve.vector_index_options(), ', '),
+        p_scope_serial, m.model_id);
+    IF v_old IS NOT NULL THEN
+        EXECUTE format('DROP INDEX pyretrieve.%I', v_name);
+        EXECUTE format('ALTER INDEX pyretrieve.%I RENAME TO %I', v_build, v_name);
+    END IF;
     RETURN v_name;
 END;
 $$;
 COMMENT ON FUNCTION pyretrieve.create_scope_vector_index(integer, text) IS
-    'Create (idempotently) one scope''s own HNSW index of one model: cosine, m 16, ef_construction 128, partial on the scope''s serial and the model. SECURITY DEFINER because index creation needs the table owner; executable by create_vector_index (pyretrieve_api) only.';
+    'Create (idempotently) one scope''s own HNSW index of one model: cosine, with vector_index_options() (m 32, ef_construction 256), partial on the scope''s serial and the model; an index of that name built with other options is rebuilt (the old one serves searches until the new one replaces it, in one transaction). SECURITY DEFINER because index creation needs the table owner; executable by create_vector_index (pyretrieve_api) only.';
 
 -- SECURITY DEFINER, written reason: dropping an index needs its owner. The name is built from
 -- integers alone, as above; only drop_vector_index (pyretrieve_api) may execute it.
@@ -369,7 +412,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION pyretrieve.create_vector_index(text, text, text) IS
-    'Give one workspace/project its own HNSW index of one model (idempotent); from then on vector_candidates searches that scope through it instead of exactly. Worth it above about 20,000 rows of the scope (evals/bench/vector-index.json: 1.6 times faster at 10,000 rows, 3.6 times at 30,000, 14 times at 100,000); below that the exact scan is about as fast and has recall 1. The index holds only that scope''s rows, so no other scope changes what it finds or how long it takes. Building it blocks writes to the embeddings for its duration. Admins only; PR020 for an unknown scope, PR012 for an unknown model. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+    'Give one workspace/project its own HNSW index of one model, built with vector_index_options() (idempotent; an index built with other options is rebuilt, and serves searches until the new one replaces it); from then on vector_candidates searches that scope through it instead of exactly. Worth it above about 20,000 rows of the scope (evals/bench/vector-index.json: 1.6 times faster at 10,000 rows, 3.6 times at 30,000, 14 times at 100,000); below that the exact scan is about as fast and has recall 1. The index holds only that scope''s rows, so no other scope changes what it finds or how long it takes. Building it blocks writes to the embeddings for its duration. Admins only; PR020 for an unknown scope, PR012 for an unknown model. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
 
 CREATE FUNCTION pyretrieve.drop_vector_index(p_workspace text, p_project text, p_model text)
 RETURNS boolean
@@ -389,6 +432,8 @@ COMMENT ON FUNCTION pyretrieve.drop_vector_index(text, text, text) IS
 -- scope gets an index of a model from p_min_rows embeddings of it, and loses it below half as
 -- many, so that a scope near the line does not flap. The count is of every row the index would
 -- hold, of every classification and state: what the index and the exact scan cost depends on.
+-- An index built with other options than vector_index_options() (an install upgraded from an
+-- older schema) is rebuilt, so an upgrade reaches the measured recall through the same job.
 -- Building an index blocks writes to the embeddings while it runs; p_dry_run says what would be
 -- done and does nothing.
 CREATE FUNCTION pyretrieve.maintain_vector_indexes(
@@ -414,24 +459,27 @@ BEGIN
         ), pairs AS (
             SELECT p.workspace_id, p.project_id, p.scope_serial, m.model_id,
                    coalesce(c.embeddings, 0) AS embeddings,
-                   pg_catalog.to_regclass(pg_catalog.format('pyretrieve.embeddings_hnsw_s%s_m%s',
-                                          p.scope_serial, m.model_serial)) IS NOT NULL AS indexed
+                   i.oid IS NOT NULL AS indexed, i.reloptions AS options
               FROM pyretrieve.projects p
              CROSS JOIN pyretrieve.embedding_models m
               LEFT JOIN counts c
                 ON c.workspace_id = p.workspace_id AND c.project_id = p.project_id
                AND c.model_id = m.model_id
+              LEFT JOIN pg_catalog.pg_class i
+                ON i.oid = pg_catalog.to_regclass(pg_catalog.format(
+                               'pyretrieve.embeddings_hnsw_s%s_m%s', p.scope_serial, m.model_serial))
         )
         SELECT x.workspace_id::text AS workspace_id, x.project_id::text AS project_id,
                x.scope_serial, x.model_id::text AS model_id, x.embeddings,
                CASE WHEN NOT x.indexed THEN 'create'
                     WHEN x.embeddings < p_min_rows / 2 THEN 'drop'
+                    WHEN x.options IS DISTINCT FROM pyretrieve.vector_index_options() THEN 'rebuild'
                     ELSE 'keep' END AS action
           FROM pairs x
          WHERE x.indexed OR x.embeddings >= p_min_rows
          ORDER BY x.workspace_id, x.project_id, x.model_id
     LOOP
-        IF NOT p_dry_run AND r.action = 'create' THEN
+        IF NOT p_dry_run AND r.action IN ('create', 'rebuild') THEN
             PERFORM pyretrieve.create_scope_vector_index(r.scope_serial, r.model_id);
         ELSIF NOT p_dry_run AND r.action = 'drop' THEN
             PERFORM pyretrieve.drop_scope_vector_index(r.scope_serial, r.model_id);
@@ -447,7 +495,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION pyretrieve.maintain_vector_indexes(integer, boolean) IS
-    'Choose each scope''s vector search path from its size: every workspace/project holding at least p_min_rows embeddings of a model (default 20,000, where evals/bench/vector-index.json puts the line) gets its own HNSW index of that model (as create_vector_index), and an indexed scope holding fewer than half as many loses it (as drop_vector_index). The count is every embedding of the scope and model, of every classification and state (what the index holds), from pyretrieve.embedding_count_log. Returns one row per scope and model with an index or due one: embeddings, action (create, drop or keep) and whether it was applied; p_dry_run applies nothing. Run it as a maintenance job (with pg_cron, say); building an index blocks writes to the embeddings while it runs. Admins only; PR010 for p_min_rows below 2. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+    'Choose each scope''s vector search path from its size: every workspace/project holding at least p_min_rows embeddings of a model (default 20,000, where evals/bench/vector-index.json puts the line) gets its own HNSW index of that model (as create_vector_index), an indexed scope holding fewer than half as many loses it (as drop_vector_index), and an index built with other options than vector_index_options() is rebuilt (as create_vector_index). The count is every embedding of the scope and model, of every classification and state (what the index holds), from pyretrieve.embedding_count_log. Returns one row per scope and model with an index or due one: embeddings, action (create, drop, rebuild or keep) and whether it was applied; p_dry_run applies nothing. Run it as a maintenance job (with pg_cron, say); building an index blocks writes to the embeddings while it runs. Admins only; PR010 for p_min_rows below 2. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
 
 CREATE FUNCTION pyretrieve.grant_access(
     p_principal regrole,

@@ -93,6 +93,7 @@ GRANT EXECUTE ON FUNCTION pyretrieve.caller(), pyretrieve.caller_in(name), pyret
     pyretrieve.compact_lexical_postings(text, text, pyretrieve.classification),
     pyretrieve.create_scope_sequence(text, text),
     pyretrieve.create_scope_vector_index(integer, text), pyretrieve.drop_scope_vector_index(integer, text),
+    pyretrieve.vector_index_options(),
     pyretrieve.take_first_statistics(),
     pyretrieve.decision_partition_ranges(), pyretrieve.ensure_decision_partitions(integer, timestamptz),
     pyretrieve.drop_decision_partition(text)

@@ -383,3 +383,16 @@ def test_the_vector_index_line_and_search_labels_are_the_contracts(
     assert sorted(labels) == sorted(contract.VECTOR_SEARCHES)
     # The client parses the label into its enum: the same values, in the contract's order.
     assert [s.value for s in VectorSearch] == list(contract.VECTOR_SEARCHES)
+
+
+def test_the_scope_indexes_options_and_ef_search_are_the_contracts(
+    catalog: dict[str, str],
+) -> None:
+    """The options every scope index is built (and rebuilt) with, as reloptions spells them,
+    and the ef_search of the indexed leg."""
+    options = re.findall(r"'(\w+=\d+)'", catalog["function:vector_index_options"])
+    assert options == [f"{key}={value}" for key, value in contract.VECTOR_INDEX_OPTIONS]
+    approximate = catalog["function:approximate_vector_candidates"]
+    assert _numbers(r"set_config\('hnsw.ef_search', '(\d+)'", approximate) == {
+        contract.VECTOR_INDEX_EF_SEARCH
+    }

@@ -24,6 +24,7 @@ import numpy as np
 import psycopg
 import pytest
 
+from pyretrieve import contract
 from pyretrieve.client import Retriever, build_request
 from pyretrieve.types import Scope, canonical_json
 from pyretrieve.vectors import canonical_embedding, to_pgvector_text
@@ -523,6 +524,100 @@ def test_maintenance_indexes_the_scopes_above_the_line_and_unindexes_those_far_b
                 conn.execute(
                     "SELECT pyretrieve.drop_vector_index('corp', %s, %s)", (project, MODEL)
                 )
+
+
+def index_options(c: Corpus) -> dict[str, list[str] | None]:
+    """Each scope index's reloptions, by name."""
+    with c.db.connect() as conn:
+        rows = conn.execute(
+            "SELECT c.relname, c.reloptions FROM pg_class c"
+            " WHERE c.relnamespace = 'pyretrieve'::regnamespace AND c.relkind = 'i'"
+            " AND c.relname LIKE 'embeddings_hnsw_s%%'"
+        ).fetchall()
+    return {r["relname"]: r["reloptions"] for r in rows}
+
+
+def test_an_index_built_with_older_options_is_rebuilt_while_searches_go_on(
+    corpus: Corpus,
+) -> None:
+    """An install upgraded from a schema that built scope indexes with m 16 and
+    ef_construction 128: maintenance says 'rebuild' for that index (and a dry run changes
+    nothing), rebuilds it under its own name with the current options while four searchers
+    keep querying the scope (none fails, every one goes through an index), and keeps it on
+    the next run. create_vector_index on an index already as wanted changes nothing."""
+    with corpus.db.admin(autocommit=True) as admin:
+        row = admin.execute(
+            "SELECT p.scope_serial, m.model_serial, m.dimension FROM pyretrieve.projects p,"
+            " pyretrieve.embedding_models m WHERE p.workspace_id = 'corp'"
+            " AND p.project_id = 'big' AND m.model_id = %s",
+            (MODEL,),
+        ).fetchone()
+        assert row is not None
+        name = f"embeddings_hnsw_s{row['scope_serial']}_m{row['model_serial']}"
+        # The statement create_scope_vector_index ran until migration 0048.
+        admin.execute(
+            f"CREATE INDEX {name} ON pyretrieve.embeddings USING hnsw"
+            f" ((embedding::public.vector({row['dimension']})) public.vector_cosine_ops)"
+            f" WITH (m = 16, ef_construction = 128)"
+            f" WHERE scope_serial = {row['scope_serial']} AND model_id = '{MODEL}'"
+        )
+    wanted = [f"{key}={value}" for key, value in contract.VECTOR_INDEX_OPTIONS]
+    queries = clustered(np.random.default_rng(23), corpus.centers, 4)
+    labels: list[str] = []
+    failures: list[BaseException] = []
+    stop = threading.Event()
+
+    def searcher(n: int) -> None:
+        try:
+            with corpus.db.connect(autocommit=True) as conn:
+                while not stop.is_set():
+                    with acting_as(conn, "alice"):
+                        d = authorize(conn, "corp", "big", limit=100)
+                        rows = vector(
+                            conn, d["decision_id"], list(map(float, queries[n])), 100, model=MODEL
+                        )
+                    labels.extend({r["search"] for r in rows})
+        except BaseException as exc:
+            failures.append(exc)
+
+    try:
+        assert index_options(corpus) == {name: ["m=16", "ef_construction=128"]}
+        planned = maintain(corpus, 2000, dry_run=True)
+        assert [(r["project_id"], r["action"], r["applied"]) for r in planned] == [
+            ("big", "rebuild", False)
+        ]
+        assert index_options(corpus) == {name: ["m=16", "ef_construction=128"]}
+        threads = [threading.Thread(target=searcher, args=(n,)) for n in range(4)]
+        for t in threads:
+            t.start()
+        time.sleep(0.5)
+        done = maintain(corpus, 2000)
+        time.sleep(0.5)
+        stop.set()
+        for t in threads:
+            t.join(timeout=60)
+        assert [(r["project_id"], r["action"], r["applied"]) for r in done] == [
+            ("big", "rebuild", True)
+        ]
+        assert index_options(corpus) == {name: wanted}
+        assert not failures, failures
+        assert labels, "no search ran"
+        assert set(labels) == {"hnsw"}
+        assert [(r["action"], r["applied"]) for r in maintain(corpus, 2000)] == [("keep", False)]
+        with corpus.db.connect(autocommit=True) as conn, acting_as(conn, "adam"):
+            before = conn.execute(
+                "SELECT %s::regclass::oid AS oid", (f"pyretrieve.{name}",)
+            ).fetchone()
+            conn.execute("SELECT pyretrieve.create_vector_index('corp', 'big', %s)", (MODEL,))
+            after = conn.execute(
+                "SELECT %s::regclass::oid AS oid", (f"pyretrieve.{name}",)
+            ).fetchone()
+        assert before == after
+    finally:
+        stop.set()
+        with corpus.db.connect(autocommit=True) as conn, acting_as(conn, "adam"):
+            conn.execute("SELECT pyretrieve.drop_vector_index('corp', 'big', %s)", (MODEL,))
+    assert index_options(corpus) == {}
 
 
 def test_only_admins_maintain_the_indexes_and_a_bad_line_is_refused(corpus: Corpus) -> None:
