@@ -38,7 +38,9 @@ __all__ = [
     "INVALID_FUSION_SQLSTATE",
     "LEXICAL_BLOCK_POSTINGS",
     "LEXICAL_BUCKETS",
+    "LEXICAL_BULK_POSTINGS",
     "LEXICAL_COMPACT_MIN_SHARE",
+    "LEXICAL_MAX_PENDING_PAGES",
     "LEXICAL_PAGE_POSTINGS",
     "MAX_BODY_CHARS",
     "MAX_DIMENSION",
@@ -151,6 +153,14 @@ LEXICAL_BUCKETS: Final = 256
 # this share of those in pages (compact_lexical_index's p_min_share): a run rewrites every page
 # of the buckets it touches, and with 1 the pages at least double between runs.
 LEXICAL_COMPACT_MIN_SHARE: Final = 1.0
+# A writing statement with at least this many postings is a bulk write: its lists of fewer than
+# LEXICAL_BLOCK_POSTINGS go into pending pages (one per bucket and classification) instead of a
+# block each, and compaction merges them.
+LEXICAL_BULK_POSTINGS: Final = 4096
+# compact_lexical_index's share rule also compacts once a bucket holds this many pending pages
+# (the leg reads each for every term of its bucket), and the Ingestor runs the rule after every
+# this many batches of a run as well as at its end.
+LEXICAL_MAX_PENDING_PAGES: Final = 16
 
 # ----------------------------------------------------------------- fusion and scores
 

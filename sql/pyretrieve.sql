@@ -305,7 +305,12 @@ COMMENT ON TABLE pyretrieve.lexical_blocks IS
 -- of the pages of its bucket whose lexeme range holds it (one page, unless two compactions ran
 -- at once). compact_lexical_index moves the blocks not full of small lexemes into pages (and
 -- lexemes that reached 128 back to blocks); until then a lexeme may have both, and the lexical
--- leg reads both.
+-- leg reads both. A bulk write (a statement of 4,096 postings or more) writes its lists of
+-- fewer than 128 as pending pages of its own, one per bucket and classification, instead of a
+-- block per lexeme: every batch of a load wrote a row per rare lexeme, which the next merges
+-- and compaction deleted (a 200,000-fragment load left the blocks' heap at 504 MB for 81 MB
+-- of live rows, evals/bench/lexical-storage-*.json). The leg reads pending pages as any page;
+-- compaction merges them into their buckets' pages.
 CREATE SEQUENCE pyretrieve.lexical_page_seq AS bigint;
 CREATE TABLE pyretrieve.lexical_pages (
     workspace_id    pyretrieve.identifier NOT NULL,
@@ -327,11 +332,14 @@ CREATE TABLE pyretrieve.lexical_pages (
     lexemes         text[] NOT NULL,
     starts          integer[] NOT NULL,
     entries         bigint[] NOT NULL,
+    -- Written by a bulk write and not yet merged by compaction (its lexeme range overlaps its
+    -- bucket's other pages as a rule).
+    pending         boolean NOT NULL DEFAULT false,
     PRIMARY KEY (workspace_id, project_id, bucket, classification, page),
     CHECK (cardinality(entries) = postings AND cardinality(starts) = cardinality(lexemes))
 );
 COMMENT ON TABLE pyretrieve.lexical_pages IS
-    'The lexical index''s small lists: per scope, lexeme bucket and classification, pages holding the postings of lexemes with fewer than 128 (the lexemes in bytewise order, where each one''s postings start, the entries packed as in lexical_blocks), with their lexeme, document-number and time ranges; written by compact_lexical_index only.';
+    'The lexical index''s small lists: per scope, lexeme bucket and classification, pages holding the postings of lexemes with fewer than 128 (the lexemes in bytewise order, where each one''s postings start, the entries packed as in lexical_blocks), with their lexeme, document-number and time ranges; written by a scope''s first write, by bulk writes (pending, until compaction merges them) and by compact_lexical_index.';
 
 -- Postings of fragments that left the active set (superseded, retracted) and are still inside a
 -- block, because another writer held the block when they left, or inside a page. A block (or a
@@ -929,6 +937,11 @@ $$;
 -- document-number order in blocks of 128, each with its count, largest tf, smallest length and
 -- document-number range, and the time range of its sources (a superset's range still bounds its
 -- fragments). The postings come as flat arrays, one element each.
+-- A bulk write (4,096 new postings or more in the statement) takes only the lexemes with 128
+-- new postings or more through that rule; its other lists (a batch's rare lexemes, and the
+-- tails under 128 of the others) go into pending pages, one per bucket and classification,
+-- which compaction merges: a row per rare lexeme per batch, written and then deleted, was most
+-- of a load's writes to the index and most of its size as loaded.
 CREATE FUNCTION pyretrieve.write_lexical_postings(
     p_workspace text, p_project text,
     p_lexemes text[], p_classes pyretrieve.classification[],
@@ -941,6 +954,7 @@ DECLARE
     v_first boolean;
     v_blocks tid[];
     v_lists pyretrieve.lexical_list[];
+    v_bulk boolean := (SELECT count(e.e) FROM unnest(p_entries) AS e(e)) >= 4096;
 BEGIN
     -- Into an index empty of what the writer may see (a new scope's first write), the lists go
     -- as compaction would leave them: blocks for a lexeme with 128 postings or more, pages for
@@ -964,6 +978,7 @@ BEGIN
             SELECT t.lexeme, t.classification, count(t.entry) % 128 AS fresh
               FROM unnest(p_lexemes, p_classes, p_entries) AS t(lexeme, classification, entry)
              GROUP BY t.lexeme, t.classification
+            HAVING NOT v_bulk OR count(t.entry) >= 128
         ), wanted AS MATERIALIZED (
             SELECT t.lexeme, t.classification, t.fresh
               FROM touched t
@@ -1089,7 +1104,9 @@ BEGIN
                          g.min_expires_at, g.max_expires_at, g.entries)::pyretrieve.lexical_list)
       INTO v_lists
       FROM grouped g;
-    PERFORM pyretrieve.write_lexical_lists(p_workspace, p_project, v_lists, p_pages => v_first);
+    PERFORM pyretrieve.write_lexical_lists(p_workspace, p_project, v_lists,
+                                           p_pages => v_first OR v_bulk,
+                                           p_pending => v_bulk AND NOT v_first);
 END;
 $$;
 
@@ -1111,10 +1128,11 @@ $$;
 -- bytewise lexeme order (a page closes once 1,024 postings precede the next lexeme), each with
 -- where its lexemes start and the time range of their sources. Compaction writes what it takes
 -- back through here, and so does every write of postings (into pages only when the scope's
--- index is empty). Returns the rows written.
+-- index is empty, and a bulk write's pages, p_pending, which compaction merges later). Returns
+-- the rows written.
 CREATE FUNCTION pyretrieve.write_lexical_lists(
     p_workspace text, p_project text, p_lists pyretrieve.lexical_list[],
-    p_pages boolean DEFAULT true)
+    p_pages boolean DEFAULT true, p_pending boolean DEFAULT false)
 RETURNS integer
 LANGUAGE plpgsql SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
@@ -1159,11 +1177,11 @@ BEGIN
         INSERT INTO pyretrieve.lexical_pages (
             workspace_id, project_id, bucket, classification, first_lexeme, last_lexeme,
             postings, first_docno, last_docno, min_observed_at, max_observed_at, min_expires_at,
-            max_expires_at, lexemes, starts, entries)
+            max_expires_at, lexemes, starts, entries, pending)
         SELECT p_workspace, p_project, h.bucket, h.classification, h.lexemes[1],
                h.lexemes[cardinality(h.lexemes)], cardinality(e.entries), e.first_docno,
                e.last_docno, h.min_observed_at, h.max_observed_at, h.min_expires_at,
-               h.max_expires_at, h.lexemes, h.starts, e.entries
+               h.max_expires_at, h.lexemes, h.starts, e.entries, p_pending
           FROM (SELECT p.classification, p.bucket, p.page_no,
                        array_agg(p.lexeme ORDER BY p.lexeme COLLATE "C") AS lexemes,
                        array_agg(p.start ORDER BY p.lexeme COLLATE "C") AS starts,
@@ -1192,7 +1210,9 @@ $$;
 -- A scope's pages (of the classifications up to p_ceiling) whose lexeme range meets that of
 -- another page of their bucket and classification: written by two first writes at once, or two
 -- compactions at once. The leg reads them all, so they are correct; compaction counts their
--- postings as waiting and rewrites their buckets, so they do not stay.
+-- postings as waiting and rewrites their buckets, so they do not stay. Pending pages (a bulk
+-- write's) are counted on their own, and are left out here on both sides: a bulk write's page
+-- overlaps its bucket's pages as a rule, and counting those would count every page.
 CREATE FUNCTION pyretrieve.overlapping_pages(
     p_workspace text, p_project text, p_ceiling pyretrieve.classification)
 RETURNS TABLE (classification pyretrieve.classification, bucket smallint, postings integer)
@@ -1203,10 +1223,11 @@ BEGIN ATOMIC
       FROM pyretrieve.lexical_pages p
      WHERE p.workspace_id = p_workspace AND p.project_id = p_project
        AND p.classification <= p_ceiling
+       AND NOT p.pending
        AND EXISTS (SELECT 1 FROM pyretrieve.lexical_pages o
                     WHERE o.workspace_id = p.workspace_id AND o.project_id = p.project_id
                       AND o.bucket = p.bucket AND o.classification = p.classification
-                      AND o.page <> p.page
+                      AND o.page <> p.page AND NOT o.pending
                       AND o.first_lexeme COLLATE "C" <= p.last_lexeme
                       AND p.first_lexeme COLLATE "C" <= o.last_lexeme);
 END;
@@ -1256,7 +1277,8 @@ BEGIN
             OFFSET 0) s
      WHERE NOT s.full_block;
 
-    -- The buckets to rewrite (of a small lexeme, of a tombstone, or with pages that overlap),
+    -- The buckets to rewrite (of a small lexeme, of a tombstone, with pages that overlap, or
+    -- with a bulk write's pending pages),
     -- the pages of each that no other transaction holds (taken), and the buckets with a page
     -- held elsewhere (left alone).
     WITH wanted AS (
@@ -1269,7 +1291,12 @@ BEGIN
                    AND t.classification <= p_ceiling
                 UNION ALL
                 SELECT o.classification, o.bucket
-                  FROM pyretrieve.overlapping_pages(p_workspace, p_project, p_ceiling) o) x
+                  FROM pyretrieve.overlapping_pages(p_workspace, p_project, p_ceiling) o
+                UNION ALL
+                SELECT p.classification, p.bucket
+                  FROM pyretrieve.lexical_pages p
+                 WHERE p.workspace_id = p_workspace AND p.project_id = p_project
+                   AND p.classification <= p_ceiling AND p.pending) x
     ), seen AS MATERIALIZED (
         SELECT w.classification, w.bucket, c.pages, t.page
           FROM wanted w
@@ -3361,12 +3388,14 @@ $$;
 COMMENT ON FUNCTION pyretrieve.retract_fragment(text, text, uuid) IS
     'Retract an active fragment: it disappears from every search at once. Raises PR020 alike for an absent fragment and one the writer may not see. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
 
--- p_min_share > 0 compacts only once the postings in blocks not full, the tombstones and the
--- postings of overlapping pages (overlapping_pages) are at least that share of the postings in
--- pages: each run rewrites every page of the buckets it
--- touches, so with 1 the pages at least double between runs and a growing scope rewrites each
--- posting a bounded number of times (rewriting at every run made each run cost in proportion
--- to the scope).
+-- p_min_share > 0 compacts only once the postings in blocks not full, the tombstones, the
+-- postings of overlapping pages (overlapping_pages) and those of pending pages are at least
+-- that share of the postings in the other pages: each run rewrites every page of the buckets
+-- it touches, so with 1 the pages at least double between runs and a growing scope rewrites
+-- each posting a bounded number of times (rewriting at every run made each run cost in
+-- proportion to the scope). It also compacts once a bucket holds 16 pending pages, because the
+-- leg reads each of them for every term of the bucket (50 per bucket made a 50,000-fragment
+-- scope's leg take twice as long).
 CREATE FUNCTION pyretrieve.compact_lexical_index(
     p_workspace text, p_project text, p_min_share double precision DEFAULT 0)
 RETURNS TABLE (rows_read integer, rows_written integer, postings integer)
@@ -3386,6 +3415,8 @@ DECLARE
     v_ceiling pyretrieve.classification := pyretrieve.bind_write_scope(p_workspace, p_project);
     v_small bigint;
     v_paged bigint;
+    v_pending bigint;
+    v_most_pending bigint;
 BEGIN
     IF p_min_share IS NULL OR p_min_share = 'NaN'::double precision OR p_min_share < 0
        OR p_min_share = 'Infinity'::double precision THEN
@@ -3402,11 +3433,19 @@ BEGIN
           FROM pyretrieve.lexical_blocks b
          WHERE b.workspace_id = p_workspace AND b.project_id = p_project
            AND b.classification <= v_ceiling AND b.postings < 128;
-        SELECT coalesce(sum(p.postings), 0) INTO v_paged
+        SELECT coalesce(sum(p.postings) FILTER (WHERE NOT p.pending), 0),
+               coalesce(sum(p.postings) FILTER (WHERE p.pending), 0)
+          INTO v_paged, v_pending
           FROM pyretrieve.lexical_pages p
          WHERE p.workspace_id = p_workspace AND p.project_id = p_project
            AND p.classification <= v_ceiling;
-        IF v_small < p_min_share * v_paged THEN
+        SELECT coalesce(max(c.pages), 0) INTO v_most_pending
+          FROM (SELECT count(*) AS pages
+                  FROM pyretrieve.lexical_pages p
+                 WHERE p.workspace_id = p_workspace AND p.project_id = p_project
+                   AND p.classification <= v_ceiling AND p.pending
+                 GROUP BY p.classification, p.bucket) c;
+        IF v_small + v_pending < p_min_share * v_paged AND v_most_pending < 16 THEN
             RETURN QUERY SELECT 0, 0, 0;
             RETURN;
         END IF;
@@ -3416,7 +3455,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION pyretrieve.compact_lexical_index(text, text, double precision) IS
-    'Compact the write scope''s lexical index, for the writer''s classifications: the postings of lexemes with fewer than 128 in a classification move from their blocks into pages shared by the lexemes of a bucket (a row per rare lexeme is most of the index otherwise), lexemes that reached 128 move back to blocks, tombstoned postings of the rewritten pages go, and pages that overlap are merged. Rows another transaction holds are left for a later run (it never waits on a writer). p_min_share > 0 compacts only when the postings in blocks not full, the tombstones and the postings of pages whose lexeme range meets another''s in their bucket (two first writes at once) are at least that share of the postings in pages, else returns zeros (the Ingestor runs it after each ingest run with 1, so a growing scope rewrites each posting a bounded number of times); 0, the default, always compacts. Raises PR010 for a share that is negative, infinite or not a number. Returns the rows read and written and the postings moved. Searches return the same rows, scores and terms before and after. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+    'Compact the write scope''s lexical index, for the writer''s classifications: the postings of lexemes with fewer than 128 in a classification move from their blocks into pages shared by the lexemes of a bucket (a row per rare lexeme is most of the index otherwise), lexemes that reached 128 move back to blocks, tombstoned postings of the rewritten pages go, and pages that overlap, and the pending pages of bulk writes, are merged into their buckets'' pages. Rows another transaction holds are left for a later run (it never waits on a writer). p_min_share > 0 compacts only when the postings in blocks not full, the tombstones, the postings of pages whose lexeme range meets another''s in their bucket (two first writes at once) and those of pending pages are at least that share of the postings in the other pages, or when a bucket holds 16 pending pages, else returns zeros (the Ingestor runs it with 1 after each ingest run and every 16 batches of one, so a growing scope rewrites each posting a bounded number of times); 0, the default, always compacts. Raises PR010 for a share that is negative, infinite or not a number. Returns the rows read and written and the postings moved. Searches return the same rows, scores and terms before and after. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
 
 CREATE FUNCTION pyretrieve.put_embedding(
     p_workspace text,
@@ -5780,7 +5819,7 @@ GRANT EXECUTE ON FUNCTION pyretrieve.caller(), pyretrieve.caller_in(name), pyret
     pyretrieve.write_lexical_postings(text, text, text[], pyretrieve.classification[], bigint[],
         timestamptz[], timestamptz[]),
     pyretrieve.lexeme_bucket(text),
-    pyretrieve.write_lexical_lists(text, text, pyretrieve.lexical_list[], boolean),
+    pyretrieve.write_lexical_lists(text, text, pyretrieve.lexical_list[], boolean, boolean),
     pyretrieve.overlapping_pages(text, text, pyretrieve.classification),
     pyretrieve.compact_lexical_postings(text, text, pyretrieve.classification),
     pyretrieve.create_scope_sequence(text, text),
@@ -6898,7 +6937,7 @@ SET LOCAL ROLE pyretrieve_owner;
 SELECT pg_catalog.count(*) AS decision_partitions FROM pyretrieve.ensure_decision_partitions();
 
 INSERT INTO pyretrieve.installation (schema_version, created_vector)
-VALUES ('0049', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
+VALUES ('0050', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
 
 RESET ROLE;
 -- pyretrieve_api created the API functions; it may not create anything else.

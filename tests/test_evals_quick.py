@@ -23,6 +23,7 @@ from evals.bench import (
     hnsw_sweep,
     lexical_lengths,
     lexical_revisions,
+    lexical_storage,
     maxscore,
     passages,
     request_cost,
@@ -499,6 +500,25 @@ def test_request_cost_quick(fresh_dsn: str, tmp_path: Path) -> None:
         assert figures["n"] == 3
         assert 0 < figures["p50"] <= figures["max"]
     assert result["statements_sum_of_p50s"] > 0
+
+
+def test_lexical_storage_quick(fresh_dsn: str, tmp_path: Path) -> None:
+    out = tmp_path / "lexical-storage.json"
+    result = lexical_storage.main(["--quick", "--dsn", fresh_dsn, "--out", str(out)])
+    assert json.loads(out.read_text()) == result
+    assert result["load"]["rows"] == result["load"]["planned"] > 0
+    assert result["rows"]["postings"] > result["rows"]["lexical_blocks"] > 0
+    assert result["gin"]["mb"] > 0
+    stages = [result[k] for k in ("as_loaded", "vacuumed", "repacked")]
+    for stage in stages:
+        assert {"lexical_blocks", "lexical_blocks_pkey", "fragments_docno_key"} <= set(
+            stage["relations"]
+        )
+        parts = sum(r["mb"] + r.get("toast_mb", 0) for r in stage["relations"].values())
+        assert abs(parts - stage["total_mb"]) < 0.05 * len(stage["relations"])
+    # VACUUM FULL never leaves more than a load or a plain VACUUM (which may add the free space
+    # and visibility maps' forks).
+    assert stages[2]["total_mb"] <= min(stages[0]["total_mb"], stages[1]["total_mb"])
 
 
 def test_hnsw_sweep_quick(fresh_dsn: str, tmp_path: Path) -> None:

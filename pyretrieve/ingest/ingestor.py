@@ -103,7 +103,8 @@ class Ingestor:
     a temporary staging table of the writer's own and writes it with one set-based call
     (``pyretrieve.ingest_batch``); ``"rows"`` calls the SQL API once per record. Both write
     the same rows. ``compact``: compact the scope's lexical index after each ``ingest_path``
-    and ``retract`` that wrote (the default); turn it off when many small runs go into one
+    and ``retract`` that wrote, and every ``contract.LEXICAL_MAX_PENDING_PAGES`` batches of a
+    run, whenever ``compact_lexical_index``'s share rule says so (the default); turn it off when many small runs go into one
     scope and a maintenance job calls :meth:`compact` (or ``pyretrieve.compact_lexical_index``)
     instead: searches return the same results either way.
 
@@ -188,6 +189,13 @@ class Ingestor:
                     self._write_batch(conn, workspace, project, batch, embedder, counts)
                     counts.read += len(batch)
                     batch = []
+                    if (
+                        self._compact_after
+                        and counts.batches % contract.LEXICAL_MAX_PENDING_PAGES == 0
+                    ):
+                        # A bulk batch leaves a pending page per bucket, each read by the leg
+                        # for every term of its bucket until compaction merges it.
+                        self._compact(conn, workspace, project, contract.LEXICAL_COMPACT_MIN_SHARE)
                     if progress is not None:
                         progress(counts.read, total)
             if batch:

@@ -136,6 +136,11 @@ $$;
 -- document-number order in blocks of 128, each with its count, largest tf, smallest length and
 -- document-number range, and the time range of its sources (a superset's range still bounds its
 -- fragments). The postings come as flat arrays, one element each.
+-- A bulk write (4,096 new postings or more in the statement) takes only the lexemes with 128
+-- new postings or more through that rule; its other lists (a batch's rare lexemes, and the
+-- tails under 128 of the others) go into pending pages, one per bucket and classification,
+-- which compaction merges: a row per rare lexeme per batch, written and then deleted, was most
+-- of a load's writes to the index and most of its size as loaded.
 CREATE FUNCTION pyretrieve.write_lexical_postings(
     p_workspace text, p_project text,
     p_lexemes text[], p_classes pyretrieve.classification[],
@@ -148,6 +153,7 @@ DECLARE
     v_first boolean;
     v_blocks tid[];
     v_lists pyretrieve.lexical_list[];
+    v_bulk boolean := (SELECT count(e.e) FROM unnest(p_entries) AS e(e)) >= 4096;
 BEGIN
     -- Into an index empty of what the writer may see (a new scope's first write), the lists go
     -- as compaction would leave them: blocks for a lexeme with 128 postings or more, pages for
@@ -171,6 +177,7 @@ BEGIN
             SELECT t.lexeme, t.classification, count(t.entry) % 128 AS fresh
               FROM unnest(p_lexemes, p_classes, p_entries) AS t(lexeme, classification, entry)
              GROUP BY t.lexeme, t.classification
+            HAVING NOT v_bulk OR count(t.entry) >= 128
         ), wanted AS MATERIALIZED (
             SELECT t.lexeme, t.classification, t.fresh
               FROM touched t
@@ -296,7 +303,9 @@ BEGIN
                          g.min_expires_at, g.max_expires_at, g.entries)::pyretrieve.lexical_list)
       INTO v_lists
       FROM grouped g;
-    PERFORM pyretrieve.write_lexical_lists(p_workspace, p_project, v_lists, p_pages => v_first);
+    PERFORM pyretrieve.write_lexical_lists(p_workspace, p_project, v_lists,
+                                           p_pages => v_first OR v_bulk,
+                                           p_pending => v_bulk AND NOT v_first);
 END;
 $$;
 
@@ -318,10 +327,11 @@ $$;
 -- bytewise lexeme order (a page closes once 1,024 postings precede the next lexeme), each with
 -- where its lexemes start and the time range of their sources. Compaction writes what it takes
 -- back through here, and so does every write of postings (into pages only when the scope's
--- index is empty). Returns the rows written.
+-- index is empty, and a bulk write's pages, p_pending, which compaction merges later). Returns
+-- the rows written.
 CREATE FUNCTION pyretrieve.write_lexical_lists(
     p_workspace text, p_project text, p_lists pyretrieve.lexical_list[],
-    p_pages boolean DEFAULT true)
+    p_pages boolean DEFAULT true, p_pending boolean DEFAULT false)
 RETURNS integer
 LANGUAGE plpgsql SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
@@ -366,11 +376,11 @@ BEGIN
         INSERT INTO pyretrieve.lexical_pages (
             workspace_id, project_id, bucket, classification, first_lexeme, last_lexeme,
             postings, first_docno, last_docno, min_observed_at, max_observed_at, min_expires_at,
-            max_expires_at, lexemes, starts, entries)
+            max_expires_at, lexemes, starts, entries, pending)
         SELECT p_workspace, p_project, h.bucket, h.classification, h.lexemes[1],
                h.lexemes[cardinality(h.lexemes)], cardinality(e.entries), e.first_docno,
                e.last_docno, h.min_observed_at, h.max_observed_at, h.min_expires_at,
-               h.max_expires_at, h.lexemes, h.starts, e.entries
+               h.max_expires_at, h.lexemes, h.starts, e.entries, p_pending
           FROM (SELECT p.classification, p.bucket, p.page_no,
                        array_agg(p.lexeme ORDER BY p.lexeme COLLATE "C") AS lexemes,
                        array_agg(p.start ORDER BY p.lexeme COLLATE "C") AS starts,
@@ -399,7 +409,9 @@ $$;
 -- A scope's pages (of the classifications up to p_ceiling) whose lexeme range meets that of
 -- another page of their bucket and classification: written by two first writes at once, or two
 -- compactions at once. The leg reads them all, so they are correct; compaction counts their
--- postings as waiting and rewrites their buckets, so they do not stay.
+-- postings as waiting and rewrites their buckets, so they do not stay. Pending pages (a bulk
+-- write's) are counted on their own, and are left out here on both sides: a bulk write's page
+-- overlaps its bucket's pages as a rule, and counting those would count every page.
 CREATE FUNCTION pyretrieve.overlapping_pages(
     p_workspace text, p_project text, p_ceiling pyretrieve.classification)
 RETURNS TABLE (classification pyretrieve.classification, bucket smallint, postings integer)
@@ -410,10 +422,11 @@ BEGIN ATOMIC
       FROM pyretrieve.lexical_pages p
      WHERE p.workspace_id = p_workspace AND p.project_id = p_project
        AND p.classification <= p_ceiling
+       AND NOT p.pending
        AND EXISTS (SELECT 1 FROM pyretrieve.lexical_pages o
                     WHERE o.workspace_id = p.workspace_id AND o.project_id = p.project_id
                       AND o.bucket = p.bucket AND o.classification = p.classification
-                      AND o.page <> p.page
+                      AND o.page <> p.page AND NOT o.pending
                       AND o.first_lexeme COLLATE "C" <= p.last_lexeme
                       AND p.first_lexeme COLLATE "C" <= o.last_lexeme);
 END;
@@ -463,7 +476,8 @@ BEGIN
             OFFSET 0) s
      WHERE NOT s.full_block;
 
-    -- The buckets to rewrite (of a small lexeme, of a tombstone, or with pages that overlap),
+    -- The buckets to rewrite (of a small lexeme, of a tombstone, with pages that overlap, or
+    -- with a bulk write's pending pages),
     -- the pages of each that no other transaction holds (taken), and the buckets with a page
     -- held elsewhere (left alone).
     WITH wanted AS (
@@ -476,7 +490,12 @@ BEGIN
                    AND t.classification <= p_ceiling
                 UNION ALL
                 SELECT o.classification, o.bucket
-                  FROM pyretrieve.overlapping_pages(p_workspace, p_project, p_ceiling) o) x
+                  FROM pyretrieve.overlapping_pages(p_workspace, p_project, p_ceiling) o
+                UNION ALL
+                SELECT p.classification, p.bucket
+                  FROM pyretrieve.lexical_pages p
+                 WHERE p.workspace_id = p_workspace AND p.project_id = p_project
+                   AND p.classification <= p_ceiling AND p.pending) x
     ), seen AS MATERIALIZED (
         SELECT w.classification, w.bucket, c.pages, t.page
           FROM wanted w

@@ -220,12 +220,14 @@ $$;
 COMMENT ON FUNCTION pyretrieve.retract_fragment(text, text, uuid) IS
     'Retract an active fragment: it disappears from every search at once. Raises PR020 alike for an absent fragment and one the writer may not see. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
 
--- p_min_share > 0 compacts only once the postings in blocks not full, the tombstones and the
--- postings of overlapping pages (overlapping_pages) are at least that share of the postings in
--- pages: each run rewrites every page of the buckets it
--- touches, so with 1 the pages at least double between runs and a growing scope rewrites each
--- posting a bounded number of times (rewriting at every run made each run cost in proportion
--- to the scope).
+-- p_min_share > 0 compacts only once the postings in blocks not full, the tombstones, the
+-- postings of overlapping pages (overlapping_pages) and those of pending pages are at least
+-- that share of the postings in the other pages: each run rewrites every page of the buckets
+-- it touches, so with 1 the pages at least double between runs and a growing scope rewrites
+-- each posting a bounded number of times (rewriting at every run made each run cost in
+-- proportion to the scope). It also compacts once a bucket holds 16 pending pages, because the
+-- leg reads each of them for every term of the bucket (50 per bucket made a 50,000-fragment
+-- scope's leg take twice as long).
 CREATE FUNCTION pyretrieve.compact_lexical_index(
     p_workspace text, p_project text, p_min_share double precision DEFAULT 0)
 RETURNS TABLE (rows_read integer, rows_written integer, postings integer)
@@ -245,6 +247,8 @@ DECLARE
     v_ceiling pyretrieve.classification := pyretrieve.bind_write_scope(p_workspace, p_project);
     v_small bigint;
     v_paged bigint;
+    v_pending bigint;
+    v_most_pending bigint;
 BEGIN
     IF p_min_share IS NULL OR p_min_share = 'NaN'::double precision OR p_min_share < 0
        OR p_min_share = 'Infinity'::double precision THEN
@@ -261,11 +265,19 @@ BEGIN
           FROM pyretrieve.lexical_blocks b
          WHERE b.workspace_id = p_workspace AND b.project_id = p_project
            AND b.classification <= v_ceiling AND b.postings < 128;
-        SELECT coalesce(sum(p.postings), 0) INTO v_paged
+        SELECT coalesce(sum(p.postings) FILTER (WHERE NOT p.pending), 0),
+               coalesce(sum(p.postings) FILTER (WHERE p.pending), 0)
+          INTO v_paged, v_pending
           FROM pyretrieve.lexical_pages p
          WHERE p.workspace_id = p_workspace AND p.project_id = p_project
            AND p.classification <= v_ceiling;
-        IF v_small < p_min_share * v_paged THEN
+        SELECT coalesce(max(c.pages), 0) INTO v_most_pending
+          FROM (SELECT count(*) AS pages
+                  FROM pyretrieve.lexical_pages p
+                 WHERE p.workspace_id = p_workspace AND p.project_id = p_project
+                   AND p.classification <= v_ceiling AND p.pending
+                 GROUP BY p.classification, p.bucket) c;
+        IF v_small + v_pending < p_min_share * v_paged AND v_most_pending < 16 THEN
             RETURN QUERY SELECT 0, 0, 0;
             RETURN;
         END IF;
@@ -275,7 +287,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION pyretrieve.compact_lexical_index(text, text, double precision) IS
-    'Compact the write scope''s lexical index, for the writer''s classifications: the postings of lexemes with fewer than 128 in a classification move from their blocks into pages shared by the lexemes of a bucket (a row per rare lexeme is most of the index otherwise), lexemes that reached 128 move back to blocks, tombstoned postings of the rewritten pages go, and pages that overlap are merged. Rows another transaction holds are left for a later run (it never waits on a writer). p_min_share > 0 compacts only when the postings in blocks not full, the tombstones and the postings of pages whose lexeme range meets another''s in their bucket (two first writes at once) are at least that share of the postings in pages, else returns zeros (the Ingestor runs it after each ingest run with 1, so a growing scope rewrites each posting a bounded number of times); 0, the default, always compacts. Raises PR010 for a share that is negative, infinite or not a number. Returns the rows read and written and the postings moved. Searches return the same rows, scores and terms before and after. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+    'Compact the write scope''s lexical index, for the writer''s classifications: the postings of lexemes with fewer than 128 in a classification move from their blocks into pages shared by the lexemes of a bucket (a row per rare lexeme is most of the index otherwise), lexemes that reached 128 move back to blocks, tombstoned postings of the rewritten pages go, and pages that overlap, and the pending pages of bulk writes, are merged into their buckets'' pages. Rows another transaction holds are left for a later run (it never waits on a writer). p_min_share > 0 compacts only when the postings in blocks not full, the tombstones, the postings of pages whose lexeme range meets another''s in their bucket (two first writes at once) and those of pending pages are at least that share of the postings in the other pages, or when a bucket holds 16 pending pages, else returns zeros (the Ingestor runs it with 1 after each ingest run and every 16 batches of one, so a growing scope rewrites each posting a bounded number of times); 0, the default, always compacts. Raises PR010 for a share that is negative, infinite or not a number. Returns the rows read and written and the postings moved. Searches return the same rows, scores and terms before and after. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
 
 CREATE FUNCTION pyretrieve.put_embedding(
     p_workspace text,

@@ -88,7 +88,7 @@ GRANT EXECUTE ON FUNCTION pyretrieve.caller(), pyretrieve.caller_in(name), pyret
     pyretrieve.write_lexical_postings(text, text, text[], pyretrieve.classification[], bigint[],
         timestamptz[], timestamptz[]),
     pyretrieve.lexeme_bucket(text),
-    pyretrieve.write_lexical_lists(text, text, pyretrieve.lexical_list[], boolean),
+    pyretrieve.write_lexical_lists(text, text, pyretrieve.lexical_list[], boolean, boolean),
     pyretrieve.overlapping_pages(text, text, pyretrieve.classification),
     pyretrieve.compact_lexical_postings(text, text, pyretrieve.classification),
     pyretrieve.create_scope_sequence(text, text),

@@ -33,7 +33,7 @@ SELECT plan(638);
 -- The installation.
 SELECT has_schema('pyretrieve');
 SELECT schema_owner_is('pyretrieve', 'pyretrieve_owner');
-SELECT is((SELECT schema_version FROM pyretrieve.installation), '0049', 'pyretrieve schema version is 0049');
+SELECT is((SELECT schema_version FROM pyretrieve.installation), '0050', 'pyretrieve schema version is 0050');
 
 -- Roles: the owner and three groups, none of which can log in or bypass row-level security;
 -- the owner does not inherit; a writer is a reader.
@@ -710,7 +710,7 @@ SELECT results_eq(
     ('pyretrieve.vector_candidates(uuid, text, public.vector, integer)', 'pyretrieve_reader'),
     ('pyretrieve.vector_index_options()', 'pyretrieve_api'),
     ('pyretrieve.visible_successor(text, text, uuid)', 'pyretrieve_api'),
-    ('pyretrieve.write_lexical_lists(text, text, pyretrieve.lexical_list[], boolean)', 'pyretrieve_api'),
+    ('pyretrieve.write_lexical_lists(text, text, pyretrieve.lexical_list[], boolean, boolean)', 'pyretrieve_api'),
     ('pyretrieve.write_lexical_postings(text, text, text[], pyretrieve.classification[], bigint[], timestamp with time zone[], timestamp with time zone[])', 'pyretrieve_api'),
     ('pyretrieve.writer_ceiling(text, text)', 'pyretrieve_api')
         ) AS v(f, r)

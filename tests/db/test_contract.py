@@ -157,8 +157,15 @@ def test_the_lexical_index_sizes_are_the_contracts(catalog: dict[str, str]) -> N
     assert _numbers(r"g\.n [<>=]+ (\d+)", lists) == {block}
     assert _numbers(r"k\.k \* (\d+)", lists) == {block}
     assert _numbers(r"before / (\d+)", lists) == {contract.LEXICAL_PAGE_POSTINGS}
-    # The share rule counts the postings in blocks not full.
-    assert _numbers(r"postings < (\d+)", catalog["function:compact_lexical_index"]) == {block}
+    # The share rule counts the postings in blocks not full, and a bucket's pending pages.
+    share = catalog["function:compact_lexical_index"]
+    assert _numbers(r"postings < (\d+)", share) == {block}
+    assert _numbers(r"v_most_pending < (\d+)", share) == {contract.LEXICAL_MAX_PENDING_PAGES}
+    # A bulk write: its size, and the lists it keeps out of pages.
+    assert _numbers(r"e\.e\) FROM unnest\(p_entries\) AS e\(e\)\) >= (\d+)", writes) == {
+        contract.LEXICAL_BULK_POSTINGS
+    }
+    assert _numbers(r"count\(t\.entry\) >= (\d+)", writes) == {block}
     assert _numbers(r"bucket <= (\d+)", catalog["check:lexical_pages"]) == {
         contract.LEXICAL_BUCKETS - 1
     }

@@ -20,7 +20,11 @@ import numpy as np
 import psycopg
 import pytest
 
-from pyretrieve.contract import LEXICAL_COMPACT_MIN_SHARE
+from pyretrieve.contract import (
+    LEXICAL_BULK_POSTINGS,
+    LEXICAL_COMPACT_MIN_SHARE,
+    LEXICAL_MAX_PENDING_PAGES,
+)
 from pyretrieve.embedders.hashing import HashNgramEmbedder
 from pyretrieve.errors import AccessDenied, InternalError, InvalidInput, UnknownModel
 from pyretrieve.ingest import (
@@ -311,6 +315,49 @@ def test_runs_into_a_growing_scope_compact_once_the_blocks_waiting_match_the_pag
         write_jsonl(tmp_path / "c.jsonl", docs(60, prefix="gamma")), workspace=WS, project=PJ
     )
     assert lexical_rows(scope)["small_blocks"] == 0
+
+
+def most_pending_pages(db: Database) -> int:
+    """The most pending pages of one bucket and classification in the scope."""
+    with db.admin() as admin:
+        got = admin.execute(
+            "SELECT coalesce(max(n), 0) AS n FROM (SELECT count(*) AS n"
+            "  FROM pyretrieve.lexical_pages WHERE workspace_id = %s AND project_id = %s"
+            "   AND pending GROUP BY classification, bucket) x",
+            (WS, PJ),
+        ).fetchone()
+    assert got is not None
+    return int(got["n"])
+
+
+def test_a_long_run_of_bulk_batches_never_leaves_a_bucket_more_than_16_pending_pages(
+    scope: Database, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    """Each bulk batch (LEXICAL_BULK_POSTINGS postings or more) leaves a pending page per
+    bucket, which the leg reads for every term of its bucket: the run checks the share rule
+    every LEXICAL_MAX_PENDING_PAGES batches, so no bucket ever holds more, and the run's end
+    leaves none. Searches return what they return with the pages merged."""
+    words = 40
+    rows = [
+        {
+            "id": f"b{i}",
+            "text": f"d{i} " + " ".join(f"w{(i * 7 + j * 13) % 600}" for j in range(words)),
+        }
+        for i in range(4000)
+    ]
+    batch = LEXICAL_BULK_POSTINGS // words + 10  # each batch a bulk write
+    seen: list[int] = []
+    report = writer(conn, batch_size=batch).ingest_path(
+        write_jsonl(tmp_path / "b.jsonl", rows),
+        workspace=WS,
+        project=PJ,
+        progress=lambda done, _total: seen.append(most_pending_pages(scope)),
+    )
+    assert report.batches > 2 * LEXICAL_MAX_PENDING_PAGES
+    assert max(seen) == LEXICAL_MAX_PENDING_PAGES - 1, repr(seen)
+    assert most_pending_pages(scope) == 0
+    assert lexical_rows(scope)["small_blocks"] == 0
+    assert lexical_hits(conn, "w7 w13 w599")
 
 
 def test_changed_content_supersedes_the_active_fragment(

@@ -21,6 +21,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from pyretrieve.contract import LEXICAL_BULK_POSTINGS
 from pyretrieve.embedders.hashing import HashNgramEmbedder
 from pyretrieve.errors import AccessDenied, InternalError, InvalidInput, NotFound
 from pyretrieve.ingest import EMBED_CHUNK, Ingestor, IngestReport
@@ -1045,9 +1046,21 @@ def test_a_retract_compares_each_posting_with_its_own_tombstones_only(
     vocabulary = [f"term{i}" for i in range(4000)]
     weights = [1.0 / (i + 1) for i in range(len(vocabulary))]
     bodies = [" ".join(rng.choices(vocabulary, weights, k=150)) for _ in range(3000)]
-    for start in range(0, len(bodies), 500):
+    # Statements under LEXICAL_BULK_POSTINGS (about 100 postings a body), so that their small
+    # lists wait in blocks, as every statement's did when this was found (since 0050 a bulk
+    # statement's go to pending pages, and the blocks would not reach the 1,000 rows that are
+    # analysed).
+    step = 30
+    assert step * 150 < 2 * LEXICAL_BULK_POSTINGS
+    for start in range(0, len(bodies), step):
         with acting_as(conn, "wally"):
-            call_batch(conn, [row(i, bodies[i]) for i in range(start, start + 500)])
+            call_batch(conn, [row(i, bodies[i]) for i in range(start, start + step)])
+    with scoped.admin() as admin:
+        got = admin.execute(
+            "SELECT count(*) AS n FROM pyretrieve.lexical_pages WHERE pending"
+        ).fetchone()
+    assert got is not None
+    assert got["n"] == 0
     with acting_as(conn, "wally"):
         conn.execute("SELECT * FROM pyretrieve.compact_lexical_index(%s, 'docs')", (WS,)).fetchall()
     assert _analyses(scoped)["lexical_blocks"] == 1

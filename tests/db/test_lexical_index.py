@@ -10,6 +10,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from pyretrieve.contract import LEXICAL_BULK_POSTINGS, LEXICAL_MAX_PENDING_PAGES
 from tests.conftest import Database, acting_as, role, rows_read
 from tests.db.seed import (
     RAW_LEXICAL_ENTRIES,
@@ -737,6 +738,155 @@ def test_two_first_writes_at_once_both_go_to_pages_and_compaction_merges_them(
     assert overlapping() == 0
     assert legs(conn) == before
     assert compact(conn, min_share=0.01) == (0, 0, 0)  # nothing waits any more
+
+
+def matches_python_bm25_top(conn: Conn, query: str) -> None:
+    """The leg's 100 rows are an independent BM25's best 100 over the visible fragments, with
+    its scores (ties at the cut aside, which the leg breaks by content)."""
+    got = {r["fragment_id"]: r["score"] for r in lexical(conn, query)}
+    expected = python_bm25(visible_documents(conn), query_lexemes(conn, query))
+    assert len(got) == min(100, len(expected))
+    for fid, score in got.items():
+        assert score == pytest.approx(expected[fid], rel=1e-12)
+    cut = min(got.values())
+    assert {f for f, v in expected.items() if v > cut * (1 + 1e-12)} <= set(got)
+
+
+# Each row of a bulk statement: 35 distinct lexemes (okapi, one of its own, so that no two rows
+# are the same content, and 33 of 500 numbered words).
+ROW_LEXEMES = 35
+
+
+def bulk_rows(first: int, n: int, cls: str = "internal", extra: int = 0) -> list[dict[str, Any]]:
+    """``n`` rows of ROW_LEXEMES distinct lexemes each (source uris from ``first`` on), and with
+    ``extra`` > 0 one more row of that many lexemes: ``n * ROW_LEXEMES + extra`` postings."""
+    rows = [
+        row(i, f"okapi r{i} " + " ".join(f"v{(i * 7 + j * 13) % 500}" for j in range(ROW_LEXEMES - 2)),
+            classification=cls)
+        for i in range(first, first + n)
+    ]  # fmt: skip
+    if extra:
+        rows.append(
+            row(first + n, " ".join(f"u{first}x{j}" for j in range(extra)), classification=cls)
+        )
+    return rows
+
+
+def pending(db: Database, cls: str | None = None) -> tuple[int, int, int]:
+    """acme/docs's pending pages (of one classification, or all): pages, postings, and the
+    most in one bucket and classification."""
+    with db.admin() as admin:
+        got = admin.execute(
+            "SELECT count(*) AS pages, coalesce(sum(postings), 0) AS postings,"
+            "       coalesce(max(n), 0) AS most"
+            "  FROM (SELECT postings, count(*) OVER (PARTITION BY classification, bucket) AS n"
+            "          FROM pyretrieve.lexical_pages"
+            "         WHERE workspace_id = 'acme' AND project_id = 'docs' AND pending"
+            "           AND (%s::text IS NULL OR classification::text = %s)) p",
+            (cls, cls),
+        ).fetchone()
+    assert got is not None
+    return int(got["pages"]), int(got["postings"]), int(got["most"])
+
+
+def test_a_bulk_write_puts_its_small_lists_in_pending_pages_that_compaction_merges(
+    db: Database, conn: Conn
+) -> None:
+    """Since 0050 a statement of LEXICAL_BULK_POSTINGS postings or more writes its lists of
+    fewer than 128 as pending pages (one per bucket and classification) instead of a block per
+    lexeme; one posting fewer, and the statement waits in blocks as before. The index stays
+    exact, the leg equals an independent BM25, the pending postings count as waiting in the
+    share rule, and compaction merges them into their buckets' pages with every row, score and
+    term the same. A single fragment's write is no bulk write."""
+    setup(conn)
+    compact(conn)
+    assert compact(conn, min_share=1.0) == (0, 0, 0)  # nothing waits
+    # One posting under the threshold: no pending page, a block per lexeme.
+    with acting_as(conn, "wally"):
+        call_batch(conn, bulk_rows(0, (LEXICAL_BULK_POSTINGS - 1) // ROW_LEXEMES,
+                                   extra=(LEXICAL_BULK_POSTINGS - 1) % ROW_LEXEMES))  # fmt: skip
+    assert pending(db) == (0, 0, 0)
+    assert [b["postings"] for b in blocks_of(db, "v7")] != []
+    compact(conn)
+    # At the threshold: a bulk write.
+    with acting_as(conn, "wally"):
+        call_batch(conn, bulk_rows(1000, LEXICAL_BULK_POSTINGS // ROW_LEXEMES,
+                                   extra=LEXICAL_BULK_POSTINGS % ROW_LEXEMES))  # fmt: skip
+    pages, postings, most = pending(db)
+    assert (pages > 0, most) == (True, 1)
+    # Every list of the statement had fewer than 128 postings (okapi's too): all pending, and
+    # not one block written.
+    assert postings == LEXICAL_BULK_POSTINGS
+    assert small_blocks(db) == 0
+    assert errors(db) == {}
+    queries = ("okapi v7 v13 zebra", "v499 u1000x0", "savanna okapi")
+    for query in queries:
+        matches_python_bm25_top(conn, query)
+    before = legs(conn) + [lexical(conn, q) for q in queries]
+    # The pending postings are what waits: a share just above theirs moves nothing, just
+    # below compacts.
+    with db.admin() as admin:
+        got = admin.execute(
+            "SELECT sum(postings) AS n FROM pyretrieve.lexical_pages"
+            " WHERE workspace_id = 'acme' AND project_id = 'docs' AND NOT pending"
+        ).fetchone()
+    assert got is not None
+    share = postings / float(got["n"])
+    assert compact(conn, min_share=share * 1.01) == (0, 0, 0)
+    assert compact(conn, min_share=share * 0.99)[0] > 0
+    assert pending(db) == (0, 0, 0)
+    assert errors(db) == {}
+    assert legs(conn) + [lexical(conn, q) for q in queries] == before
+    # A list of 128 or more in one bulk statement goes to blocks; a single write to a block.
+    with acting_as(conn, "wally"):
+        call_batch(conn, bulk_rows(2000, 130))
+    assert [b["postings"] for b in blocks_of(db, "okapi")][-2:] == [128, 2]
+    compact(conn)
+    put(conn, "acme", "okapi quagga sighting")
+    assert pending(db) == (0, 0, 0)
+    assert blocks_of(db, "quagga") == [{"cls": "internal", "postings": 1}]
+    assert errors(db) == {}
+    matches_python_bm25_top(conn, "okapi quagga v7")
+
+
+def test_a_bucket_with_16_pending_pages_is_compacted_and_hidden_ones_count_for_nobody_else(
+    db: Database, conn: Conn
+) -> None:
+    """The leg reads each pending page of a term's bucket, so the share rule also compacts once
+    a bucket holds LEXICAL_MAX_PENDING_PAGES of them, whatever the share asked for.
+    Attack: an internal writer's run, with a share it cannot meet, in a scope whose restricted
+    buckets (which it may not see) hold that many pending pages already: it moves nothing. Its
+    own sixteenth page does compact its own rows, and leaves the restricted ones alone."""
+    setup(conn)
+    with acting_as(conn, "adam"):
+        conn.execute(
+            "SELECT pyretrieve.grant_access(%s::regrole, 'acme', 'docs', 'ingest', 'internal')",
+            (role("walt"),),
+        )
+    compact(conn)
+    for k in range(LEXICAL_MAX_PENDING_PAGES):
+        with acting_as(conn, "wally"):
+            call_batch(conn, bulk_rows(10_000 + 200 * k, 120, cls="restricted"))
+    for k in range(LEXICAL_MAX_PENDING_PAGES - 1):
+        with acting_as(conn, "walt"):
+            call_batch(conn, bulk_rows(200 * k, 120))
+    assert pending(db, "restricted")[2] == LEXICAL_MAX_PENDING_PAGES
+    assert pending(db, "internal")[2] == LEXICAL_MAX_PENDING_PAGES - 1
+    before = index_rows(db)
+    assert compact(conn, "walt", min_share=1e9) == (0, 0, 0)
+    assert index_rows(db) == before
+    with acting_as(conn, "walt"):
+        call_batch(conn, bulk_rows(200 * LEXICAL_MAX_PENDING_PAGES, 120))
+    assert pending(db, "internal")[2] == LEXICAL_MAX_PENDING_PAGES
+    hits = [lexical(conn, q) for q in ("okapi v7", "v13 v499 zebra")]
+    assert compact(conn, "walt", min_share=1e9)[0] > 0
+    assert pending(db, "internal") == (0, 0, 0)
+    assert pending(db, "restricted")[2] == LEXICAL_MAX_PENDING_PAGES
+    assert [lexical(conn, q) for q in ("okapi v7", "v13 v499 zebra")] == hits
+    assert compact(conn, "wally", min_share=1e9)[0] > 0
+    assert pending(db) == (0, 0, 0)
+    assert errors(db) == {}
+    matches_python_bm25_top(conn, "okapi v7 v13 zebra")
 
 
 def _fragments_read(conn: Conn, query: str) -> int:
