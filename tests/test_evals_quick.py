@@ -636,6 +636,38 @@ def test_lexical_revisions_against_another_database_quick(
                 drop_database(server, name)
 
 
+def test_lexical_revisions_by_content_compares_databases_loaded_apart(
+    server: Server, template_db: str, tmp_path: Path
+) -> None:
+    """Two databases each loaded by its own writes hold the same texts under other ids: the
+    whole-row comparison stops at the first query, and ``--by-content`` (rank, digest, score,
+    terms) finds every query the same and says what it compared."""
+    first, second = create_database(server, template_db), None
+    try:
+        second = create_database(server, template_db)
+        for name in (first, second):
+            _lexrev_scope(server.dsn(name))
+        queries = tmp_path / "queries.jsonl"
+        queries.write_text(
+            '{"_id": "1", "text": "rotating keys"}\n{"_id": "2", "text": "number"}\n'
+        )
+        argv = [
+            *("--dsn", server.dsn(second), "--baseline-dsn", server.dsn(first)),
+            *("--workspace", "lexrev", "--project", "docs", "--queries", str(queries)),
+            *("--out", str(tmp_path / "out.json")),
+        ]
+        with pytest.raises(SystemExit, match="query 0: the revisions return different"):
+            lexical_revisions.main(argv)
+        result = lexical_revisions.main([*argv, "--by-content"])
+        assert result["identical_results"] == 2
+        assert result["current"]["n"] == 2
+        assert result["settings"]["compared"].startswith("rank, content digest, score and terms")
+    finally:
+        for name in (second, first):
+            if name is not None:
+                drop_database(server, name)
+
+
 def test_lexical_revisions_quick(fresh_dsn: str, tmp_path: Path) -> None:
     """The revision comparison on a small scope: both revisions' rows agree, and it cleans up."""
     import psycopg
