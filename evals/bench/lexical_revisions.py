@@ -163,14 +163,16 @@ def _decision(conn: psycopg.Connection[Any], args: Any, text: str) -> Any:
 
 
 # The leg's columns a database assigns for itself: the fragment's id and lexical generation.
-_DATABASE_LOCAL = (1, 4)
+_DATABASE_LOCAL = frozenset({"fragment_id", "lexical_generation"})
 
 
-def _comparable(rows: list[Any], args: Any) -> list[Any]:
-    """The rows as compared: whole, or without the columns each database assigns itself."""
+def _comparable(cur: psycopg.Cursor[Any], rows: list[Any], args: Any) -> list[Any]:
+    """The rows as compared: whole, or without the columns each database assigns itself
+    (found by name in the cursor's description, not by position)."""
     if not args.by_content:
         return rows
-    return [tuple(v for i, v in enumerate(r) if i not in _DATABASE_LOCAL) for r in rows]
+    kept = [i for i, c in enumerate(cur.description or ()) if c.name not in _DATABASE_LOCAL]
+    return [tuple(r[i] for i in kept) for r in rows]
 
 
 def _compare(
@@ -196,16 +198,14 @@ def _compare(
             rows = {}
             for which in ("baseline", "current") if i % 2 else ("current", "baseline"):
                 started = time.perf_counter()
-                rows[which] = (
-                    conns[which]
-                    .execute(
-                        f"SELECT * FROM pyretrieve.{names[which]}(%s, %s, %s)",
-                        (decisions[which], text, LIMIT),
-                    )
-                    .fetchall()
+                cur = conns[which].execute(
+                    f"SELECT * FROM pyretrieve.{names[which]}(%s, %s, %s)",
+                    (decisions[which], text, LIMIT),
                 )
+                fetched = cur.fetchall()
                 seconds[which].append(time.perf_counter() - started)
-            if _comparable(rows["baseline"], args) != _comparable(rows["current"], args):
+                rows[which] = _comparable(cur, fetched, args)
+            if rows["baseline"] != rows["current"]:
                 raise SystemExit(f"query {i}: the revisions return different candidates")
     return seconds
 
