@@ -475,3 +475,32 @@ CREATE INDEX write_bindings_xact_idx ON pyretrieve.write_bindings (xact_id);
 COMMENT ON TABLE pyretrieve.write_bindings IS
     'Audit log of write scopes: which principal wrote into which workspace/project, when, with which ceiling. The latest binding of a transaction is in force; a transaction that holds a read decision never binds one.';
 
+-- The read binding as the second wall reads it: what the policies need of this transaction's
+-- decision, per server process (session_pid) and workspace, which authorize() rewrites with
+-- each decision. A row binds only the transaction that wrote it (xact_id, evaluated_at = now()), so
+-- an earlier transaction's row is inert, and the table holds a row per process and workspace that
+-- ever authorized (no log to prune). The decisions log is the record; this is its cheap shadow: a
+-- policy reads one row of a small table by its key, where the log is partitioned by month
+-- and every look-up there pruned, locked and scanned partitions (about 30 look-ups a search).
+CREATE TABLE pyretrieve.read_bindings (
+    workspace_id  pyretrieve.identifier NOT NULL,
+    -- From the default alone: no role writes it.
+    session_pid   integer NOT NULL DEFAULT pg_catalog.pg_backend_pid(),
+    xact_id       xid8 NOT NULL,
+    decision_id   uuid NOT NULL,
+    project_id    pyretrieve.identifier NOT NULL,
+    ceiling       pyretrieve.classification NOT NULL,
+    evaluated_at  timestamptz NOT NULL,
+    -- The oldest observation time the decision admits: evaluated_at - max_age, or -infinity.
+    oldest        timestamptz NOT NULL,
+    -- A process keeps a row per workspace it decided in, and a decision rewrites its own: the
+    -- key leads with the workspace as every key of a workspace table does.
+    PRIMARY KEY (workspace_id, session_pid)
+-- Half of each page free: each authorize() rewrites a row in place of the process's earlier
+-- one, a HOT update when the new version fits on the row's page (no indexed column changes).
+) WITH (fillfactor = 50);
+-- The look-up: the process's rows, by this index (a row per workspace it decided in).
+CREATE INDEX read_bindings_session_idx ON pyretrieve.read_bindings (session_pid);
+COMMENT ON TABLE pyretrieve.read_bindings IS
+    'This transaction''s read decision as the row-level security policies read it (scope, ceiling, oldest observation time), one row per server process and workspace, rewritten by each authorize(); a row binds only the transaction that wrote it. No principal reads or writes it.';
+

@@ -72,6 +72,39 @@ END;
 COMMENT ON FUNCTION pyretrieve.bound_write() IS
     'The write scope in force in this transaction (its latest binding, found by transaction id, never by a setting), or no row.';
 
+-- What the second wall admits in this transaction, as one row: the read decision's scope,
+-- ceiling and oldest observation time (reading), else the write scope's, with the writer's
+-- ceiling and no time bound (not reading: writes see every state and time up to the writer's
+-- ceiling); no row without a binding. Every read policy reads it, the scope as one row
+-- comparison. The decision comes from read_bindings, this process's row written in this
+-- transaction (found by the process's index): the decisions log itself, partitioned by month and
+-- under its own policy, cost the policies about 0.1 ms a search more. The write arm is read
+-- only when the transaction holds no read decision (a forged write binding beside a decision
+-- widens nothing). PARALLEL RESTRICTED: the key is the leader's process id.
+CREATE FUNCTION pyretrieve.bound_filter()
+RETURNS TABLE (workspace_id pyretrieve.identifier, project_id pyretrieve.identifier,
+               ceiling pyretrieve.classification, oldest timestamptz, reading boolean)
+LANGUAGE sql STABLE PARALLEL RESTRICTED SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+BEGIN ATOMIC
+    (SELECT r.workspace_id, r.project_id, r.ceiling, r.oldest, true
+       FROM pyretrieve.read_bindings r
+      WHERE r.session_pid = pg_catalog.pg_backend_pid()
+        AND r.xact_id = pg_catalog.pg_current_xact_id_if_assigned()
+        AND r.evaluated_at = pg_catalog.now()
+     UNION ALL
+     SELECT w.workspace_id, w.project_id, w.ceiling, '-infinity'::timestamptz, false
+       FROM pyretrieve.bound_write() w
+      WHERE NOT EXISTS (SELECT 1 FROM pyretrieve.read_bindings r
+                         WHERE r.session_pid = pg_catalog.pg_backend_pid()
+                           AND r.xact_id = pg_catalog.pg_current_xact_id_if_assigned()
+                           AND r.evaluated_at = pg_catalog.now()))
+    LIMIT 1;
+END;
+COMMENT ON FUNCTION pyretrieve.bound_filter() IS
+    'What the row-level security policies admit in this transaction, as one row: the read decision''s workspace, project, ceiling and oldest observation time (reading = true), else the write scope''s with the writer''s ceiling (reading = false); no row without a binding. Found by process and transaction, never by a setting.';
+
 -- Every role the caller is a member of, directly or through other roles (pg_has_role ...
 -- MEMBER), itself included: found by walking up its own memberships, so that what it costs
 -- follows the caller's memberships, not the roles the cluster holds.

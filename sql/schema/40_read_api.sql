@@ -199,6 +199,18 @@ BEGIN
         END;
     END LOOP;
 
+    -- The binding the second wall reads (bound_filter): this process's row in the workspace.
+    INSERT INTO pyretrieve.read_bindings AS r (
+        xact_id, decision_id, workspace_id, project_id, ceiling, evaluated_at, oldest)
+    VALUES (
+        d.xact_id, d.decision_id, d.workspace_id, d.project_id, d.ceiling, d.evaluated_at,
+        coalesce(d.evaluated_at - d.max_age, '-infinity'::timestamptz))
+    ON CONFLICT (workspace_id, session_pid) DO UPDATE
+       SET xact_id = excluded.xact_id, decision_id = excluded.decision_id,
+           project_id = excluded.project_id,
+           ceiling = excluded.ceiling, evaluated_at = excluded.evaluated_at,
+           oldest = excluded.oldest;
+
     RETURN QUERY SELECT d.decision_id, d.principal, d.workspace_id::text, d.project_id::text,
                         d.purpose::text, d.evaluated_at, d.ceiling, d.max_age, d.semantic_policy,
                         d.candidate_limit, d.grant_id;

@@ -53,16 +53,12 @@ ALTER TABLE pyretrieve.tool_rollouts  ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL
 -- Tools: the fragments' filters on the columns each tool row carries (the functions join the
 -- fragment for its state, so a row must pass both policies).
 CREATE POLICY tools_read ON pyretrieve.tools FOR SELECT TO pyretrieve_api
-    USING ((workspace_id = (SELECT d.workspace_id FROM pyretrieve.bound_decision() d)
-       AND project_id = (SELECT d.project_id FROM pyretrieve.bound_decision() d)
-       AND classification <= (SELECT d.ceiling FROM pyretrieve.bound_decision() d)
-       AND observed_at <= (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)
-       AND observed_at >= coalesce((SELECT d.evaluated_at - d.max_age FROM pyretrieve.bound_decision() d),
-                                   '-infinity'::timestamptz)
-       AND (expires_at IS NULL OR expires_at > (SELECT d.evaluated_at FROM pyretrieve.bound_decision() d)))
-        OR (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
-       AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
-       AND classification <= (SELECT w.ceiling FROM pyretrieve.bound_write() w)));
+    USING ((workspace_id, project_id) = (SELECT b.workspace_id, b.project_id FROM pyretrieve.bound_filter() b)
+       AND classification <= (SELECT b.ceiling FROM pyretrieve.bound_filter() b)
+       AND ((observed_at <= (SELECT pg_catalog.now())
+            AND observed_at >= (SELECT b.oldest FROM pyretrieve.bound_filter() b)
+            AND (expires_at IS NULL OR expires_at > (SELECT pg_catalog.now())))
+            OR (SELECT NOT b.reading FROM pyretrieve.bound_filter() b)));
 CREATE POLICY tools_insert ON pyretrieve.tools FOR INSERT TO pyretrieve_api
     WITH CHECK (workspace_id = (SELECT w.workspace_id FROM pyretrieve.bound_write() w)
        AND project_id = (SELECT w.project_id FROM pyretrieve.bound_write() w)
@@ -77,8 +73,8 @@ CREATE POLICY tools_update ON pyretrieve.tools FOR UPDATE TO pyretrieve_api
 
 -- Rollout stages: the decision's own scope for readers, everything for admins.
 CREATE POLICY tool_rollouts_read ON pyretrieve.tool_rollouts FOR SELECT TO pyretrieve_api
-    USING ((workspace_id = (SELECT d.workspace_id FROM pyretrieve.bound_decision() d)
-            AND project_id = (SELECT d.project_id FROM pyretrieve.bound_decision() d))
+    USING (((workspace_id, project_id) = (SELECT b.workspace_id, b.project_id FROM pyretrieve.bound_filter() b)
+            AND (SELECT b.reading FROM pyretrieve.bound_filter() b))
         OR (SELECT pyretrieve.caller_in('pyretrieve_admin')));
 CREATE POLICY tool_rollouts_admin_insert ON pyretrieve.tool_rollouts FOR INSERT TO pyretrieve_api
     WITH CHECK ((SELECT pyretrieve.caller_in('pyretrieve_admin')));

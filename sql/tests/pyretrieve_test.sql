@@ -28,12 +28,12 @@
 \pset pager off
 
 BEGIN;
-SELECT plan(638);
+SELECT plan(652);
 
 -- The installation.
 SELECT has_schema('pyretrieve');
 SELECT schema_owner_is('pyretrieve', 'pyretrieve_owner');
-SELECT is((SELECT schema_version FROM pyretrieve.installation), '0050', 'pyretrieve schema version is 0050');
+SELECT is((SELECT schema_version FROM pyretrieve.installation), '0051', 'pyretrieve schema version is 0051');
 
 -- Roles: the owner and three groups, none of which can log in or bypass row-level security;
 -- the owner does not inherit; a writer is a reader.
@@ -61,7 +61,7 @@ SELECT is_empty(
     'the pyretrieve roles are members of no other role');
 
 -- Tables: exactly these, owned by the owner, with row-level security enabled and forced.
-SELECT tables_are('pyretrieve', ARRAY['decisions', 'embedding_count_log', 'embedding_models', 'embeddings', 'fragments', 'generation_log', 'grants', 'installation', 'lexical_blocks', 'lexical_pages', 'lexical_tombstones', 'projects', 'scope_configs', 'statistics_log', 'tool_rollouts', 'tools', 'workspaces', 'write_bindings'] || ARRAY(
+SELECT tables_are('pyretrieve', ARRAY['decisions', 'embedding_count_log', 'embedding_models', 'embeddings', 'fragments', 'generation_log', 'grants', 'installation', 'lexical_blocks', 'lexical_pages', 'lexical_tombstones', 'projects', 'read_bindings', 'scope_configs', 'statistics_log', 'tool_rollouts', 'tools', 'workspaces', 'write_bindings'] || ARRAY(
     SELECT c.relname FROM pg_catalog.pg_inherits i JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid
      WHERE i.inhparent = 'pyretrieve.decisions'::regclass));
 SELECT is_empty(
@@ -88,6 +88,7 @@ SELECT table_owner_is('pyretrieve', 'lexical_blocks', 'pyretrieve_owner', 'pyret
 SELECT table_owner_is('pyretrieve', 'lexical_pages', 'pyretrieve_owner', 'pyretrieve.lexical_pages is owned by pyretrieve_owner');
 SELECT table_owner_is('pyretrieve', 'lexical_tombstones', 'pyretrieve_owner', 'pyretrieve.lexical_tombstones is owned by pyretrieve_owner');
 SELECT table_owner_is('pyretrieve', 'projects', 'pyretrieve_owner', 'pyretrieve.projects is owned by pyretrieve_owner');
+SELECT table_owner_is('pyretrieve', 'read_bindings', 'pyretrieve_owner', 'pyretrieve.read_bindings is owned by pyretrieve_owner');
 SELECT table_owner_is('pyretrieve', 'scope_configs', 'pyretrieve_owner', 'pyretrieve.scope_configs is owned by pyretrieve_owner');
 SELECT table_owner_is('pyretrieve', 'statistics_log', 'pyretrieve_owner', 'pyretrieve.statistics_log is owned by pyretrieve_owner');
 SELECT table_owner_is('pyretrieve', 'tool_rollouts', 'pyretrieve_owner', 'pyretrieve.tool_rollouts is owned by pyretrieve_owner');
@@ -118,6 +119,8 @@ SELECT is((SELECT relrowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretriev
 SELECT is((SELECT relforcerowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.lexical_tombstones'::regclass), true, 'row-level security is forced on pyretrieve.lexical_tombstones');
 SELECT is((SELECT relrowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.projects'::regclass), true, 'row-level security is enabled on pyretrieve.projects');
 SELECT is((SELECT relforcerowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.projects'::regclass), true, 'row-level security is forced on pyretrieve.projects');
+SELECT is((SELECT relrowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.read_bindings'::regclass), true, 'row-level security is enabled on pyretrieve.read_bindings');
+SELECT is((SELECT relforcerowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.read_bindings'::regclass), true, 'row-level security is forced on pyretrieve.read_bindings');
 SELECT is((SELECT relrowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.scope_configs'::regclass), true, 'row-level security is enabled on pyretrieve.scope_configs');
 SELECT is((SELECT relforcerowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.scope_configs'::regclass), true, 'row-level security is forced on pyretrieve.scope_configs');
 SELECT is((SELECT relrowsecurity FROM pg_catalog.pg_class WHERE oid = 'pyretrieve.statistics_log'::regclass), true, 'row-level security is enabled on pyretrieve.statistics_log');
@@ -144,6 +147,7 @@ SELECT policies_are('pyretrieve', 'lexical_blocks', ARRAY['lexical_blocks_delete
 SELECT policies_are('pyretrieve', 'lexical_pages', ARRAY['lexical_pages_delete', 'lexical_pages_insert', 'lexical_pages_lock', 'lexical_pages_read']);
 SELECT policies_are('pyretrieve', 'lexical_tombstones', ARRAY['lexical_tombstones_delete', 'lexical_tombstones_insert', 'lexical_tombstones_read']);
 SELECT policies_are('pyretrieve', 'projects', ARRAY['projects_admin_insert', 'projects_admin_update', 'projects_read']);
+SELECT policies_are('pyretrieve', 'read_bindings', ARRAY['read_bindings_insert', 'read_bindings_read', 'read_bindings_replace']);
 SELECT policies_are('pyretrieve', 'scope_configs', ARRAY['scope_configs_insert', 'scope_configs_read']);
 SELECT policies_are('pyretrieve', 'statistics_log', ARRAY['statistics_log_insert', 'statistics_log_read']);
 SELECT policies_are('pyretrieve', 'tool_rollouts', ARRAY['tool_rollouts_admin_insert', 'tool_rollouts_admin_update', 'tool_rollouts_read']);
@@ -224,6 +228,12 @@ SELECT policy_cmd_is('pyretrieve', 'projects', 'projects_admin_update', 'UPDATE'
 SELECT policy_roles_are('pyretrieve', 'projects', 'projects_admin_update', ARRAY['pyretrieve_api']);
 SELECT policy_cmd_is('pyretrieve', 'projects', 'projects_read', 'SELECT', 'policy projects_read on pyretrieve.projects is for SELECT');
 SELECT policy_roles_are('pyretrieve', 'projects', 'projects_read', ARRAY['pyretrieve_api']);
+SELECT policy_cmd_is('pyretrieve', 'read_bindings', 'read_bindings_insert', 'INSERT', 'policy read_bindings_insert on pyretrieve.read_bindings is for INSERT');
+SELECT policy_roles_are('pyretrieve', 'read_bindings', 'read_bindings_insert', ARRAY['pyretrieve_api']);
+SELECT policy_cmd_is('pyretrieve', 'read_bindings', 'read_bindings_read', 'SELECT', 'policy read_bindings_read on pyretrieve.read_bindings is for SELECT');
+SELECT policy_roles_are('pyretrieve', 'read_bindings', 'read_bindings_read', ARRAY['pyretrieve_api']);
+SELECT policy_cmd_is('pyretrieve', 'read_bindings', 'read_bindings_replace', 'UPDATE', 'policy read_bindings_replace on pyretrieve.read_bindings is for UPDATE');
+SELECT policy_roles_are('pyretrieve', 'read_bindings', 'read_bindings_replace', ARRAY['pyretrieve_api']);
 SELECT policy_cmd_is('pyretrieve', 'scope_configs', 'scope_configs_insert', 'INSERT', 'policy scope_configs_insert on pyretrieve.scope_configs is for INSERT');
 SELECT policy_roles_are('pyretrieve', 'scope_configs', 'scope_configs_insert', ARRAY['pyretrieve_api']);
 SELECT policy_cmd_is('pyretrieve', 'scope_configs', 'scope_configs_read', 'SELECT', 'policy scope_configs_read on pyretrieve.scope_configs is for SELECT');
@@ -255,7 +265,7 @@ SELECT policy_roles_are('pyretrieve', 'write_bindings', 'write_bindings_read', A
 
 -- Functions: exactly these; only active_sources, active_sources_like, audit_access, audit_findings, audit_functions, audit_keys, audit_objects, audit_policies, audit_privileges, audit_roles, audit_server, audit_tables, audit_views, authorize, bind_write_scope, compact_lexical_index, create_model_index, create_project, create_scope_sequence, create_scope_vector_index, create_vector_index, create_workspace, created_now, decision_partitions, discover_tools, drop_decision_partition, drop_scope_vector_index, drop_vector_index, embeddings_needed, ensure_decision_partitions, fragments, grant_access, ingest_batch, ingest_state, lexical_candidates, list_decisions, list_grants, list_models, list_projects, maintain_vector_indexes, model_defaults, prune_decisions, put_embedding, put_fragment, put_tool, register_model, retract_fragment, revoke_access, schema_version, set_bm25, set_tool_rollout, stale_embeddings, supersede_fragment, take_first_statistics, tool_by_name, tool_entries, tool_rollout, tool_schemas and vector_candidates are SECURITY DEFINER, every function pins
 -- search_path = pg_catalog, pg_temp, and none is LEAKPROOF.
-SELECT functions_are('pyretrieve', ARRAY['active_sources', 'active_sources_like', 'admin_scope_serial', 'apply_request_timeouts', 'approximate_vector_candidates', 'audit_access', 'audit_disjuncts', 'audit_expression_calls', 'audit_findings', 'audit_functions', 'audit_keys', 'audit_objects', 'audit_policies', 'audit_privileges', 'audit_roles', 'audit_server', 'audit_tables', 'audit_views', 'authorize', 'bind_write_scope', 'bound_decision', 'bound_write', 'bump_scope_lexical', 'bump_scope_vector', 'caller', 'caller_in', 'caller_memberships', 'caller_roles', 'check_caller', 'check_embedding', 'check_identifier', 'check_ts_config', 'compact_lexical_index', 'compact_lexical_postings', 'content_digest', 'count_embeddings', 'create_model_index', 'create_project', 'create_scope_sequence', 'create_scope_vector_index', 'create_vector_index', 'create_workspace', 'created_now', 'dbsf_distribution', 'decision_partition_ranges', 'decision_partitions', 'discover_tools', 'drop_decision_partition', 'drop_scope_vector_index', 'drop_vector_index', 'effective_grant', 'embedding_digest', 'embeddings_needed', 'ensure_decision_partitions', 'error_code', 'fragments', 'grant_access', 'ingest_batch', 'ingest_state', 'iso_utc', 'json_double', 'lexeme_bucket', 'lexical_candidates', 'lexical_index_insert', 'lexical_index_update', 'list_decisions', 'list_grants', 'list_models', 'list_projects', 'log_statistics', 'maintain_vector_indexes', 'mirror_fragment', 'model_defaults', 'or_tsquery', 'overlapping_pages', 'prune_decisions', 'put_embedding', 'put_fragment', 'put_tool', 'register_model', 'require_admin', 'require_decision', 'retract_fragment', 'revoke_access', 'schema_version', 'scope_sequence', 'search', 'set_bm25', 'set_tool_rollout', 'stale_embeddings', 'stamp_fragment', 'stamp_vector_generation', 'supersede_fragment', 'take_first_statistics', 'tool_argument_lines', 'tool_by_name', 'tool_entity_words', 'tool_entries', 'tool_operation_words', 'tool_query_operations', 'tool_recommended_k', 'tool_rollout', 'tool_rollout_bucket', 'tool_schemas', 'tool_stop_words', 'tool_text', 'tool_words', 'tsvector_length', 'vector_candidates', 'vector_index_options', 'visible_successor', 'write_lexical_lists', 'write_lexical_postings', 'writer_ceiling']);
+SELECT functions_are('pyretrieve', ARRAY['active_sources', 'active_sources_like', 'admin_scope_serial', 'apply_request_timeouts', 'approximate_vector_candidates', 'audit_access', 'audit_disjuncts', 'audit_expression_calls', 'audit_findings', 'audit_functions', 'audit_keys', 'audit_objects', 'audit_policies', 'audit_privileges', 'audit_roles', 'audit_server', 'audit_tables', 'audit_views', 'authorize', 'bind_write_scope', 'bound_decision', 'bound_filter', 'bound_write', 'bump_scope_lexical', 'bump_scope_vector', 'caller', 'caller_in', 'caller_memberships', 'caller_roles', 'check_caller', 'check_embedding', 'check_identifier', 'check_ts_config', 'compact_lexical_index', 'compact_lexical_postings', 'content_digest', 'count_embeddings', 'create_model_index', 'create_project', 'create_scope_sequence', 'create_scope_vector_index', 'create_vector_index', 'create_workspace', 'created_now', 'dbsf_distribution', 'decision_partition_ranges', 'decision_partitions', 'discover_tools', 'drop_decision_partition', 'drop_scope_vector_index', 'drop_vector_index', 'effective_grant', 'embedding_digest', 'embeddings_needed', 'ensure_decision_partitions', 'error_code', 'fragments', 'grant_access', 'ingest_batch', 'ingest_state', 'iso_utc', 'json_double', 'lexeme_bucket', 'lexical_candidates', 'lexical_index_insert', 'lexical_index_update', 'list_decisions', 'list_grants', 'list_models', 'list_projects', 'log_statistics', 'maintain_vector_indexes', 'mirror_fragment', 'model_defaults', 'or_tsquery', 'overlapping_pages', 'prune_decisions', 'put_embedding', 'put_fragment', 'put_tool', 'register_model', 'require_admin', 'require_decision', 'retract_fragment', 'revoke_access', 'schema_version', 'scope_sequence', 'search', 'set_bm25', 'set_tool_rollout', 'stale_embeddings', 'stamp_fragment', 'stamp_vector_generation', 'supersede_fragment', 'take_first_statistics', 'tool_argument_lines', 'tool_by_name', 'tool_entity_words', 'tool_entries', 'tool_operation_words', 'tool_query_operations', 'tool_recommended_k', 'tool_rollout', 'tool_rollout_bucket', 'tool_schemas', 'tool_stop_words', 'tool_text', 'tool_words', 'tsvector_length', 'vector_candidates', 'vector_index_options', 'visible_successor', 'write_lexical_lists', 'write_lexical_postings', 'writer_ceiling']);
 SELECT is_definer('pyretrieve', 'active_sources', ARRAY['text', 'text', 'text[]'], 'pyretrieve.active_sources(text, text, text[]) is SECURITY DEFINER');
 SELECT is_definer('pyretrieve', 'active_sources_like', ARRAY['text', 'text', 'text[]'], 'pyretrieve.active_sources_like(text, text, text[]) is SECURITY DEFINER');
 SELECT is_definer('pyretrieve', 'audit_access', ARRAY[]::text[], 'pyretrieve.audit_access() is SECURITY DEFINER');
@@ -600,6 +610,7 @@ SELECT results_eq(
     ('pyretrieve.authorize(text, text, text, bytea, text, bytea, integer)', 'pyretrieve_reader'),
     ('pyretrieve.bind_write_scope(text, text)', 'pyretrieve_writer'),
     ('pyretrieve.bound_decision()', 'pyretrieve_api'),
+    ('pyretrieve.bound_filter()', 'pyretrieve_api'),
     ('pyretrieve.bound_write()', 'pyretrieve_api'),
     ('pyretrieve.caller()', 'pyretrieve_admin'),
     ('pyretrieve.caller()', 'pyretrieve_api'),
@@ -766,6 +777,10 @@ SELECT table_privs_are('pyretrieve', 'projects', 'public', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'projects', 'pyretrieve_admin', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'projects', 'pyretrieve_reader', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'projects', 'pyretrieve_writer', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'read_bindings', 'public', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'read_bindings', 'pyretrieve_admin', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'read_bindings', 'pyretrieve_reader', ARRAY[]::text[]);
+SELECT table_privs_are('pyretrieve', 'read_bindings', 'pyretrieve_writer', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'scope_configs', 'public', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'scope_configs', 'pyretrieve_admin', ARRAY[]::text[]);
 SELECT table_privs_are('pyretrieve', 'scope_configs', 'pyretrieve_reader', ARRAY[]::text[]);
@@ -865,6 +880,19 @@ SELECT results_eq(
     ('projects', 'project_id', 'pyretrieve_api', 'INSERT'),
     ('projects', 'ts_config', 'pyretrieve_api', 'INSERT'),
     ('projects', 'workspace_id', 'pyretrieve_api', 'INSERT'),
+    ('read_bindings', 'ceiling', 'pyretrieve_api', 'INSERT'),
+    ('read_bindings', 'ceiling', 'pyretrieve_api', 'UPDATE'),
+    ('read_bindings', 'decision_id', 'pyretrieve_api', 'INSERT'),
+    ('read_bindings', 'decision_id', 'pyretrieve_api', 'UPDATE'),
+    ('read_bindings', 'evaluated_at', 'pyretrieve_api', 'INSERT'),
+    ('read_bindings', 'evaluated_at', 'pyretrieve_api', 'UPDATE'),
+    ('read_bindings', 'oldest', 'pyretrieve_api', 'INSERT'),
+    ('read_bindings', 'oldest', 'pyretrieve_api', 'UPDATE'),
+    ('read_bindings', 'project_id', 'pyretrieve_api', 'INSERT'),
+    ('read_bindings', 'project_id', 'pyretrieve_api', 'UPDATE'),
+    ('read_bindings', 'workspace_id', 'pyretrieve_api', 'INSERT'),
+    ('read_bindings', 'xact_id', 'pyretrieve_api', 'INSERT'),
+    ('read_bindings', 'xact_id', 'pyretrieve_api', 'UPDATE'),
     ('tool_rollouts', 'project_id', 'pyretrieve_api', 'INSERT'),
     ('tool_rollouts', 'stage', 'pyretrieve_api', 'INSERT'),
     ('tool_rollouts', 'stage', 'pyretrieve_api', 'UPDATE'),

@@ -194,10 +194,10 @@ def assert_index_only_access(plans: list[dict[str, Any]]) -> None:
 
 
 def assert_lookups_run_once(plans: list[dict[str, Any]]) -> None:
-    """The decision and write-scope look-ups are InitPlans, each evaluated at most once."""
+    """The binding look-ups are InitPlans, each evaluated at most once."""
     lookups = [
         n for p in plans for n in nodes(p)
-        if n.get("Function Name") in ("bound_decision", "write_scope")
+        if n.get("Function Name") in ("bound_filter", "bound_decision", "write_scope")
     ]  # fmt: skip
     assert lookups
     for node in lookups:
@@ -446,7 +446,7 @@ def test_policy_lookups_are_initplans(corpus: Database) -> None:
     assert len(init_plans) >= 5, relationships
     assert "SubPlan" not in relationships
     assert all(
-        n.get("Function Name") in (None, "bound_decision", "bound_write")
+        n.get("Function Name") in (None, "bound_filter", "bound_write")
         for p in init_plans for n in nodes(p)
     )  # fmt: skip
     frag = [n for n in all_nodes if n.get("Relation Name") == "fragments"]
@@ -501,9 +501,9 @@ def test_the_binding_is_found_by_its_index_when_the_statistics_are_stale(
     server: Server, template_db: str
 ) -> None:
     """A month's partition of the decisions log starts empty and is analysed so (a new month, a
-    new install). A session that looked up its decision then keeps that plan until the
-    partition is analysed again; 600 decisions later, every look-up of its next search still
-    reads the partition through its xact_id index. Until 0034 the plan made for the empty
+    new install), and so do the read bindings. A session that looked up its binding then keeps
+    that plan until the tables are analysed again; 600 decisions later, every look-up of its
+    next search still reads them through an index. Until 0034 the plan made for the empty
     partition scanned it whole, at each of about 30 look-ups per search, growing with it."""
     db = Database(server=server, name=create_database(server, template_db))
     try:
@@ -529,13 +529,14 @@ def test_the_binding_is_found_by_its_index_when_the_statistics_are_stale(
                 )
             ]
             assert partitions
-            for partition in partitions:
+            for table in [*partitions, "pyretrieve.read_bindings"]:
                 admin.execute(
                     sql.SQL("ALTER TABLE {} SET (autovacuum_enabled = false)").format(
-                        sql.SQL(partition)
+                        sql.SQL(table)
                     )
                 )
             admin.execute("ANALYZE pyretrieve.decisions")
+            admin.execute("ANALYZE pyretrieve.read_bindings")
         grown: list[int] = []
 
         def call(conn: Conn) -> None:
@@ -564,8 +565,14 @@ def test_the_binding_is_found_by_its_index_when_the_statistics_are_stale(
         names = {p.split(".")[-1] for p in partitions}
         for plans in (first, second):
             reads = [n for p in plans for n in nodes(p) if n.get("Relation Name") in names]
-            assert len(reads) >= 10, [n.get("Relation Name") for p in plans for n in nodes(p)]
-            for node in reads:
+            bindings = [
+                n for p in plans for n in nodes(p)
+                if n.get("Relation Name") == "read_bindings" and n["Node Type"] != "ModifyTable"
+            ]  # fmt: skip
+            # The function's own look-ups of its decision, and the policies' of the binding.
+            assert reads, [n.get("Relation Name") for p in plans for n in nodes(p)]
+            assert len(bindings) >= 10, [n.get("Relation Name") for p in plans for n in nodes(p)]
+            for node in reads + bindings:
                 assert node["Node Type"] in ("Index Scan", "Bitmap Heap Scan"), node
     finally:
         drop_database(server, db.name)

@@ -153,7 +153,7 @@ def test_principal_outside_every_group_is_refused_outright(conn: Conn, s: Seeded
 
 def test_no_principal_may_read_grants_or_decisions_directly(conn: Conn, s: Seeded) -> None:
     for nick in ("alice", "bob", "carol", "wally", "walt", "adam"):
-        for table in ("grants", "decisions", "write_bindings"):
+        for table in ("grants", "decisions", "write_bindings", "read_bindings"):
             with pytest.raises(psycopg.errors.InsufficientPrivilege), acting_as(conn, nick):
                 conn.execute(f"SELECT count(*) FROM pyretrieve.{table}")
     # Only admins list grants, through the API.
@@ -210,6 +210,110 @@ def test_a_forged_write_binding_beside_a_decision_widens_nothing(
         after = fragment_ids(admin), counts(admin)
     assert before[0] == s.visible
     assert after == before
+
+
+def test_an_earlier_transactions_read_binding_admits_nothing(conn: Conn, s: Seeded) -> None:
+    """A process keeps its read binding's row after the transaction that wrote it; the next
+    transaction, bound to nothing, is admitted nothing by it, and the next decision replaces
+    it (the row is the process's, the binding the transaction's)."""
+    with acting_as(conn, "alice"):
+        authorize(conn)
+        assert fragment_ids(conn) == s.visible
+    with acting_as(conn, "alice"):
+        assert counts(conn) == dict.fromkeys(TENANT_TABLES, 0)
+        with at_second_wall(conn):
+            kept = conn.execute(
+                "SELECT count(*) FILTER (WHERE workspace_id = 'acme') AS n,"
+                "       bool_and(session_pid = pg_backend_pid()) AS mine"
+                "  FROM pyretrieve.read_bindings"
+            ).fetchone()
+        assert kept == {"n": 1, "mine": True}, "the earlier row is still there, inert"
+    with acting_as(conn, "bob"):
+        authorize(conn)
+        assert fragment_ids(conn) == visible_to(s, "bob")
+
+
+def test_another_processs_read_binding_is_neither_seen_nor_used(
+    shared: tuple[Database, Seeded], s: Seeded
+) -> None:
+    """Two processes bound at once, bob to acme/docs and alice to acme/wiki: each second wall
+    sees its own process's binding row alone and admits its own decision's rows alone."""
+    db, _ = shared
+    with (
+        db.connect(autocommit=True) as bobs,
+        db.connect(autocommit=True) as alices,
+        acting_as(bobs, "bob"),
+        acting_as(alices, "alice"),
+    ):
+        authorize(bobs)
+        authorize(alices, "acme", "wiki")
+        with at_second_wall(alices):
+            rows = alices.execute(
+                "SELECT workspace_id::text AS w, project_id::text AS p,"
+                "       session_pid = pg_backend_pid() AS mine"
+                "  FROM pyretrieve.read_bindings WHERE xact_id = pg_current_xact_id()"
+            ).fetchall()
+            others = alices.execute(
+                "SELECT count(*) AS n FROM pyretrieve.read_bindings"
+                " WHERE session_pid <> pg_backend_pid()"
+            ).fetchone()
+        assert rows == [{"w": "acme", "p": "wiki", "mine": True}]
+        assert others == {"n": 0}
+        assert fragment_ids(bobs) == visible_to(s, "bob")
+        theirs = fragment_ids(alices)
+    assert theirs
+    assert theirs <= set(s.wiki)
+
+
+def test_the_api_role_cannot_rebind_a_transaction(conn: Conn, s: Seeded) -> None:
+    """Within a transaction the read binding cannot change, not even for pyretrieve_api (the
+    role the functions run as, were one of them to try): an update matches no row, a replacing
+    insert and a key of another process are refused, and the second wall admits what it did."""
+    with acting_as(conn, "bob"):
+        authorize(conn)
+        before = fragment_ids(conn), counts(conn)
+        with at_second_wall(conn):
+            updated = conn.execute(
+                "UPDATE pyretrieve.read_bindings SET ceiling = 'restricted', oldest = '-infinity'"
+            )
+            assert updated.rowcount == 0
+            with pytest.raises(psycopg.errors.InsufficientPrivilege), conn.transaction():
+                conn.execute(
+                    "INSERT INTO pyretrieve.read_bindings AS r (xact_id, decision_id,"
+                    " workspace_id, project_id, ceiling, evaluated_at, oldest)"
+                    " SELECT xact_id, decision_id, workspace_id, project_id, 'restricted',"
+                    " evaluated_at, '-infinity' FROM pyretrieve.read_bindings"
+                    " ON CONFLICT (workspace_id, session_pid) DO UPDATE"
+                    " SET ceiling = excluded.ceiling"
+                )
+            with pytest.raises(psycopg.errors.InsufficientPrivilege), conn.transaction():
+                conn.execute(
+                    "INSERT INTO pyretrieve.read_bindings (session_pid, xact_id, decision_id,"
+                    " workspace_id, project_id, ceiling, evaluated_at, oldest)"
+                    " SELECT session_pid + 1, xact_id, decision_id, workspace_id, project_id,"
+                    " ceiling, evaluated_at, oldest FROM pyretrieve.read_bindings"
+                )
+        after = fragment_ids(conn), counts(conn)
+    assert before[0] == visible_to(s, "bob")
+    assert after == before
+
+
+def test_a_decision_rolled_back_to_a_savepoint_binds_nothing(conn: Conn, s: Seeded) -> None:
+    """A decision made in a savepoint and rolled back takes its binding with it: the
+    transaction is bound to nothing, and a decision for another project made after it binds
+    that project alone (the switch that a second authorize() is refused)."""
+    with acting_as(conn, "alice"):
+        with conn.transaction():
+            authorize(conn)
+            assert fragment_ids(conn) == s.visible
+            raise psycopg.Rollback
+        assert counts(conn) == dict.fromkeys(TENANT_TABLES, 0)
+        d = authorize(conn, "acme", "wiki")["decision_id"]
+        seen = fragment_ids(conn)
+        found = {r["fragment_id"] for r in records(conn, d, [*s.acme.values(), *s.wiki])}
+    assert seen
+    assert seen <= set(s.wiki)
+    assert found <= set(s.wiki)
 
 
 # ---------------------------------------------------------------------------------------------
