@@ -854,7 +854,7 @@ def test_wall_parts_quick(fresh_dsn: str, tmp_path: Path) -> None:
     args = ["--rows", "60", "--queries", "4", "--dsn", fresh_dsn, "--out", str(out)]
     result = wall_parts.main(args)
     assert json.loads(out.read_text()) == result
-    assert list(result["forms"]) == ["installed", "scope", "none"]
+    assert list(result["forms"]) == ["installed", "scope", "constant", "none"]
     for form in result["forms"].values():
         assert sorted(form["60"]) == sorted(second_wall.FUNCTIONS)
         for figures in form["60"].values():

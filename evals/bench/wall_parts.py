@@ -1,5 +1,5 @@
 """Where the second wall's cost goes: the read functions against their copies past RLS, with
-the read policies as installed, cut to the scope, and cut to nothing.
+the read policies as installed, cut to the scope, to a constant, and to nothing.
 
 Usage: python -m evals.bench.wall_parts [--rows 200,1000,5183] [--queries 100] [--dsn DSN]
        [--out PATH]
@@ -9,16 +9,21 @@ runs the same comparison (each function beside its copy owned by the superuser, 
 installed functions again as the control) three times in one throwaway database, each time with
 the read policies of the tables a search reads in another form:
 
-* ``installed``: as the schema writes them (the scope, then the decision's ceiling, state,
-  window and expiry, each read from the transaction's decision in its own sub-select);
-* ``scope``: only the scope (workspace and project of the decision, or else of the write
-  binding), the rest of each policy removed;
+* ``installed``: as the schema writes them (since 0051 the scope as one row comparison with
+  the binding's, then the ceiling, state, window and expiry, with the ceiling and the oldest
+  observation time each read from ``bound_filter()`` in its own sub-select);
+* ``scope``: only the scope (workspace and project of the binding, in one look-up of
+  ``bound_filter()``), the rest of each policy removed: the least a policy that reads the
+  transaction's binding can check;
+* ``constant``: the bench's workspace as a constant, ``workspace_id = 'rtt'``: a policy that
+  reads no binding (it admits every scope of the bench's one workspace);
 * ``none``: ``USING (true)``, RLS still on and forced but admitting every row.
 
 The functions filter every row by the decision themselves, so every form returns the same rows
 (the run stops at the first difference). What ``none`` costs over the copy is the machinery of
-RLS; what ``scope`` adds is the scope's look-ups; what ``installed`` adds is the decision's
-other fields, looked up and checked again on every row the statements read.
+RLS; what ``constant`` adds is a security qual's own evaluation; what ``scope`` adds is one
+look-up of the binding per table read; what ``installed`` adds is the decision's other fields,
+looked up and checked again on every row the statements read.
 
 The policies are changed only for the time of one form and put back after it, whatever
 happened; ``--dsn`` must still name a fresh database, never one in use. Writes ``evals/bench/wall-parts.json``. A measurement, not a test.
@@ -54,13 +59,16 @@ TABLES = (
     "projects",
     "generation_log",
 )
+# The least a policy that reads the transaction's binding can check: the scope, in one look-up
+# (0051's form; before 0051 this form read the decision and the write scope in four).
 SCOPE = (
-    "workspace_id = coalesce((SELECT d.workspace_id FROM pyretrieve.bound_decision() d),"
-    " (SELECT w.workspace_id FROM pyretrieve.bound_write() w))"
-    " AND project_id = coalesce((SELECT d.project_id FROM pyretrieve.bound_decision() d),"
-    " (SELECT w.project_id FROM pyretrieve.bound_write() w))"
+    "(workspace_id, project_id) = (SELECT b.workspace_id, b.project_id"
+    " FROM pyretrieve.bound_filter() b)"
 )
-FORMS = {"installed": None, "scope": SCOPE, "none": "true"}
+# A security qual with no look-up (the bench's one workspace, a constant): what a policy's
+# expression costs when it reads no binding.
+CONSTANT = f"workspace_id = '{round_trips.WORKSPACE}'"
+FORMS = {"installed": None, "scope": SCOPE, "constant": CONSTANT, "none": "true"}
 
 
 def _read_policies(conn: psycopg.Connection[Any]) -> dict[str, tuple[str, str]]:
@@ -121,7 +129,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             with policies(dsn, using):
                 figures[form] = second_wall.measure(dsn, principals, projects, texts)
     result = {
-        "benchmark": "the second wall's cost by part: read policies as installed, cut to the scope, cut to nothing",
+        "benchmark": "the second wall's cost by part: read policies as installed, cut to the scope, to a constant, to nothing",
         **facts,
         "settings": {
             "rows": list(projects),
