@@ -2552,11 +2552,17 @@ BEGIN
 
     -- A scope with its own HNSW index of this model (create_vector_index) is searched through
     -- it; every other scope exactly. The index's existence is the switch, not a row count or a
-    -- statistic, so the same data and indexes always take the same path.
+    -- statistic, so the same data and indexes always take the same path. Its name and its
+    -- index row are read in one snapshot, the statement's: with the name resolved by
+    -- to_regclass (the newest catalog), a search whose snapshot predated the commit of a
+    -- rebuild (the old index dropped, the new one renamed to its name) found the new name but
+    -- not the new row, and scanned the scope exactly (until 0052).
     SELECT p.scope_serial, m.dimension,
-           EXISTS (SELECT 1 FROM pg_catalog.pg_index i
-                    WHERE i.indexrelid = pg_catalog.to_regclass(pg_catalog.format(
-                              'pyretrieve.embeddings_hnsw_s%s_m%s', p.scope_serial, m.model_serial))
+           EXISTS (SELECT 1 FROM pg_catalog.pg_class c
+                     JOIN pg_catalog.pg_index i ON i.indexrelid = c.oid
+                    WHERE c.relnamespace = 'pyretrieve'::pg_catalog.regnamespace
+                      AND c.relname = pg_catalog.format('embeddings_hnsw_s%s_m%s',
+                                                        p.scope_serial, m.model_serial)
                       AND i.indisvalid AND i.indisready)
       INTO v_scope, v_dimension, v_indexed
       FROM pyretrieve.projects p, pyretrieve.embedding_models m
@@ -6999,7 +7005,7 @@ SET LOCAL ROLE pyretrieve_owner;
 SELECT pg_catalog.count(*) AS decision_partitions FROM pyretrieve.ensure_decision_partitions();
 
 INSERT INTO pyretrieve.installation (schema_version, created_vector)
-VALUES ('0051', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
+VALUES ('0052', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
 
 RESET ROLE;
 -- pyretrieve_api created the API functions; it may not create anything else.

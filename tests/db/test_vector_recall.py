@@ -620,6 +620,56 @@ def test_an_index_built_with_older_options_is_rebuilt_while_searches_go_on(
     assert index_options(corpus) == {}
 
 
+def test_a_rebuild_committed_after_a_searchs_snapshot_keeps_it_on_the_index(
+    corpus: Corpus,
+) -> None:
+    """The vector leg reads the scope index's name and its index row in one snapshot, the
+    statement's. A repeatable-read search whose snapshot predates the commit of a rebuild (the
+    old index dropped, the new one renamed to its name) still takes the index path, as the
+    searches after it do. Until 0052 the name came from the newest catalog (to_regclass) and
+    the row from the snapshot: such a search found the new name but not its row, and scanned
+    the scope exactly."""
+    with corpus.db.admin(autocommit=True) as admin:
+        row = admin.execute(
+            "SELECT p.scope_serial, m.model_serial, m.dimension FROM pyretrieve.projects p,"
+            " pyretrieve.embedding_models m WHERE p.workspace_id = 'corp'"
+            " AND p.project_id = 'big' AND m.model_id = %s",
+            (MODEL,),
+        ).fetchone()
+        assert row is not None
+        name = f"embeddings_hnsw_s{row['scope_serial']}_m{row['model_serial']}"
+        admin.execute(
+            f"CREATE INDEX {name} ON pyretrieve.embeddings USING hnsw"
+            f" ((embedding::public.vector({row['dimension']})) public.vector_cosine_ops)"
+            f" WITH (m = 16, ef_construction = 128)"
+            f" WHERE scope_serial = {row['scope_serial']} AND model_id = '{MODEL}'"
+        )
+    query = list(map(float, clustered(np.random.default_rng(29), corpus.centers, 1)[0]))
+    try:
+        with corpus.db.connect(autocommit=True) as conn:
+            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+            with acting_as(conn, "alice"):
+                d = authorize(conn, "corp", "big", limit=100)
+                assert [r["action"] for r in maintain(corpus, 2000)] == ["rebuild"]
+                during = {
+                    r["search"] for r in vector(conn, d["decision_id"], query, 100, model=MODEL)
+                }
+            with acting_as(conn, "alice"):
+                d = authorize(conn, "corp", "big", limit=100)
+                after = {
+                    r["search"] for r in vector(conn, d["decision_id"], query, 100, model=MODEL)
+                }
+        assert index_options(corpus) == {
+            name: [f"{key}={value}" for key, value in contract.VECTOR_INDEX_OPTIONS]
+        }
+        assert during == {"hnsw"}
+        assert after == {"hnsw"}
+    finally:
+        with corpus.db.connect(autocommit=True) as conn, acting_as(conn, "adam"):
+            conn.execute("SELECT pyretrieve.drop_vector_index('corp', 'big', %s)", (MODEL,))
+    assert index_options(corpus) == {}
+
+
 def test_only_admins_maintain_the_indexes_and_a_bad_line_is_refused(corpus: Corpus) -> None:
     """A reader or a writer may not run the maintenance, even as a dry run (it names every
     scope's size, hidden rows included); a bad line is refused before anything runs."""
