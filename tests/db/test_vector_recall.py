@@ -537,15 +537,10 @@ def index_options(c: Corpus) -> dict[str, list[str] | None]:
     return {r["relname"]: r["reloptions"] for r in rows}
 
 
-def test_an_index_built_with_older_options_is_rebuilt_while_searches_go_on(
-    corpus: Corpus,
-) -> None:
-    """An install upgraded from a schema that built scope indexes with m 16 and
-    ef_construction 128: maintenance says 'rebuild' for that index (and a dry run changes
-    nothing), rebuilds it under its own name with the current options while four searchers
-    keep querying the scope (none fails, every one goes through an index), and keeps it on
-    the next run. create_vector_index on an index already as wanted changes nothing."""
-    with corpus.db.admin(autocommit=True) as admin:
+def index_with_older_options(c: Corpus) -> str:
+    """The corp/big scope's own index as create_scope_vector_index built it until migration
+    0048 (m 16, ef_construction 128); its name."""
+    with c.db.admin(autocommit=True) as admin:
         row = admin.execute(
             "SELECT p.scope_serial, m.model_serial, m.dimension FROM pyretrieve.projects p,"
             " pyretrieve.embedding_models m WHERE p.workspace_id = 'corp'"
@@ -554,13 +549,24 @@ def test_an_index_built_with_older_options_is_rebuilt_while_searches_go_on(
         ).fetchone()
         assert row is not None
         name = f"embeddings_hnsw_s{row['scope_serial']}_m{row['model_serial']}"
-        # The statement create_scope_vector_index ran until migration 0048.
         admin.execute(
             f"CREATE INDEX {name} ON pyretrieve.embeddings USING hnsw"
             f" ((embedding::public.vector({row['dimension']})) public.vector_cosine_ops)"
             f" WITH (m = 16, ef_construction = 128)"
             f" WHERE scope_serial = {row['scope_serial']} AND model_id = '{MODEL}'"
         )
+    return name
+
+
+def test_an_index_built_with_older_options_is_rebuilt_while_searches_go_on(
+    corpus: Corpus,
+) -> None:
+    """An install upgraded from a schema that built scope indexes with m 16 and
+    ef_construction 128: maintenance says 'rebuild' for that index (and a dry run changes
+    nothing), rebuilds it under its own name with the current options while four searchers
+    keep querying the scope (none fails, every one goes through an index), and keeps it on
+    the next run. create_vector_index on an index already as wanted changes nothing."""
+    name = index_with_older_options(corpus)
     wanted = [f"{key}={value}" for key, value in contract.VECTOR_INDEX_OPTIONS]
     queries = clustered(np.random.default_rng(23), corpus.centers, 4)
     labels: list[str] = []
@@ -629,21 +635,7 @@ def test_a_rebuild_committed_after_a_searchs_snapshot_keeps_it_on_the_index(
     searches after it do. Until 0052 the name came from the newest catalog (to_regclass) and
     the row from the snapshot: such a search found the new name but not its row, and scanned
     the scope exactly."""
-    with corpus.db.admin(autocommit=True) as admin:
-        row = admin.execute(
-            "SELECT p.scope_serial, m.model_serial, m.dimension FROM pyretrieve.projects p,"
-            " pyretrieve.embedding_models m WHERE p.workspace_id = 'corp'"
-            " AND p.project_id = 'big' AND m.model_id = %s",
-            (MODEL,),
-        ).fetchone()
-        assert row is not None
-        name = f"embeddings_hnsw_s{row['scope_serial']}_m{row['model_serial']}"
-        admin.execute(
-            f"CREATE INDEX {name} ON pyretrieve.embeddings USING hnsw"
-            f" ((embedding::public.vector({row['dimension']})) public.vector_cosine_ops)"
-            f" WITH (m = 16, ef_construction = 128)"
-            f" WHERE scope_serial = {row['scope_serial']} AND model_id = '{MODEL}'"
-        )
+    name = index_with_older_options(corpus)
     query = list(map(float, clustered(np.random.default_rng(29), corpus.centers, 1)[0]))
     try:
         with corpus.db.connect(autocommit=True) as conn:
