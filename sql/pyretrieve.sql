@@ -579,8 +579,7 @@ CREATE TABLE pyretrieve.read_bindings (
     project_id    pyretrieve.identifier NOT NULL,
     ceiling       pyretrieve.classification NOT NULL,
     evaluated_at  timestamptz NOT NULL,
-    -- The oldest observation time the decision admits: evaluated_at - max_age, or -infinity.
-    oldest        timestamptz NOT NULL,
+    max_age       interval,
     -- A process keeps a row per workspace it decided in, and a decision rewrites its own: the
     -- key leads with the workspace as every key of a workspace table does.
     PRIMARY KEY (workspace_id, session_pid)
@@ -590,7 +589,7 @@ CREATE TABLE pyretrieve.read_bindings (
 -- The look-up: the process's rows, by this index (a row per workspace it decided in).
 CREATE INDEX read_bindings_session_idx ON pyretrieve.read_bindings (session_pid);
 COMMENT ON TABLE pyretrieve.read_bindings IS
-    'This transaction''s read decision as the row-level security policies read it (scope, ceiling, oldest observation time), one row per server process and workspace, rewritten by each authorize(); a row binds only the transaction that wrote it. No principal reads or writes it.';
+    'This transaction''s read decision as the row-level security policies read it (scope, ceiling, evaluation time, max_age), one row per server process and workspace, rewritten by each authorize(); a row binds only the transaction that wrote it. No principal reads or writes it.';
 
 
 -- ==== sql/schema/20_bindings.sql ====
@@ -684,7 +683,8 @@ LANGUAGE sql STABLE PARALLEL RESTRICTED SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 BEGIN ATOMIC
-    (SELECT r.workspace_id, r.project_id, r.ceiling, r.oldest, true
+    (SELECT r.workspace_id, r.project_id, r.ceiling,
+            coalesce(r.evaluated_at - r.max_age, '-infinity'::timestamptz), true
        FROM pyretrieve.read_bindings r
       WHERE r.session_pid = pg_catalog.pg_backend_pid()
         AND r.xact_id = pg_catalog.pg_current_xact_id_if_assigned()
@@ -700,6 +700,26 @@ BEGIN ATOMIC
 END;
 COMMENT ON FUNCTION pyretrieve.bound_filter() IS
     'What the row-level security policies admit in this transaction, as one row: the read decision''s workspace, project, ceiling and oldest observation time (reading = true), else the write scope''s with the writer''s ceiling (reading = false); no row without a binding. Found by process and transaction, never by a setting.';
+
+-- Whether a read binding's fields are those of this transaction's decision: the check the
+-- read bindings' insert and update policies make of every row written.
+CREATE FUNCTION pyretrieve.copies_bound_decision(
+    p_decision uuid, p_workspace text, p_project text, p_ceiling pyretrieve.classification,
+    p_evaluated_at timestamptz, p_max_age interval)
+RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT EXISTS (SELECT 1 FROM pyretrieve.bound_decision() d
+                    WHERE d.decision_id = p_decision
+                      AND d.workspace_id = p_workspace
+                      AND d.project_id = p_project
+                      AND d.ceiling = p_ceiling
+                      AND d.evaluated_at = p_evaluated_at
+                      AND d.max_age IS NOT DISTINCT FROM p_max_age);
+END;
+COMMENT ON FUNCTION pyretrieve.copies_bound_decision(uuid, text, text, pyretrieve.classification, timestamptz, interval) IS
+    'Whether the given decision id, scope, ceiling, evaluation time and max_age are exactly those of this transaction''s decision (bound_decision()): the check the read bindings'' policies make of every row written.';
 
 -- Every role the caller is a member of, directly or through other roles (pg_has_role ...
 -- MEMBER), itself included: found by walking up its own memberships, so that what it costs
@@ -1909,7 +1929,7 @@ CREATE POLICY write_bindings_insert ON pyretrieve.write_bindings FOR INSERT TO p
         AND ceiling = pyretrieve.writer_ceiling(workspace_id, project_id));
 
 -- Read bindings: a process sees its own row only. authorize() writes it as an exact copy of
--- this transaction's decision (the decision's scope, ceiling and window), replacing the row
+-- this transaction's decision (copies_bound_decision), replacing the row
 -- of an earlier transaction of the process; within a transaction the row cannot change, so
 -- no statement's look-ups can see two bindings. Nobody deletes one.
 CREATE POLICY read_bindings_read ON pyretrieve.read_bindings FOR SELECT TO pyretrieve_api
@@ -1918,24 +1938,16 @@ CREATE POLICY read_bindings_insert ON pyretrieve.read_bindings FOR INSERT TO pyr
     WITH CHECK (session_pid = pg_catalog.pg_backend_pid()
         AND xact_id = pg_catalog.pg_current_xact_id()
         AND evaluated_at = pg_catalog.now()
-        AND EXISTS (SELECT 1 FROM pyretrieve.bound_decision() d
-                     WHERE d.decision_id = read_bindings.decision_id
-                       AND d.workspace_id = read_bindings.workspace_id
-                       AND d.project_id = read_bindings.project_id
-                       AND d.ceiling = read_bindings.ceiling
-                       AND coalesce(d.evaluated_at - d.max_age, '-infinity'::timestamptz) = read_bindings.oldest));
+        AND pyretrieve.copies_bound_decision(decision_id, workspace_id, project_id, ceiling,
+                                             evaluated_at, max_age));
 CREATE POLICY read_bindings_replace ON pyretrieve.read_bindings FOR UPDATE TO pyretrieve_api
     USING (session_pid = pg_catalog.pg_backend_pid()
         AND xact_id <> pg_catalog.pg_current_xact_id())
     WITH CHECK (session_pid = pg_catalog.pg_backend_pid()
         AND xact_id = pg_catalog.pg_current_xact_id()
         AND evaluated_at = pg_catalog.now()
-        AND EXISTS (SELECT 1 FROM pyretrieve.bound_decision() d
-                     WHERE d.decision_id = read_bindings.decision_id
-                       AND d.workspace_id = read_bindings.workspace_id
-                       AND d.project_id = read_bindings.project_id
-                       AND d.ceiling = read_bindings.ceiling
-                       AND coalesce(d.evaluated_at - d.max_age, '-infinity'::timestamptz) = read_bindings.oldest));
+        AND pyretrieve.copies_bound_decision(decision_id, workspace_id, project_id, ceiling,
+                                             evaluated_at, max_age));
 
 -- Per-scope index generations (a view for DBAs and the scope_generation() function; it runs
 -- under the RLS of the tables it reads).
@@ -2159,15 +2171,15 @@ BEGIN
 
     -- The binding the second wall reads (bound_filter): this process's row in the workspace.
     INSERT INTO pyretrieve.read_bindings AS r (
-        xact_id, decision_id, workspace_id, project_id, ceiling, evaluated_at, oldest)
+        xact_id, decision_id, workspace_id, project_id, ceiling, evaluated_at, max_age)
     VALUES (
         d.xact_id, d.decision_id, d.workspace_id, d.project_id, d.ceiling, d.evaluated_at,
-        coalesce(d.evaluated_at - d.max_age, '-infinity'::timestamptz))
+        d.max_age)
     ON CONFLICT (workspace_id, session_pid) DO UPDATE
        SET xact_id = excluded.xact_id, decision_id = excluded.decision_id,
            project_id = excluded.project_id,
            ceiling = excluded.ceiling, evaluated_at = excluded.evaluated_at,
-           oldest = excluded.oldest;
+           max_age = excluded.max_age;
 
     RETURN QUERY SELECT d.decision_id, d.principal, d.workspace_id::text, d.project_id::text,
                         d.purpose::text, d.evaluated_at, d.ceiling, d.max_age, d.semantic_policy,
@@ -5840,8 +5852,8 @@ GRANT INSERT (workspace_id, principal, project_id, purpose, grant_id, ceiling, m
               requested_limit, candidate_limit, query_digest, semantic_intent, embedding_digest)
     ON pyretrieve.decisions TO pyretrieve_api;
 GRANT INSERT (workspace_id, principal, project_id, ceiling, position) ON pyretrieve.write_bindings TO pyretrieve_api;
-GRANT SELECT, INSERT (xact_id, decision_id, workspace_id, project_id, ceiling, evaluated_at, oldest),
-      UPDATE (xact_id, decision_id, project_id, ceiling, evaluated_at, oldest)
+GRANT SELECT, INSERT (xact_id, decision_id, workspace_id, project_id, ceiling, evaluated_at, max_age),
+      UPDATE (xact_id, decision_id, project_id, ceiling, evaluated_at, max_age)
     ON pyretrieve.read_bindings TO pyretrieve_api;
 GRANT INSERT (workspace_id, project_id, body, classification, observed_at, expires_at,
               source_uri, source_revision, manifest_id, ts_config)
@@ -5877,6 +5889,7 @@ GRANT INSERT (model_id, dimension, lexical_weight, vector_weight, fusion),
 GRANT EXECUTE ON FUNCTION pyretrieve.caller(), pyretrieve.caller_in(name), pyretrieve.caller_memberships(),
     pyretrieve.caller_roles(),
     pyretrieve.bound_decision(), pyretrieve.bound_write(), pyretrieve.bound_filter(),
+    pyretrieve.copies_bound_decision(uuid, text, text, pyretrieve.classification, timestamptz, interval),
     pyretrieve.writer_ceiling(text, text), pyretrieve.visible_successor(text, text, uuid),
     pyretrieve.effective_grant(text, text, text), pyretrieve.check_caller(),
     pyretrieve.apply_request_timeouts(), pyretrieve.check_ts_config(regconfig),
@@ -7005,7 +7018,7 @@ SET LOCAL ROLE pyretrieve_owner;
 SELECT pg_catalog.count(*) AS decision_partitions FROM pyretrieve.ensure_decision_partitions();
 
 INSERT INTO pyretrieve.installation (schema_version, created_vector)
-VALUES ('0052', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
+VALUES ('0053', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
 
 RESET ROLE;
 -- pyretrieve_api created the API functions; it may not create anything else.

@@ -491,8 +491,7 @@ CREATE TABLE pyretrieve.read_bindings (
     project_id    pyretrieve.identifier NOT NULL,
     ceiling       pyretrieve.classification NOT NULL,
     evaluated_at  timestamptz NOT NULL,
-    -- The oldest observation time the decision admits: evaluated_at - max_age, or -infinity.
-    oldest        timestamptz NOT NULL,
+    max_age       interval,
     -- A process keeps a row per workspace it decided in, and a decision rewrites its own: the
     -- key leads with the workspace as every key of a workspace table does.
     PRIMARY KEY (workspace_id, session_pid)
@@ -502,5 +501,5 @@ CREATE TABLE pyretrieve.read_bindings (
 -- The look-up: the process's rows, by this index (a row per workspace it decided in).
 CREATE INDEX read_bindings_session_idx ON pyretrieve.read_bindings (session_pid);
 COMMENT ON TABLE pyretrieve.read_bindings IS
-    'This transaction''s read decision as the row-level security policies read it (scope, ceiling, oldest observation time), one row per server process and workspace, rewritten by each authorize(); a row binds only the transaction that wrote it. No principal reads or writes it.';
+    'This transaction''s read decision as the row-level security policies read it (scope, ceiling, evaluation time, max_age), one row per server process and workspace, rewritten by each authorize(); a row binds only the transaction that wrote it. No principal reads or writes it.';
 

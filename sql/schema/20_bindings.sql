@@ -88,7 +88,8 @@ LANGUAGE sql STABLE PARALLEL RESTRICTED SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 BEGIN ATOMIC
-    (SELECT r.workspace_id, r.project_id, r.ceiling, r.oldest, true
+    (SELECT r.workspace_id, r.project_id, r.ceiling,
+            coalesce(r.evaluated_at - r.max_age, '-infinity'::timestamptz), true
        FROM pyretrieve.read_bindings r
       WHERE r.session_pid = pg_catalog.pg_backend_pid()
         AND r.xact_id = pg_catalog.pg_current_xact_id_if_assigned()
@@ -104,6 +105,26 @@ BEGIN ATOMIC
 END;
 COMMENT ON FUNCTION pyretrieve.bound_filter() IS
     'What the row-level security policies admit in this transaction, as one row: the read decision''s workspace, project, ceiling and oldest observation time (reading = true), else the write scope''s with the writer''s ceiling (reading = false); no row without a binding. Found by process and transaction, never by a setting.';
+
+-- Whether a read binding's fields are those of this transaction's decision: the check the
+-- read bindings' insert and update policies make of every row written.
+CREATE FUNCTION pyretrieve.copies_bound_decision(
+    p_decision uuid, p_workspace text, p_project text, p_ceiling pyretrieve.classification,
+    p_evaluated_at timestamptz, p_max_age interval)
+RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT EXISTS (SELECT 1 FROM pyretrieve.bound_decision() d
+                    WHERE d.decision_id = p_decision
+                      AND d.workspace_id = p_workspace
+                      AND d.project_id = p_project
+                      AND d.ceiling = p_ceiling
+                      AND d.evaluated_at = p_evaluated_at
+                      AND d.max_age IS NOT DISTINCT FROM p_max_age);
+END;
+COMMENT ON FUNCTION pyretrieve.copies_bound_decision(uuid, text, text, pyretrieve.classification, timestamptz, interval) IS
+    'Whether the given decision id, scope, ceiling, evaluation time and max_age are exactly those of this transaction''s decision (bound_decision()): the check the read bindings'' policies make of every row written.';
 
 -- Every role the caller is a member of, directly or through other roles (pg_has_role ...
 -- MEMBER), itself included: found by walking up its own memberships, so that what it costs

@@ -262,7 +262,7 @@ CREATE POLICY write_bindings_insert ON pyretrieve.write_bindings FOR INSERT TO p
         AND ceiling = pyretrieve.writer_ceiling(workspace_id, project_id));
 
 -- Read bindings: a process sees its own row only. authorize() writes it as an exact copy of
--- this transaction's decision (the decision's scope, ceiling and window), replacing the row
+-- this transaction's decision (copies_bound_decision), replacing the row
 -- of an earlier transaction of the process; within a transaction the row cannot change, so
 -- no statement's look-ups can see two bindings. Nobody deletes one.
 CREATE POLICY read_bindings_read ON pyretrieve.read_bindings FOR SELECT TO pyretrieve_api
@@ -271,24 +271,16 @@ CREATE POLICY read_bindings_insert ON pyretrieve.read_bindings FOR INSERT TO pyr
     WITH CHECK (session_pid = pg_catalog.pg_backend_pid()
         AND xact_id = pg_catalog.pg_current_xact_id()
         AND evaluated_at = pg_catalog.now()
-        AND EXISTS (SELECT 1 FROM pyretrieve.bound_decision() d
-                     WHERE d.decision_id = read_bindings.decision_id
-                       AND d.workspace_id = read_bindings.workspace_id
-                       AND d.project_id = read_bindings.project_id
-                       AND d.ceiling = read_bindings.ceiling
-                       AND coalesce(d.evaluated_at - d.max_age, '-infinity'::timestamptz) = read_bindings.oldest));
+        AND pyretrieve.copies_bound_decision(decision_id, workspace_id, project_id, ceiling,
+                                             evaluated_at, max_age));
 CREATE POLICY read_bindings_replace ON pyretrieve.read_bindings FOR UPDATE TO pyretrieve_api
     USING (session_pid = pg_catalog.pg_backend_pid()
         AND xact_id <> pg_catalog.pg_current_xact_id())
     WITH CHECK (session_pid = pg_catalog.pg_backend_pid()
         AND xact_id = pg_catalog.pg_current_xact_id()
         AND evaluated_at = pg_catalog.now()
-        AND EXISTS (SELECT 1 FROM pyretrieve.bound_decision() d
-                     WHERE d.decision_id = read_bindings.decision_id
-                       AND d.workspace_id = read_bindings.workspace_id
-                       AND d.project_id = read_bindings.project_id
-                       AND d.ceiling = read_bindings.ceiling
-                       AND coalesce(d.evaluated_at - d.max_age, '-infinity'::timestamptz) = read_bindings.oldest));
+        AND pyretrieve.copies_bound_decision(decision_id, workspace_id, project_id, ceiling,
+                                             evaluated_at, max_age));
 
 -- Per-scope index generations (a view for DBAs and the scope_generation() function; it runs
 -- under the RLS of the tables it reads).

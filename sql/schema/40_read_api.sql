@@ -201,15 +201,15 @@ BEGIN
 
     -- The binding the second wall reads (bound_filter): this process's row in the workspace.
     INSERT INTO pyretrieve.read_bindings AS r (
-        xact_id, decision_id, workspace_id, project_id, ceiling, evaluated_at, oldest)
+        xact_id, decision_id, workspace_id, project_id, ceiling, evaluated_at, max_age)
     VALUES (
         d.xact_id, d.decision_id, d.workspace_id, d.project_id, d.ceiling, d.evaluated_at,
-        coalesce(d.evaluated_at - d.max_age, '-infinity'::timestamptz))
+        d.max_age)
     ON CONFLICT (workspace_id, session_pid) DO UPDATE
        SET xact_id = excluded.xact_id, decision_id = excluded.decision_id,
            project_id = excluded.project_id,
            ceiling = excluded.ceiling, evaluated_at = excluded.evaluated_at,
-           oldest = excluded.oldest;
+           max_age = excluded.max_age;
 
     RETURN QUERY SELECT d.decision_id, d.principal, d.workspace_id::text, d.project_id::text,
                         d.purpose::text, d.evaluated_at, d.ceiling, d.max_age, d.semantic_policy,

@@ -44,8 +44,8 @@ GRANT INSERT (workspace_id, principal, project_id, purpose, grant_id, ceiling, m
               requested_limit, candidate_limit, query_digest, semantic_intent, embedding_digest)
     ON pyretrieve.decisions TO pyretrieve_api;
 GRANT INSERT (workspace_id, principal, project_id, ceiling, position) ON pyretrieve.write_bindings TO pyretrieve_api;
-GRANT SELECT, INSERT (xact_id, decision_id, workspace_id, project_id, ceiling, evaluated_at, oldest),
-      UPDATE (xact_id, decision_id, project_id, ceiling, evaluated_at, oldest)
+GRANT SELECT, INSERT (xact_id, decision_id, workspace_id, project_id, ceiling, evaluated_at, max_age),
+      UPDATE (xact_id, decision_id, project_id, ceiling, evaluated_at, max_age)
     ON pyretrieve.read_bindings TO pyretrieve_api;
 GRANT INSERT (workspace_id, project_id, body, classification, observed_at, expires_at,
               source_uri, source_revision, manifest_id, ts_config)
@@ -81,6 +81,7 @@ GRANT INSERT (model_id, dimension, lexical_weight, vector_weight, fusion),
 GRANT EXECUTE ON FUNCTION pyretrieve.caller(), pyretrieve.caller_in(name), pyretrieve.caller_memberships(),
     pyretrieve.caller_roles(),
     pyretrieve.bound_decision(), pyretrieve.bound_write(), pyretrieve.bound_filter(),
+    pyretrieve.copies_bound_decision(uuid, text, text, pyretrieve.classification, timestamptz, interval),
     pyretrieve.writer_ceiling(text, text), pyretrieve.visible_successor(text, text, uuid),
     pyretrieve.effective_grant(text, text, text), pyretrieve.check_caller(),
     pyretrieve.apply_request_timeouts(), pyretrieve.check_ts_config(regconfig),

@@ -274,24 +274,24 @@ def test_the_api_role_cannot_rebind_a_transaction(conn: Conn, s: Seeded) -> None
         before = fragment_ids(conn), counts(conn)
         with at_second_wall(conn):
             updated = conn.execute(
-                "UPDATE pyretrieve.read_bindings SET ceiling = 'restricted', oldest = '-infinity'"
+                "UPDATE pyretrieve.read_bindings SET ceiling = 'restricted', max_age = NULL"
             )
             assert updated.rowcount == 0
             with pytest.raises(psycopg.errors.InsufficientPrivilege), conn.transaction():
                 conn.execute(
                     "INSERT INTO pyretrieve.read_bindings AS r (xact_id, decision_id,"
-                    " workspace_id, project_id, ceiling, evaluated_at, oldest)"
+                    " workspace_id, project_id, ceiling, evaluated_at, max_age)"
                     " SELECT xact_id, decision_id, workspace_id, project_id, 'restricted',"
-                    " evaluated_at, '-infinity' FROM pyretrieve.read_bindings"
+                    " evaluated_at, NULL FROM pyretrieve.read_bindings"
                     " ON CONFLICT (workspace_id, session_pid) DO UPDATE"
                     " SET ceiling = excluded.ceiling"
                 )
             with pytest.raises(psycopg.errors.InsufficientPrivilege), conn.transaction():
                 conn.execute(
                     "INSERT INTO pyretrieve.read_bindings (session_pid, xact_id, decision_id,"
-                    " workspace_id, project_id, ceiling, evaluated_at, oldest)"
+                    " workspace_id, project_id, ceiling, evaluated_at, max_age)"
                     " SELECT session_pid + 1, xact_id, decision_id, workspace_id, project_id,"
-                    " ceiling, evaluated_at, oldest FROM pyretrieve.read_bindings"
+                    " ceiling, evaluated_at, max_age FROM pyretrieve.read_bindings"
                 )
         after = fragment_ids(conn), counts(conn)
     assert before[0] == visible_to(s, "bob")
