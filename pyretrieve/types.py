@@ -601,7 +601,7 @@ class LexicalTerm:
 
 
 def _p_number(name: str, value: object) -> float:
-    # jsonb carries numbers without a float/int distinction: 2.0 may arrive as 2.
+    # JSON carries numbers without a float/int distinction: 2.0 may arrive as 2.
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise _type_error(name)
     number = float(value)

@@ -2192,7 +2192,7 @@ COMMENT ON FUNCTION pyretrieve.authorize(text, text, text, bytea, text, bytea, i
 CREATE FUNCTION pyretrieve.lexical_candidates(
     p_decision uuid, p_query text, p_limit integer, p_ranking text DEFAULT 'bm25')
 RETURNS TABLE (rank integer, fragment_id uuid, content_digest bytea, score double precision,
-               lexical_generation bigint, terms jsonb)
+               lexical_generation bigint, terms json)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET client_min_messages = warning
@@ -2252,7 +2252,7 @@ BEGIN
              LIMIT p_limit
         )
         SELECT (row_number() OVER (ORDER BY t.score DESC, t.content_digest, t.fragment_id))::integer,
-               t.fragment_id, t.content_digest, t.score, t.lexical_generation, '[]'::jsonb
+               t.fragment_id, t.content_digest, t.score, t.lexical_generation, '[]'::json
           FROM top t
          ORDER BY 1;
         RETURN;
@@ -2375,8 +2375,12 @@ BEGIN
                 SELECT part.ti, count(*) FROM part GROUP BY part.ti) x
          GROUP BY x.ti
     ), w AS MATERIALIZED (
-        -- Each term's idf and weight qtf * idf, with the constants of its parts.
-        SELECT ql.ti, ql.lexeme, ql.qtf, i.idf, ql.qtf * i.idf AS wq
+        -- Each term's idf and weight qtf * idf, with the constants of its parts, and the text
+        -- its explanation entries share (written once per term, not once per returned row).
+        SELECT ql.ti, ql.lexeme, ql.qtf, i.idf, ql.qtf * i.idf AS wq,
+               '{"term": ' || to_json(ql.lexeme)::text || ', "idf": ' || i.idf::text
+               || ', "tf": ' AS head,
+               ', "query_tf": ' || ql.qtf::integer::text || ', "length_norm": ' AS mid
           FROM ql
           JOIN df ON df.ti = ql.ti
          CROSS JOIN st
@@ -2385,35 +2389,46 @@ BEGIN
         -- Each fragment's score: its terms' parts summed in bytewise lexeme order, over input
         -- sorted by fragment and term (so no group is sorted again), so the float result never
         -- depends on the plan. A part is qtf * idf * (tf * (k1 + 1)) / (tf + norm) with
-        -- norm = k1 * (1 - b + b * length / avgdl), each operation in that order.
+        -- norm = k1 * (1 - b + b * length / avgdl), each operation in that order. The term's
+        -- weight joins its blocks (a few dozen rows), not each of their postings.
         SELECT h.docno, sum(h.part ORDER BY h.ti) AS score
           FROM (SELECT p.docno, p.ti,
-                       w.wq * (p.tf * (v_k1 + 1.0)) / (p.tf + v_k1 * (1.0 - v_b + v_b * p.len / st.avgdl)) AS part
-                  FROM (SELECT y.ti, (y.entry >> 32)::integer AS docno,
+                       p.wq * (p.tf * (v_k1 + 1.0)) / (p.tf + v_k1 * (1.0 - v_b + v_b * p.len / p.avgdl)) AS part
+                  FROM (SELECT y.ti, y.wq, y.avgdl, (y.entry >> 32)::integer AS docno,
                                (((y.entry >> 24) & 255) + 1)::double precision AS tf,
                                (y.entry & 16777215)::double precision AS len
-                          FROM (SELECT bl.ti, unnest(bl.entries) AS entry FROM bl WHERE bl.whole
+                          FROM (SELECT b.ti, b.wq, b.avgdl, unnest(b.entries) AS entry
+                                  FROM (SELECT bl.ti, w.wq, st.avgdl, bl.entries
+                                          FROM bl JOIN w ON w.ti = bl.ti CROSS JOIN st
+                                         WHERE bl.whole
+                                        OFFSET 0) b
                                 UNION ALL
-                                SELECT part.ti, part.entry FROM part) y) p
-                  JOIN w ON w.ti = p.ti
-                 CROSS JOIN st
+                                SELECT part.ti, w.wq, st.avgdl, part.entry
+                                  FROM part JOIN w ON w.ti = part.ti CROSS JOIN st) y) p
                  ORDER BY p.docno, p.ti) h
          GROUP BY h.docno
     ), top AS MATERIALIZED (
         -- Every fragment scoring at least the p_limit-th best score competes for the last
         -- places on the content-bound tie-break, so the cut is exact and plan-independent;
-        -- the threshold is a sub-select, computed once.
+        -- the threshold is a sub-select, computed once. Each such fragment is probed by its
+        -- document number (LIMIT 1: the key is unique in the scope), whatever the statistics
+        -- say: joined, a scope taken for a few rows (no statistics yet) was read whole to
+        -- hash it against the one fragment that passed.
         SELECT s.docno, s.score, f.fragment_id, f.content_digest, f.lexical_generation
           FROM scored s
-          JOIN pyretrieve.fragments f
-            ON f.workspace_id = d.workspace_id AND f.project_id = d.project_id AND f.docno = s.docno
+         CROSS JOIN LATERAL (
+               SELECT f.fragment_id, f.content_digest, f.lexical_generation
+                 FROM pyretrieve.fragments f
+                WHERE f.workspace_id = d.workspace_id AND f.project_id = d.project_id
+                  AND f.docno = s.docno
+                  AND f.state = 'active'
+                  AND f.classification <= d.ceiling
+                  AND f.observed_at <= d.evaluated_at
+                  AND (d.max_age IS NULL OR f.observed_at >= d.evaluated_at - d.max_age)
+                  AND (f.expires_at IS NULL OR f.expires_at > d.evaluated_at)
+                LIMIT 1) f
          WHERE s.score >= (SELECT min(x.score)
                              FROM (SELECT sc.score FROM scored sc ORDER BY sc.score DESC LIMIT p_limit) x)
-           AND f.state = 'active'
-           AND f.classification <= d.ceiling
-           AND f.observed_at <= d.evaluated_at
-           AND (d.max_age IS NULL OR f.observed_at >= d.evaluated_at - d.max_age)
-           AND (f.expires_at IS NULL OR f.expires_at > d.evaluated_at)
          ORDER BY s.score DESC, f.content_digest, f.fragment_id
          LIMIT p_limit
     ), top_docnos AS MATERIALIZED (
@@ -2424,14 +2439,14 @@ BEGIN
         -- in the blocks whose range holds it, and its part
         -- from the same expressions as its score, so the parts add up to it exactly. The JSON
         -- is written as text (floats as their shortest exact text, the setting pinned above):
-        -- jsonb_build_object cost several times as much.
+        -- jsonb_build_object cost several times as much. It is returned as json, checked and
+        -- kept as written: jsonb parsed every number into a numeric and printed it again, a
+        -- tenth of the leg's time on SciFact (evals/bench/lexical-0054-scifact.json).
         SELECT y.docno,
                ('[' || string_agg(
-                   '{"term": ' || to_json(w.lexeme)::text || ', "idf": ' || w.idf::text
-                   || ', "tf": ' || y.tf::integer::text || ', "query_tf": ' || w.qtf::integer::text
-                   || ', "length_norm": ' || y.norm::text || ', "contribution": '
+                   w.head || y.tf::integer::text || w.mid || y.norm::text || ', "contribution": '
                    || (w.wq * (y.tf * (v_k1 + 1.0)) / (y.tf + y.norm))::text || '}',
-                   ', ' ORDER BY w.ti) || ']')::jsonb AS terms
+                   ', ' ORDER BY w.ti) || ']')::json AS terms
           FROM (SELECT bl.ti, td.docnos[k.k] AS docno,
                        (((bl.entries[i.i] >> 24) & 255) + 1)::double precision AS tf,
                        v_k1 * (1.0 - v_b + v_b * (bl.entries[i.i] & 16777215)::double precision / st.avgdl) AS norm
@@ -2454,7 +2469,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION pyretrieve.lexical_candidates(uuid, text, integer, text) IS
-    'Lexical candidates for the bound decision. p_ranking ''bm25'' (default): BM25 over the OR of the query''s lexemes (repeated query terms count), with k1 and b from the project and corpus statistics (document count, average length, document frequency) computed only from the fragments the decision admits; ''ts_rank'': the earlier ts_rank scoring, for comparison. 1-based ranks in a total order (score desc, then content digest, then fragment id). Returns rank, fragment_id, content_digest, score, lexical_generation and terms (each matched term with idf, tf, query_tf, length_norm and contribution). Raises PR002 for a decision that is not the caller''s bound decision of this transaction. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+    'Lexical candidates for the bound decision. p_ranking ''bm25'' (default): BM25 over the OR of the query''s lexemes (repeated query terms count), with k1 and b from the project and corpus statistics (document count, average length, document frequency) computed only from the fragments the decision admits; ''ts_rank'': the earlier ts_rank scoring, for comparison. 1-based ranks in a total order (score desc, then content digest, then fragment id). Returns rank, fragment_id, content_digest, score, lexical_generation and terms (a json array, kept as written: each matched term, in bytewise lexeme order, with idf, tf, query_tf, length_norm and contribution). Raises PR002 for a decision that is not the caller''s bound decision of this transaction. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
 
 -- The approximate vector leg of a scope that has its own HNSW index (create_vector_index):
 -- the nearest rows by the index, with the decision's filters applied during the scan, so
@@ -2892,7 +2907,7 @@ DECLARE
     v_lex_ranks integer[];
     v_lex_ids uuid[];
     v_lex_scores double precision[];
-    v_lex_terms jsonb[];
+    v_lex_terms json[];
     v_vec_ranks integer[];
     v_vec_ids uuid[];
     v_vec_distances double precision[];
@@ -3198,7 +3213,7 @@ BEGIN
                            'length_norm', pyretrieve.json_double((e->>'length_norm')::double precision),
                            'contribution', pyretrieve.json_double((e->>'contribution')::double precision))
                            ORDER BY o), '[]'::jsonb)
-                  FROM jsonb_array_elements(t.lexical_terms) WITH ORDINALITY AS u(e, o)),
+                  FROM json_array_elements(t.lexical_terms) WITH ORDINALITY AS u(e, o)),
                        'contribution', pyretrieve.json_double(t.lexical_contribution),
                        'weight', pyretrieve.json_double(v_wl))
                        || CASE WHEN v_fusion = 'dbsf' THEN jsonb_build_object('normalization', jsonb_build_object(
@@ -7018,7 +7033,7 @@ SET LOCAL ROLE pyretrieve_owner;
 SELECT pg_catalog.count(*) AS decision_partitions FROM pyretrieve.ensure_decision_partitions();
 
 INSERT INTO pyretrieve.installation (schema_version, created_vector)
-VALUES ('0053', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
+VALUES ('0054', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
 
 RESET ROLE;
 -- pyretrieve_api created the API functions; it may not create anything else.

@@ -273,7 +273,7 @@ _LEXICAL = SqlFunction(
         ("content_digest", LargeBinary()),
         ("score", Double()),
         ("lexical_generation", BigInteger()),
-        ("terms", postgresql.JSONB()),
+        ("terms", postgresql.JSON()),
     ),
 )
 _VECTOR = SqlFunction(

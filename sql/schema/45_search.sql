@@ -195,7 +195,7 @@ DECLARE
     v_lex_ranks integer[];
     v_lex_ids uuid[];
     v_lex_scores double precision[];
-    v_lex_terms jsonb[];
+    v_lex_terms json[];
     v_vec_ranks integer[];
     v_vec_ids uuid[];
     v_vec_distances double precision[];
@@ -501,7 +501,7 @@ BEGIN
                            'length_norm', pyretrieve.json_double((e->>'length_norm')::double precision),
                            'contribution', pyretrieve.json_double((e->>'contribution')::double precision))
                            ORDER BY o), '[]'::jsonb)
-                  FROM jsonb_array_elements(t.lexical_terms) WITH ORDINALITY AS u(e, o)),
+                  FROM json_array_elements(t.lexical_terms) WITH ORDINALITY AS u(e, o)),
                        'contribution', pyretrieve.json_double(t.lexical_contribution),
                        'weight', pyretrieve.json_double(v_wl))
                        || CASE WHEN v_fusion = 'dbsf' THEN jsonb_build_object('normalization', jsonb_build_object(

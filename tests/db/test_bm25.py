@@ -4,6 +4,7 @@ explained, and written without a shared row that concurrent writers would queue 
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from collections import Counter
 from collections.abc import Sequence
@@ -166,6 +167,48 @@ def test_the_explanation_lists_each_matched_term(db: Database, conn: Conn) -> No
         assert t["tf"] >= 1
         assert t["length_norm"] > 0
     assert sum(t["contribution"] for t in terms) == pytest.approx(top["score"], rel=1e-12)
+
+
+def test_the_explanation_terms_arrive_as_the_leg_wrote_them(db: Database, conn: Conn) -> None:
+    """json, not jsonb: each number is the shortest text of the double the score was summed
+    from (jsonb's numeric would print it again its own way), in the leg's key order."""
+    setup(conn)
+    with acting_as(conn, "alice"):
+        d = conn.execute(
+            "SELECT decision_id FROM pyretrieve.authorize('acme', 'docs', %s, %s, 'disabled',"
+            " NULL, 100)",
+            (PURPOSE, sha(QUERY)),
+        ).fetchone()
+        assert d is not None
+        rows = conn.execute(
+            "SELECT pg_typeof(terms)::text AS type, terms::text AS text, score"
+            "  FROM pyretrieve.lexical_candidates(%s, %s, 100)",
+            (d["decision_id"], QUERY),
+        ).fetchall()
+        # The server's own shortest text of each double, for the comparison below.
+        conn.execute("SET LOCAL extra_float_digits = 1")
+        for r in rows:
+            assert r["type"] == "json"
+            terms = json.loads(r["text"])
+            written = ", ".join(
+                f'{{"term": {json.dumps(t["term"])}, "idf": {_float_text(conn, t["idf"])},'
+                f' "tf": {t["tf"]}, "query_tf": {t["query_tf"]},'
+                f' "length_norm": {_float_text(conn, t["length_norm"])},'
+                f' "contribution": {_float_text(conn, t["contribution"])}}}'
+                for t in terms
+            )
+            assert r["text"] == f"[{written}]"
+            # The parts, summed in the order listed, give the score to the last bit.
+            total = 0.0
+            for t in terms:
+                total += t["contribution"]
+            assert total == r["score"]
+
+
+def _float_text(conn: Conn, value: float) -> str:
+    row = conn.execute("SELECT %s::float8::text AS t", (value,)).fetchone()
+    assert row is not None
+    return str(row["t"])
 
 
 HIDDEN_CASES = {
