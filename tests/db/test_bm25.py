@@ -70,17 +70,22 @@ def put(conn: Conn, ws: str, body: str, classification: str = "internal", **kw: 
     return row["id"]
 
 
+def decide(conn: Conn, query: str) -> Any:
+    """The transaction's decision for a lexical search of acme/docs (run as the reader)."""
+    d = conn.execute(
+        "SELECT decision_id FROM pyretrieve.authorize('acme', 'docs', %s, %s, 'disabled',"
+        " NULL, 100)",
+        (PURPOSE, sha(query)),
+    ).fetchone()
+    assert d is not None
+    return d["decision_id"]
+
+
 def lexical(conn: Conn, query: str = QUERY, ranking_: str = "bm25") -> list[dict[str, Any]]:
     with acting_as(conn, "alice"):
-        d = conn.execute(
-            "SELECT decision_id FROM pyretrieve.authorize('acme', 'docs', %s, %s, 'disabled',"
-            " NULL, 100)",
-            (PURPOSE, sha(query)),
-        ).fetchone()
-        assert d is not None
         return conn.execute(
             "SELECT * FROM pyretrieve.lexical_candidates(%s, %s, 100, %s)",
-            (d["decision_id"], query, ranking_),
+            (decide(conn, query), query, ranking_),
         ).fetchall()
 
 
@@ -174,16 +179,10 @@ def test_the_explanation_terms_arrive_as_the_leg_wrote_them(db: Database, conn: 
     from (jsonb's numeric would print it again its own way), in the leg's key order."""
     setup(conn)
     with acting_as(conn, "alice"):
-        d = conn.execute(
-            "SELECT decision_id FROM pyretrieve.authorize('acme', 'docs', %s, %s, 'disabled',"
-            " NULL, 100)",
-            (PURPOSE, sha(QUERY)),
-        ).fetchone()
-        assert d is not None
         rows = conn.execute(
             "SELECT pg_typeof(terms)::text AS type, terms::text AS text, score"
             "  FROM pyretrieve.lexical_candidates(%s, %s, 100)",
-            (d["decision_id"], QUERY),
+            (decide(conn, QUERY), QUERY),
         ).fetchall()
         # The server's own shortest text of each double, for the comparison below.
         conn.execute("SET LOCAL extra_float_digits = 1")
