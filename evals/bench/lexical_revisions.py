@@ -53,8 +53,10 @@ SIGNATURE = "(uuid, text, integer, text)"
 LIMIT = 100
 
 
-def baseline_function(rev: str) -> str:
-    """``lexical_candidates``'s CREATE statement at ``rev``, renamed."""
+def baseline_function(
+    rev: str, function: str = "lexical_candidates", renamed: str = BASELINE_NAME
+) -> str:
+    """``function``'s CREATE statement in ``sql/schema/40_read_api.sql`` at ``rev``, renamed."""
     source = subprocess.run(
         ["git", "show", f"{rev}:sql/schema/40_read_api.sql"],
         cwd=ROOT,
@@ -62,14 +64,10 @@ def baseline_function(rev: str) -> str:
         text=True,
         check=True,
     ).stdout
-    match = re.search(
-        r"CREATE FUNCTION pyretrieve\.lexical_candidates\(.*?\n\$\$;\n", source, flags=re.S
-    )
+    match = re.search(rf"CREATE FUNCTION pyretrieve\.{function}\(.*?\n\$\$;\n", source, flags=re.S)
     if match is None:
-        raise SystemExit(f"no lexical_candidates in {rev}")
-    return match.group(0).replace(
-        "pyretrieve.lexical_candidates(", f"pyretrieve.{BASELINE_NAME}(", 1
-    )
+        raise SystemExit(f"no {function} in {rev}")
+    return match.group(0).replace(f"pyretrieve.{function}(", f"pyretrieve.{renamed}(", 1)
 
 
 def _queries(path: Path, limit: int) -> list[str]:
@@ -81,15 +79,17 @@ def _queries(path: Path, limit: int) -> list[str]:
     return texts[:limit]
 
 
-def _install_function(conn: psycopg.Connection[Any], create: str) -> None:
+def _install_function(
+    conn: psycopg.Connection[Any], create: str, signature: str = BASELINE_NAME + SIGNATURE
+) -> None:
+    """Create a function as pyretrieve_api (which owns the API, so RLS applies alike) and let
+    readers call it."""
     conn.execute("GRANT CREATE ON SCHEMA pyretrieve TO pyretrieve_api")
     conn.execute("SET ROLE pyretrieve_api")
     conn.execute(create)
     conn.execute("RESET ROLE")
     conn.execute("REVOKE CREATE ON SCHEMA pyretrieve FROM pyretrieve_api")
-    conn.execute(
-        f"GRANT EXECUTE ON FUNCTION pyretrieve.{BASELINE_NAME}{SIGNATURE} TO pyretrieve_reader"
-    )
+    conn.execute(f"GRANT EXECUTE ON FUNCTION pyretrieve.{signature} TO pyretrieve_reader")
 
 
 def _create_reader(conn: psycopg.Connection[Any], reader: str) -> None:

@@ -638,8 +638,15 @@ BEGIN
     -- and lose recall on small scopes; exact search has recall 1. Only the returned rows are
     -- joined to their fragments; every row at the p_limit-th distance competes on the
     -- content-bound tie-break, so the cut is exact.
+    --
+    -- One pass keeps the p_limit + 1 nearest rows (a bounded sort, no copy of the scope). When
+    -- the next row lies farther than the p_limit-th, those p_limit rows are exactly the rows at
+    -- or within the p_limit-th distance. Only when it ties does a second pass (skipped
+    -- otherwise: its one-time filter is false) collect every row at or within that distance,
+    -- however many tie. Until 0055 every call kept the scope's distances and read them twice,
+    -- a sixth of the leg at a 10,000-row scope (evals/bench/vector-revisions-0055.json).
     RETURN QUERY
-    WITH scan AS MATERIALIZED (
+    WITH near AS MATERIALIZED (
         SELECT e.fragment_id,
                (e.embedding OPERATOR(public.<=>) p_embedding)::double precision AS distance,
                e.source_digest, e.vector_generation
@@ -652,6 +659,34 @@ BEGIN
            AND e.observed_at <= d.evaluated_at
            AND (d.max_age IS NULL OR e.observed_at >= d.evaluated_at - d.max_age)
            AND (e.expires_at IS NULL OR e.expires_at > d.evaluated_at)
+         ORDER BY 2
+         LIMIT p_limit + 1
+    ), edge AS MATERIALIZED (
+        -- The p_limit-th distance (the last row's, when there are fewer) and whether the row
+        -- after it ties it.
+        SELECT x.last, (SELECT count(*) FROM near n WHERE n.distance <= x.last) > p_limit AS tied
+          FROM (SELECT max(y.distance) AS last
+                  FROM (SELECT n.distance FROM near n ORDER BY n.distance LIMIT p_limit) y) x
+    ), scan AS (
+        SELECT n.fragment_id, n.distance, n.source_digest, n.vector_generation
+          FROM near n
+         WHERE n.distance <= (SELECT g.last FROM edge g) AND NOT (SELECT g.tied FROM edge g)
+        UNION ALL
+        SELECT e.fragment_id,
+               (e.embedding OPERATOR(public.<=>) p_embedding)::double precision,
+               e.source_digest, e.vector_generation
+          FROM pyretrieve.embeddings e
+         WHERE (SELECT g.tied FROM edge g)
+           AND e.workspace_id = d.workspace_id
+           AND e.project_id = d.project_id
+           AND e.model_id = p_model
+           AND e.fragment_state = 'active'
+           AND e.classification <= d.ceiling
+           AND e.observed_at <= d.evaluated_at
+           AND (d.max_age IS NULL OR e.observed_at >= d.evaluated_at - d.max_age)
+           AND (e.expires_at IS NULL OR e.expires_at > d.evaluated_at)
+           AND (e.embedding OPERATOR(public.<=>) p_embedding)::double precision
+               <= (SELECT g.last FROM edge g)
     ), top AS (
         SELECT s.fragment_id, f.content_digest, s.distance, s.source_digest, s.vector_generation,
                f.lexical_generation
@@ -671,8 +706,6 @@ BEGIN
                    AND (d.max_age IS NULL OR f.observed_at >= d.evaluated_at - d.max_age)
                    AND (f.expires_at IS NULL OR f.expires_at > d.evaluated_at)
                 OFFSET 0) f
-         WHERE s.distance <= (SELECT max(x.distance)
-                                FROM (SELECT sc.distance FROM scan sc ORDER BY sc.distance LIMIT p_limit) x)
          ORDER BY s.distance, f.content_digest, s.fragment_id
          LIMIT p_limit
     )
