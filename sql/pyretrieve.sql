@@ -2327,9 +2327,14 @@ BEGIN
                SELECT (x.e[1] >> 32)::integer, (x.e[cardinality(x.e)] >> 32)::integer,
                       cardinality(x.e), x.e, p.min_observed_at, p.max_observed_at, p.min_expires_at
                  FROM pyretrieve.lexical_pages p
-                CROSS JOIN LATERAL (SELECT array_position(p.lexemes, ql.lexeme) AS i) i
+                -- OFFSET 0 keeps each sub-select whole, computed once per page: pulled up, its
+                -- expression was copied into every reference (the filter, the slice's bounds,
+                -- the four uses of the slice), and each copy read the page's arrays again,
+                -- decompressed when compressed (until 0056: a tenth of the leg on SciFact).
+                CROSS JOIN LATERAL (SELECT array_position(p.lexemes, ql.lexeme) AS i OFFSET 0) i
                 CROSS JOIN LATERAL (
-                      SELECT p.entries[p.starts[i.i] : coalesce(p.starts[i.i + 1] - 1, p.postings)] AS e) x
+                      SELECT p.entries[p.starts[i.i] : coalesce(p.starts[i.i + 1] - 1, p.postings)] AS e
+                      OFFSET 0) x
                 WHERE p.workspace_id = d.workspace_id AND p.project_id = d.project_id
                   AND p.bucket = ql.bucket
                   AND p.classification <= d.ceiling
@@ -2455,8 +2460,10 @@ BEGIN
                  CROSS JOIN st
                  CROSS JOIN LATERAL generate_series(width_bucket(bl.first_docno - 1, td.docnos) + 1,
                                                     width_bucket(bl.last_docno, td.docnos)) AS k(k)
+                 -- Computed once per probe, not once per reference (OFFSET 0, as for the pages).
                  CROSS JOIN LATERAL (
-                       SELECT width_bucket((td.docnos[k.k]::bigint << 32) | 4294967295, bl.entries) AS i) i
+                       SELECT width_bucket((td.docnos[k.k]::bigint << 32) | 4294967295, bl.entries) AS i
+                       OFFSET 0) i
                  WHERE i.i > 0 AND (bl.entries[i.i] >> 32) = td.docnos[k.k]) y
           JOIN w ON w.ti = y.ti
          GROUP BY y.docno
@@ -7066,7 +7073,7 @@ SET LOCAL ROLE pyretrieve_owner;
 SELECT pg_catalog.count(*) AS decision_partitions FROM pyretrieve.ensure_decision_partitions();
 
 INSERT INTO pyretrieve.installation (schema_version, created_vector)
-VALUES ('0055', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
+VALUES ('0056', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
 
 RESET ROLE;
 -- pyretrieve_api created the API functions; it may not create anything else.

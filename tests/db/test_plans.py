@@ -353,6 +353,37 @@ def test_the_lexical_leg_reads_the_blocks_of_the_query_terms_only(
         assert node["Actual Rows"] <= node["Actual Loops"], node
 
 
+def test_a_pages_term_position_and_slice_are_computed_once_per_page(corpus: Database) -> None:
+    """Each page the lexical leg reads gives the term's position among its lexemes and the
+    term's slice of its postings once: each in a sub-select of its own, evaluated once per page.
+    Pulled up into the scan (until 0056), the position was copied into the page scan's filter
+    and into each bound of the slice, and the slice into each of its four uses, each copy
+    reading the page's arrays again (decompressing them when compressed): a tenth of the leg
+    on SciFact."""
+    with corpus.admin() as admin:
+        rare = admin.execute(
+            "SELECT l.lexeme FROM pyretrieve.lexical_pages p, unnest(p.lexemes) l(lexeme)"
+            " WHERE p.workspace_id = %s AND p.project_id = %s ORDER BY 1 LIMIT 3",
+            SCOPE,
+        ).fetchall()
+    terms = [r["lexeme"] for r in rare]
+    assert len(terms) == 3
+
+    def call(conn: Conn) -> None:
+        d = authorize(conn, *SCOPE)["decision_id"]
+        assert lexical(conn, d, " ".join(terms), 100)
+
+    every = [x for p in candidate_plans(captured_plans(corpus, "alice", call), "fragments")
+             for x in nodes(p)]  # fmt: skip
+    page_scan, _ = key_read(every, "lexical_pages", "lexical_pages_pkey")
+    assert "array_position" not in str(page_scan.get("Filter", "")), page_scan
+    pages = round(page_scan["Actual Rows"] * page_scan["Actual Loops"])
+    assert pages >= len(terms)
+    (position,) = [n for n in every if n["Node Type"] == "Subquery Scan" and n.get("Alias") == "i"
+                   and "IS NOT NULL" in str(n.get("Filter", ""))]  # fmt: skip
+    assert position["Actual Loops"] == pages  # once per page the scan gave
+
+
 def test_vector_candidates_read_the_scope_through_an_index(corpus: Database) -> None:
     got: dict[str, Any] = {}
 
