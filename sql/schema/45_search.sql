@@ -495,13 +495,18 @@ BEGIN
                'modalities', jsonb_build_object(
                    'lexical', CASE WHEN t.lexical_rank IS NULL THEN NULL ELSE jsonb_build_object(
                        'rank', t.lexical_rank, 'score', pyretrieve.json_double(t.lexical_score),
+                       -- Each term's entry parsed once, typed (json_to_recordset): '->' on json
+                       -- parsed the entry's text again for each of its six keys.
                        'terms', (SELECT coalesce(jsonb_agg(jsonb_build_object(
-                           'term', e->'term', 'tf', e->'tf', 'query_tf', e->'query_tf',
-                           'idf', pyretrieve.json_double((e->>'idf')::double precision),
-                           'length_norm', pyretrieve.json_double((e->>'length_norm')::double precision),
-                           'contribution', pyretrieve.json_double((e->>'contribution')::double precision))
-                           ORDER BY o), '[]'::jsonb)
-                  FROM json_array_elements(t.lexical_terms) WITH ORDINALITY AS u(e, o)),
+                           'term', e.term, 'tf', e.tf, 'query_tf', e.query_tf,
+                           'idf', pyretrieve.json_double(e.idf),
+                           'length_norm', pyretrieve.json_double(e.length_norm),
+                           'contribution', pyretrieve.json_double(e.contribution))
+                           ORDER BY e.o), '[]'::jsonb)
+                  FROM ROWS FROM (json_to_recordset(t.lexical_terms)
+                                  AS (term text, tf integer, query_tf integer, idf double precision,
+                                      length_norm double precision, contribution double precision))
+                       WITH ORDINALITY AS e(term, tf, query_tf, idf, length_norm, contribution, o)),
                        'contribution', pyretrieve.json_double(t.lexical_contribution),
                        'weight', pyretrieve.json_double(v_wl))
                        || CASE WHEN v_fusion = 'dbsf' THEN jsonb_build_object('normalization', jsonb_build_object(
