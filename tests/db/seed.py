@@ -27,8 +27,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -263,6 +264,33 @@ def concurrent_writers(
     for t in threads:
         t.join(timeout=60)
     return errors
+
+
+# How a bulk-loaded row is hidden from a reader of ceiling internal: above the ceiling,
+# retracted, expired, or observed in the future.
+HIDDEN_KINDS = ("restricted", "retracted", "expired", "future")
+
+
+def copy_fragments(
+    cur: psycopg.Cursor[Any],
+    rows: Iterable[tuple[str, str, UUID, str, str, str]],
+    now: datetime,
+) -> None:
+    """COPY fragments in bulk (test setup, as the superuser; the triggers run): each row is
+    (workspace, project, id, body, classification, hidden), hidden one of HIDDEN_KINDS or ""
+    (restricted overrides the classification)."""
+    with cur.copy(
+        "COPY pyretrieve.fragments (workspace_id, project_id, fragment_id, body,"
+        " classification, state, observed_at, expires_at) FROM STDIN"
+    ) as copy:
+        for ws, project, fid, body, classification, hidden in rows:
+            copy.write_row((
+                ws, project, fid, body,
+                "restricted" if hidden == "restricted" else classification,
+                "retracted" if hidden == "retracted" else "active",
+                now + (timedelta(days=1) if hidden == "future" else -timedelta(hours=1)),
+                now - timedelta(minutes=1) if hidden == "expired" else None,
+            ))  # fmt: skip
 
 
 def _rows(cur: psycopg.Cursor[Any]) -> list[dict[str, Any]]:

@@ -289,6 +289,18 @@ def key_read(every: list[dict[str, Any]], relation: str, index: str) -> tuple[di
     return read, str(probe["Index Cond"])
 
 
+def paged_lexemes(corpus: Database, scope: tuple[str, str], n: int) -> list[str]:
+    """The first ``n`` lexemes (rare ones: a small list) that the scope keeps in pages."""
+    with corpus.admin() as admin:
+        rows = admin.execute(
+            "SELECT l.lexeme FROM pyretrieve.lexical_pages p, unnest(p.lexemes) l(lexeme)"
+            " WHERE p.workspace_id = %s AND p.project_id = %s ORDER BY 1 LIMIT %s",
+            (*scope, n),
+        ).fetchall()
+    assert len(rows) == n
+    return [str(r["lexeme"]) for r in rows]
+
+
 @pytest.mark.parametrize("scope", [SCOPE, BIG], ids=["small", "big"])
 def test_the_lexical_leg_reads_the_blocks_of_the_query_terms_only(
     corpus: Database, scope: tuple[str, str]
@@ -299,15 +311,7 @@ def test_the_lexical_leg_reads_the_blocks_of_the_query_terms_only(
     pages of the terms' buckets and no other (a rare term's small list is a slice of one);
     each term's tombstones are one probe of their key; and fragments are read only for the
     rows the leg returns, each by its document number."""
-    with corpus.admin() as admin:
-        rare = admin.execute(
-            "SELECT l.lexeme FROM pyretrieve.lexical_pages p, unnest(p.lexemes) l(lexeme)"
-            " WHERE p.workspace_id = %s AND p.project_id = %s"
-            " ORDER BY 1 LIMIT 1",
-            scope,
-        ).fetchone()
-    assert rare is not None
-    terms = ["topic5", "document", rare["lexeme"]]
+    terms = ["topic5", "document", *paged_lexemes(corpus, scope, 1)]
 
     def call(conn: Conn) -> None:
         d = authorize(conn, *scope)["decision_id"]
@@ -360,14 +364,7 @@ def test_a_pages_term_position_and_slice_are_computed_once_per_page(corpus: Data
     and into each bound of the slice, and the slice into each of its four uses, each copy
     reading the page's arrays again (decompressing them when compressed): a tenth of the leg
     on SciFact."""
-    with corpus.admin() as admin:
-        rare = admin.execute(
-            "SELECT l.lexeme FROM pyretrieve.lexical_pages p, unnest(p.lexemes) l(lexeme)"
-            " WHERE p.workspace_id = %s AND p.project_id = %s ORDER BY 1 LIMIT 3",
-            SCOPE,
-        ).fetchall()
-    terms = [r["lexeme"] for r in rare]
-    assert len(terms) == 3
+    terms = paged_lexemes(corpus, SCOPE, 3)
 
     def call(conn: Conn) -> None:
         d = authorize(conn, *SCOPE)["decision_id"]

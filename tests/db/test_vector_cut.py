@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import Iterator
-from datetime import timedelta
 from typing import Any
 
 import numpy as np
@@ -23,7 +22,7 @@ import psycopg
 import pytest
 
 from tests.conftest import Database, Server, acting_as, create_database, drop_database, role
-from tests.db.seed import PURPOSE, authorize, vec, vector
+from tests.db.seed import HIDDEN_KINDS, PURPOSE, authorize, copy_fragments, vec, vector
 from tests.db.test_plans import captured_plans, nodes
 
 Conn = psycopg.Connection[Any]
@@ -31,7 +30,6 @@ MODEL = "cut-8d"
 DIM = 8
 DIRECTIONS = 7
 VISIBLE = 60
-HIDDEN_KINDS = ("restricted", "retracted", "expired", "future")
 CLASSES = ("public", "internal")
 QUERIES = 6
 
@@ -97,19 +95,15 @@ def scope(server: Server, template_db: str) -> Iterator[tuple[Database, list[uui
 
 def load(admin: Conn, rows: list[tuple[Any, ...]], now: Any) -> None:
     with admin.transaction(), admin.cursor() as cur:
-        with cur.copy(
-            "COPY pyretrieve.fragments (workspace_id, project_id, fragment_id, body,"
-            " classification, state, observed_at, expires_at) FROM STDIN"
-        ) as copy:
-            for ws, fid, body, kind, _ in rows:
-                hidden = "" if kind in CLASSES else kind
-                copy.write_row((
-                    ws, "cut", fid, body,
-                    kind if kind in CLASSES else "restricted" if hidden == "restricted" else "internal",
-                    "retracted" if hidden == "retracted" else "active",
-                    now + (timedelta(days=1) if hidden == "future" else -timedelta(hours=1)),
-                    now - timedelta(minutes=1) if hidden == "expired" else None,
-                ))  # fmt: skip
+        copy_fragments(
+            cur,
+            (
+                (ws, "cut", fid, body, kind if kind in CLASSES else "internal",
+                 "" if kind in CLASSES else kind)
+                for ws, fid, body, kind, _ in rows
+            ),
+            now,
+        )  # fmt: skip
         with cur.copy(
             "COPY pyretrieve.embeddings (workspace_id, project_id, fragment_id, model_id,"
             " embedding, source_digest) FROM STDIN"

@@ -17,7 +17,6 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any
 
 import numpy as np
@@ -37,7 +36,7 @@ from tests.conftest import (
     role,
     rolled_back,
 )
-from tests.db.seed import PURPOSE, authorize, vec, vector
+from tests.db.seed import HIDDEN_KINDS, PURPOSE, authorize, copy_fragments, vec, vector
 
 Conn = psycopg.Connection[Any]
 MODEL = "recall-32d"
@@ -48,7 +47,6 @@ TOTAL = 4000
 SCOPES = {"big": 2400, "mid": 1000, "small": 400, "tiny": 40}
 FOREIGN = TOTAL - sum(SCOPES.values())
 QUERIES_PER_SCOPE = 8
-HIDDEN_KINDS = ("restricted", "retracted", "expired", "future")
 
 
 @dataclass
@@ -111,19 +109,15 @@ def load_scope(
     assert row is not None
     now = row["t"]
     with admin.cursor() as cur:
-        with cur.copy(
-            "COPY pyretrieve.fragments (workspace_id, project_id, fragment_id, body,"
-            " classification, state, observed_at, expires_at) FROM STDIN"
-        ) as copy:
-            for i, (fid, kind) in enumerate(zip(ids, kinds, strict=True)):
-                hidden = HIDDEN_KINDS[kind] if kind >= 0 else ""
-                copy.write_row((
-                    ws, project, fid, f"{ws} {project} row {i}",
-                    "restricted" if hidden == "restricted" else "internal",
-                    "retracted" if hidden == "retracted" else "active",
-                    now + (timedelta(days=1) if hidden == "future" else -timedelta(hours=1)),
-                    now - timedelta(minutes=1) if hidden == "expired" else None,
-                ))  # fmt: skip
+        copy_fragments(
+            cur,
+            (
+                (ws, project, fid, f"{ws} {project} row {i}", "internal",
+                 HIDDEN_KINDS[kind] if kind >= 0 else "")
+                for i, (fid, kind) in enumerate(zip(ids, kinds, strict=True))
+            ),
+            now,
+        )  # fmt: skip
         with cur.copy(
             "COPY pyretrieve.embeddings (workspace_id, project_id, fragment_id, model_id,"
             " embedding, source_digest) FROM STDIN"
