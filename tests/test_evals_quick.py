@@ -6,6 +6,7 @@ are never asserted here. Each harness runs in its own fresh database on the test
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
 from collections.abc import Iterator
@@ -33,6 +34,7 @@ from evals.bench import (
     session_start,
     vector_index,
     vector_plans,
+    vector_revisions,
     wall_parts,
 )
 from evals.bench import tools as tools_bench
@@ -700,6 +702,55 @@ def test_lexical_revisions_quick(fresh_dsn: str, tmp_path: Path) -> None:
             "SELECT count(*) FROM pg_proc WHERE proname = %s", (lexical_revisions.BASELINE_NAME,)
         ).fetchone()
     assert left == (0,)
+
+
+def test_vector_revisions_quick(fresh_dsn: str, tmp_path: Path) -> None:
+    """The vector leg's revision comparison on a small scope: both revisions' rows agree at
+    every limit, and the baseline function and the reader it made are gone afterwards."""
+    from pyretrieve.embedders.hashing import HashNgramEmbedder
+    from pyretrieve.vectors import canonical_embedding, to_pgvector_text
+    from tests.conftest import role
+
+    _lexrev_scope(fresh_dsn)
+    embedder = HashNgramEmbedder()
+    with psycopg.connect(fresh_dsn, autocommit=True) as conn:
+        conn.execute(
+            "SELECT pyretrieve.register_model(%s, %s)", (embedder.model_id, embedder.dimension)
+        )
+        rows = conn.execute(
+            "SELECT fragment_id, body FROM pyretrieve.fragments WHERE workspace_id = 'lexrev'"
+        ).fetchall()
+        with conn.transaction():
+            conn.execute(f'SET LOCAL ROLE "{role("wally")}"')
+            for fid, body in rows:
+                vector = canonical_embedding(embedder.embed_documents([body])[0])
+                conn.execute(
+                    "SELECT pyretrieve.put_embedding('lexrev', 'docs', %s, %s,"
+                    " %s::public.vector, %s)",
+                    (fid, embedder.model_id, to_pgvector_text(vector),
+                     hashlib.sha256(body.encode()).digest()),
+                )  # fmt: skip
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text('{"_id": "1", "text": "rotating keys"}\n{"_id": "2", "text": "number 3"}\n')
+    out = tmp_path / "vector-revisions.json"
+    result = vector_revisions.main(
+        [
+            *("--dsn", fresh_dsn, "--workspace", "lexrev", "--project", "docs"),
+            *("--queries", str(queries), "--baseline", "HEAD", "--limits", "10,3"),
+            *("--out", str(out)),
+        ]
+    )
+    assert json.loads(out.read_text())["identical_results"] == 2
+    assert result["baseline"]["n"] == result["current"]["n"] == 2
+    assert result["settings"]["scope_embeddings"] == len(rows) == 30
+    with psycopg.connect(fresh_dsn) as conn:
+        left = conn.execute(
+            "SELECT (SELECT count(*) FROM pg_proc WHERE proname = %s),"
+            " (SELECT count(*) FROM pg_roles WHERE rolname LIKE 'pyretrieve_vecrev_%%'),"
+            " (SELECT count(*) FROM pyretrieve.grants WHERE purpose = 'compare')",
+            (vector_revisions.BASELINE_NAME,),
+        ).fetchone()
+    assert left == (0, 0, 0)
 
 
 def test_ingest_revisions_quick(server: Server, template_db: str, tmp_path: Path) -> None:
