@@ -104,8 +104,14 @@ def _grant(conn: psycopg.Connection[Any], reader: str, args: Any) -> None:
     )
 
 
-def _revoke(conn: psycopg.Connection[Any], reader: str, args: Any) -> None:
-    conn.execute(f"DROP FUNCTION IF EXISTS pyretrieve.{BASELINE_NAME}{SIGNATURE}")
+def _revoke(
+    conn: psycopg.Connection[Any],
+    reader: str,
+    args: Any,
+    signature: str = BASELINE_NAME + SIGNATURE,
+) -> None:
+    """Drop the baseline function and the reader's grant."""
+    conn.execute(f"DROP FUNCTION IF EXISTS pyretrieve.{signature}")
     conn.execute(
         "SELECT pyretrieve.revoke_access(%s::regrole, %s, %s, 'compare')",
         (reader, args.workspace, args.project),
@@ -152,11 +158,17 @@ def _against_gin(current: dict[str, int], gin: int) -> dict[str, Any]:
     }
 
 
-def _decision(conn: psycopg.Connection[Any], args: Any, text: str) -> Any:
+def _decision(
+    conn: psycopg.Connection[Any],
+    args: Any,
+    text: str,
+    intent: str = "disabled",
+    limit: int = LIMIT,
+) -> Any:
     row = conn.execute(
         "SELECT decision_id FROM pyretrieve.authorize(%s, %s, 'compare',"
-        " sha256(convert_to(%s, 'UTF8')), 'disabled', NULL, %s)",
-        (args.workspace, args.project, text, LIMIT),
+        " sha256(convert_to(%s, 'UTF8')), %s, NULL, %s)",
+        (args.workspace, args.project, text, intent, limit),
     ).fetchone()
     assert row is not None
     return row[0]

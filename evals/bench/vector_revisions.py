@@ -30,7 +30,14 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from evals.bench.lexical_revisions import _create_reader, _install_function, _queries
+from evals.bench.lexical_revisions import (
+    _create_reader,
+    _decision,
+    _grant,
+    _install_function,
+    _queries,
+    _revoke,
+)
 from evals.bench.lexical_revisions import baseline_function as function_at
 from evals.bench.runtime import acting_as, load_average, provenance, summary_ms
 from pyretrieve.embedders.hashing import MODEL_ID as HASH_MODEL_ID
@@ -41,17 +48,6 @@ ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "evals" / "bench" / "vector-revisions.json"
 BASELINE_NAME = "vector_candidates_baseline"
 SIGNATURE = "(uuid, text, public.vector, integer)"
-PURPOSE = "compare"
-
-
-def _decision(conn: psycopg.Connection[Any], args: Any, text: str, limit: int) -> Any:
-    row = conn.execute(
-        "SELECT decision_id FROM pyretrieve.authorize(%s, %s, %s,"
-        " sha256(convert_to(%s, 'UTF8')), 'optional', NULL, %s)",
-        (args.workspace, args.project, PURPOSE, text, limit),
-    ).fetchone()
-    assert row is not None
-    return row[0]
 
 
 def _compare(
@@ -63,7 +59,7 @@ def _compare(
     names = {"baseline": BASELINE_NAME, "current": "vector_candidates"}
     for i, (text, literal) in enumerate(queries):
         with acting_as(conn, reader):
-            decision = _decision(conn, args, text, max(args.limits))
+            decision = _decision(conn, args, text, "optional", max(args.limits))
             for n, limit in enumerate(args.limits):
                 rows = {}
                 for which in ("baseline", "current") if i % 2 else ("current", "baseline"):
@@ -106,18 +102,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 function_at(args.baseline, "vector_candidates", BASELINE_NAME),
                 BASELINE_NAME + SIGNATURE,
             )
-            conn.execute(
-                "SELECT pyretrieve.grant_access(%s::regrole, %s, %s, %s, 'restricted')",
-                (reader, args.workspace, args.project, PURPOSE),
-            )
+            _grant(conn, reader, args)
             try:
                 seconds = _compare(conn, reader, args, queries)
             finally:
-                conn.execute(f"DROP FUNCTION IF EXISTS pyretrieve.{BASELINE_NAME}{SIGNATURE}")
-                conn.execute(
-                    "SELECT pyretrieve.revoke_access(%s::regrole, %s, %s, %s)",
-                    (reader, args.workspace, args.project, PURPOSE),
-                )
+                _revoke(conn, reader, args, BASELINE_NAME + SIGNATURE)
         finally:
             with contextlib.suppress(psycopg.Error):
                 conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(reader)))
