@@ -651,9 +651,11 @@ BEGIN
     -- or within the p_limit-th distance. Only when it ties does a second pass (skipped
     -- otherwise: its one-time filter is false) collect every row at or within that distance,
     -- however many tie. Until 0055 every call kept the scope's distances and read them twice,
-    -- a sixth of the leg at a 10,000-row scope (evals/bench/vector-revisions-0055.json).
+    -- a seventh of the leg at a 10,000-row scope (evals/bench/vector-revisions-0055.json).
+    -- Both passes read the scope as "scoped" states it, once: NOT MATERIALIZED puts the
+    -- statement in each pass, each then with its own plan.
     RETURN QUERY
-    WITH near AS MATERIALIZED (
+    WITH scoped AS NOT MATERIALIZED (
         SELECT e.fragment_id,
                (e.embedding OPERATOR(public.<=>) p_embedding)::double precision AS distance,
                e.source_digest, e.vector_generation
@@ -666,7 +668,10 @@ BEGIN
            AND e.observed_at <= d.evaluated_at
            AND (d.max_age IS NULL OR e.observed_at >= d.evaluated_at - d.max_age)
            AND (e.expires_at IS NULL OR e.expires_at > d.evaluated_at)
-         ORDER BY 2
+    ), near AS MATERIALIZED (
+        SELECT c.fragment_id, c.distance, c.source_digest, c.vector_generation
+          FROM scoped c
+         ORDER BY c.distance
          LIMIT p_limit + 1
     ), edge AS MATERIALIZED (
         -- The p_limit-th distance (the last row's, when there are fewer) and whether the row
@@ -679,21 +684,9 @@ BEGIN
           FROM near n
          WHERE n.distance <= (SELECT g.last FROM edge g) AND NOT (SELECT g.tied FROM edge g)
         UNION ALL
-        SELECT e.fragment_id,
-               (e.embedding OPERATOR(public.<=>) p_embedding)::double precision,
-               e.source_digest, e.vector_generation
-          FROM pyretrieve.embeddings e
-         WHERE (SELECT g.tied FROM edge g)
-           AND e.workspace_id = d.workspace_id
-           AND e.project_id = d.project_id
-           AND e.model_id = p_model
-           AND e.fragment_state = 'active'
-           AND e.classification <= d.ceiling
-           AND e.observed_at <= d.evaluated_at
-           AND (d.max_age IS NULL OR e.observed_at >= d.evaluated_at - d.max_age)
-           AND (e.expires_at IS NULL OR e.expires_at > d.evaluated_at)
-           AND (e.embedding OPERATOR(public.<=>) p_embedding)::double precision
-               <= (SELECT g.last FROM edge g)
+        SELECT c.fragment_id, c.distance, c.source_digest, c.vector_generation
+          FROM scoped c
+         WHERE (SELECT g.tied FROM edge g) AND c.distance <= (SELECT g.last FROM edge g)
     ), top AS (
         SELECT s.fragment_id, f.content_digest, s.distance, s.source_digest, s.vector_generation,
                f.lexical_generation

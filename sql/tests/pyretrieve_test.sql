@@ -33,7 +33,7 @@ SELECT plan(652);
 -- The installation.
 SELECT has_schema('pyretrieve');
 SELECT schema_owner_is('pyretrieve', 'pyretrieve_owner');
-SELECT is((SELECT schema_version FROM pyretrieve.installation), '0057', 'pyretrieve schema version is 0057');
+SELECT is((SELECT schema_version FROM pyretrieve.installation), '0058', 'pyretrieve schema version is 0058');
 
 -- Roles: the owner and three groups, none of which can log in or bypass row-level security;
 -- the owner does not inherit; a writer is a reader.
