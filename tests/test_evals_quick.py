@@ -506,11 +506,23 @@ def test_request_cost_quick(fresh_dsn: str, tmp_path: Path) -> None:
 
 def test_lexical_storage_quick(fresh_dsn: str, tmp_path: Path) -> None:
     out = tmp_path / "lexical-storage.json"
-    result = lexical_storage.main(["--quick", "--dsn", fresh_dsn, "--out", str(out)])
+    args = ["--quick", "--gin-during-load", "--dsn", fresh_dsn, "--out", str(out)]
+    result = lexical_storage.main(args)
     assert json.loads(out.read_text()) == result
     assert result["load"]["rows"] == result["load"]["planned"] > 0
     assert result["rows"]["postings"] > result["rows"]["lexical_blocks"] > 0
     assert result["gin"]["mb"] > 0
+    # The GIN index the load maintained was measured, compared with, and dropped.
+    maintained = result["maintained_gin"]
+    assert maintained["as_loaded_mb"] > 0
+    assert maintained["vacuumed_mb"] > 0
+    assert result["as_loaded"]["over_maintained_gin"] == round(
+        result["as_loaded"]["total_mb"] / maintained["as_loaded_mb"], 2
+    )
+    with psycopg.connect(fresh_dsn) as conn:
+        assert conn.execute(
+            "SELECT to_regclass(%s)", (f"pyretrieve.{lexical_storage.MAINTAINED_GIN}",)
+        ).fetchone() == (None,)
     stages = [result[k] for k in ("as_loaded", "vacuumed", "repacked")]
     for stage in stages:
         assert {"lexical_blocks", "lexical_blocks_pkey", "fragments_docno_key"} <= set(
