@@ -530,6 +530,13 @@ def test_lexical_storage_quick(fresh_dsn: str, tmp_path: Path) -> None:
         )
         parts = sum(r["mb"] + r.get("toast_mb", 0) for r in stage["relations"].values())
         assert abs(parts - stage["total_mb"]) < 0.05 * len(stage["relations"])
+    # The repacked bytes by scope size account for every posting, in pages and in blocks.
+    by_size = result["repacked"]["by_scope_size"]
+    assert sum(r["postings"] for r in by_size) == result["rows"]["postings"]
+    assert (
+        sum(r["rows"] for r in by_size if r["kind"] == "blocks") == result["rows"]["lexical_blocks"]
+    )
+    assert all(r["bytes_per_posting"] > 0 for r in by_size)
     # VACUUM FULL never leaves more than a load or a plain VACUUM (which may add the free space
     # and visibility maps' forks).
     assert stages[2]["total_mb"] <= min(stages[0]["total_mb"], stages[1]["total_mb"])

@@ -111,6 +111,45 @@ def counts(conn: psycopg.Connection[Any]) -> dict[str, int]:
     return out
 
 
+# Where the repacked bytes lie, by the size of their scope: a page or block row's own bytes
+# (pg_column_size of the row, before TOAST's compression is undone), and the postings it holds.
+_BY_SCOPE_SIZE = """
+WITH s AS (SELECT workspace_id, project_id, count(*) AS n,
+                  CASE WHEN count(*) < 1000 THEN 'under 1,000'
+                       WHEN count(*) < 20000 THEN '1,000 to 20,000'
+                       ELSE '20,000 and over' END AS size
+             FROM pyretrieve.fragments GROUP BY 1, 2),
+     r AS (SELECT workspace_id, project_id, 'pages' AS kind, postings, pg_column_size(p.*) AS bytes
+             FROM pyretrieve.lexical_pages p
+           UNION ALL
+           SELECT workspace_id, project_id, 'blocks', postings, pg_column_size(b.*)
+             FROM pyretrieve.lexical_blocks b)
+SELECT s.size, r.kind, count(DISTINCT (s.workspace_id, s.project_id)),
+       (SELECT sum(t.n) FROM s t WHERE t.size = s.size), count(*), sum(r.postings), sum(r.bytes)
+  FROM r JOIN s USING (workspace_id, project_id)
+ GROUP BY 1, 2 ORDER BY 1, 2
+"""
+
+
+def by_scope_size(conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:
+    """Rows, postings and row bytes of pages and blocks, by the size of their scope."""
+    out = []
+    for size, kind, scopes, fragments, rows, postings, nbytes in conn.execute(_BY_SCOPE_SIZE):
+        out.append(
+            {
+                "scope_size": size,
+                "kind": kind,
+                "scopes": int(scopes),
+                "fragments_per_scope": round(float(fragments) / int(scopes)),
+                "rows": int(rows),
+                "postings": int(postings),
+                "row_mb": round(int(nbytes) / MB, 2),
+                "bytes_per_posting": round(int(nbytes) / int(postings), 2),
+            }
+        )
+    return out
+
+
 def _vacuum(conn: psycopg.Connection[Any], full: bool) -> float:
     started = time.perf_counter()
     for table in _tables(conn):
@@ -200,6 +239,7 @@ def run(s: scale.Settings, dsn: str | None = None, gin_during_load: bool = False
         vacuumed = relations(conn)
         full_seconds = _vacuum(conn, full=True)
         repacked = relations(conn)
+        repacked["by_scope_size"] = by_scope_size(conn)
     stages = {"as_loaded": as_loaded, "vacuumed": vacuumed, "repacked": repacked}
     for stage in stages.values():
         stage["over_gin"] = round(stage["total_mb"] / gin_mb, 2) if gin_mb else None
