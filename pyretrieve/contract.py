@@ -38,6 +38,7 @@ __all__ = [
     "INVALID_FUSION_SQLSTATE",
     "LEXICAL_BLOCK_POSTINGS",
     "LEXICAL_BUCKETS",
+    "LEXICAL_BUCKET_GROUP",
     "LEXICAL_BULK_POSTINGS",
     "LEXICAL_COMPACT_MIN_SHARE",
     "LEXICAL_MAX_PENDING_PAGES",
@@ -149,17 +150,21 @@ LEXICAL_BLOCK_POSTINGS: Final = 128
 LEXICAL_PAGE_POSTINGS: Final = 1024
 # Buckets of a scope's pages per classification: the first byte of the lexeme's SHA-256.
 LEXICAL_BUCKETS: Final = 256
+# Buckets per group: a group whose small lists of a classification hold fewer than
+# LEXICAL_PAGE_POSTINGS postings keeps them in one page of its own (key LEXICAL_BUCKETS + group)
+# rather than in a page per bucket, a few postings each.
+LEXICAL_BUCKET_GROUP: Final = 16
 # The Ingestor compacts a scope after a run once the postings in blocks not full are at least
 # this share of those in pages (compact_lexical_index's p_min_share): a run rewrites every page
 # of the buckets it touches, and with 1 the pages at least double between runs.
 LEXICAL_COMPACT_MIN_SHARE: Final = 1.0
 # A writing statement with at least this many postings is a bulk write: its lists of fewer than
-# LEXICAL_BLOCK_POSTINGS go into pending pages (one per bucket and classification) instead of a
-# block each, and compaction merges them.
+# LEXICAL_BLOCK_POSTINGS go into pending pages (one per bucket and classification, or per group
+# where the group's lists are few) instead of a block each, and compaction merges them.
 LEXICAL_BULK_POSTINGS: Final = 4096
-# compact_lexical_index's share rule also compacts once a bucket holds this many pending pages
-# (the leg reads each for every term of its bucket), and the Ingestor runs the rule after every
-# this many batches of a run as well as at its end.
+# compact_lexical_index's share rule also compacts once a term would read this many pending
+# pages (the leg reads each of its bucket's and of its group's for every term of the bucket),
+# and the Ingestor runs the rule after every this many batches of a run as well as at its end.
 LEXICAL_MAX_PENDING_PAGES: Final = 16
 
 # ----------------------------------------------------------------- fusion and scores

@@ -311,11 +311,19 @@ COMMENT ON TABLE pyretrieve.lexical_blocks IS
 -- and compaction deleted (a 200,000-fragment load left the blocks' heap at 504 MB for 81 MB
 -- of live rows, evals/bench/lexical-storage-*.json). The leg reads pending pages as any page;
 -- compaction merges them into their buckets' pages.
+-- Where a group of 16 buckets (16g to 16g + 15) holds fewer than 1,024 small postings of a
+-- classification, its lexemes share one page instead, keyed by bucket 256 + g: in a scope of a
+-- few hundred fragments a bucket's page held about 30 postings, and the rows' own bytes (their
+-- header, keys, ranges and array headers) were two thirds of its small lists (61.6 MB for 3.1
+-- million postings in 202 such scopes, evals/bench/lexical-storage-0058-200k.json). A term's
+-- pages are those of its bucket and of its group, and compaction rewrites a group whole, so it
+-- decides which of the two its group keeps from all of the group's postings.
 CREATE SEQUENCE pyretrieve.lexical_page_seq AS bigint;
 CREATE TABLE pyretrieve.lexical_pages (
     workspace_id    pyretrieve.identifier NOT NULL,
     project_id      pyretrieve.identifier NOT NULL,
-    bucket          smallint NOT NULL CHECK (bucket BETWEEN 0 AND 255),
+    -- 0 to 255: a bucket's own pages; 256 + g: the pages of group g's 16 buckets.
+    bucket          smallint NOT NULL CHECK (bucket BETWEEN 0 AND 271),
     classification  pyretrieve.classification NOT NULL,
     page            bigint NOT NULL DEFAULT nextval('pyretrieve.lexical_page_seq'),
     first_lexeme    text NOT NULL,
@@ -339,7 +347,7 @@ CREATE TABLE pyretrieve.lexical_pages (
     CHECK (cardinality(entries) = postings AND cardinality(starts) = cardinality(lexemes))
 );
 COMMENT ON TABLE pyretrieve.lexical_pages IS
-    'The lexical index''s small lists: per scope, lexeme bucket and classification, pages holding the postings of lexemes with fewer than 128 (the lexemes in bytewise order, where each one''s postings start, the entries packed as in lexical_blocks), with their lexeme, document-number and time ranges; written by a scope''s first write, by bulk writes (pending, until compaction merges them) and by compact_lexical_index.';
+    'The lexical index''s small lists: per scope, lexeme bucket (0 to 255; or 256 + g for a group of 16 buckets whose small lists hold fewer than 1,024 postings) and classification, pages holding the postings of lexemes with fewer than 128 (the lexemes in bytewise order, where each one''s postings start, the entries packed as in lexical_blocks), with their lexeme, document-number and time ranges; written by a scope''s first write, by bulk writes (pending, until compaction merges them) and by compact_lexical_index.';
 
 -- Postings of fragments that left the active set (superseded, retracted) and are still inside a
 -- block, because another writer held the block when they left, or inside a page. A block (or a
@@ -1202,11 +1210,35 @@ AS $$
     SELECT get_byte(sha256(convert_to(p_lexeme, 'UTF8')), 0)::smallint
 $$;
 
+-- The page keys (lexical_pages.bucket) whose pages may hold lexemes of a page key's: of a
+-- bucket (0 to 255), its own and its group's (256 + bucket / 16); of a group (256 + g), its own
+-- and its 16 buckets' (16g to 16g + 15).
+CREATE FUNCTION pyretrieve.lexical_page_keys(p_key smallint)
+RETURNS smallint[]
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN p_key < 256 THEN ARRAY[p_key, (256 + (p_key >> 4))::smallint]
+                ELSE p_key || ARRAY(SELECT k::smallint
+                                      FROM generate_series((p_key - 256) * 16, (p_key - 256) * 16 + 15) AS k)
+           END
+$$;
+
+-- A page key's group of 16 buckets: a bucket's (bucket / 16), a group's own (key - 256).
+CREATE FUNCTION pyretrieve.lexical_page_group(p_key smallint)
+RETURNS smallint
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN p_key < 256 THEN p_key >> 4 ELSE p_key - 256 END::smallint
+$$;
+
 -- Writes lists of postings into a scope's lexical index, each (lexeme, classification) once,
 -- its entries in document-number order: a list of 128 or more (every list, with p_pages false:
 -- a write's lists waiting for compaction) in blocks of 128 (each with its
 -- count, largest tf, smallest length, document-number range and the time range of its sources),
--- the others packed into pages of about 1,024 postings per bucket and classification, in
+-- the others packed into pages of about 1,024 postings per bucket and classification (per
+-- group of 16 buckets where the group's lists here hold fewer than 1,024), in
 -- bytewise lexeme order (a page closes once 1,024 postings precede the next lexeme), each with
 -- where its lexemes start and the time range of their sources. Compaction writes what it takes
 -- back through here, and so does every write of postings (into pages only when the scope's
@@ -1244,13 +1276,22 @@ BEGIN
                                FROM unnest(c.e) AS x(v)) s
          WHERE g.n >= 128 OR NOT p_pages
         RETURNING 1
+    ), slotted AS (
+        -- Each small lexeme's page key: its group's (256 + bucket / 16) where the small lists
+        -- written here of its group and classification hold fewer than 1,024 postings, else its
+        -- bucket's. Compaction writes a group whole, so it decides from the group's postings.
+        SELECT g.classification, g.lexeme, g.min_observed_at, g.max_observed_at,
+               g.min_expires_at, g.max_expires_at, g.entries, g.n,
+               CASE WHEN sum(g.n) OVER (PARTITION BY g.classification, g.bucket >> 4) < 1024
+                    THEN (256 + (g.bucket >> 4))::smallint ELSE g.bucket END AS bucket
+          FROM grouped g
+         WHERE g.n < 128 AND p_pages
     ), placed AS (
-        -- Each small lexeme's page in its bucket and where its postings start there.
+        -- Each small lexeme's page under its key and where its postings start there.
         SELECT p.*, p.before / 1024 AS page_no
-          FROM (SELECT g.*, sum(g.n) OVER (PARTITION BY g.classification, g.bucket
-                                           ORDER BY g.lexeme COLLATE "C") - g.n AS before
-                  FROM grouped g
-                 WHERE g.n < 128 AND p_pages) p
+          FROM (SELECT s.*, sum(s.n) OVER (PARTITION BY s.classification, s.bucket
+                                           ORDER BY s.lexeme COLLATE "C") - s.n AS before
+                  FROM slotted s) p
     ), paged AS (
         SELECT p.*, (p.before - min(p.before) OVER (PARTITION BY p.classification, p.bucket, p.page_no))::integer + 1
                         AS start
@@ -1290,9 +1331,10 @@ END;
 $$;
 
 -- A scope's pages (of the classifications up to p_ceiling) whose lexeme range meets that of
--- another page of their bucket and classification: written by two first writes at once, or two
+-- another page that may hold lexemes of the same bucket and classification (of its bucket, or a
+-- group's page and a page of one of its buckets): written by two first writes at once, or two
 -- compactions at once. The leg reads them all, so they are correct; compaction counts their
--- postings as waiting and rewrites their buckets, so they do not stay. Pending pages (a bulk
+-- postings as waiting and rewrites their groups, so they do not stay. Pending pages (a bulk
 -- write's) are counted on their own, and are left out here on both sides: a bulk write's page
 -- overlaps its bucket's pages as a rule, and counting those would count every page.
 CREATE FUNCTION pyretrieve.overlapping_pages(
@@ -1308,7 +1350,8 @@ BEGIN ATOMIC
        AND NOT p.pending
        AND EXISTS (SELECT 1 FROM pyretrieve.lexical_pages o
                     WHERE o.workspace_id = p.workspace_id AND o.project_id = p.project_id
-                      AND o.bucket = p.bucket AND o.classification = p.classification
+                      AND o.bucket = ANY (pyretrieve.lexical_page_keys(p.bucket))
+                      AND o.classification = p.classification
                       AND o.page <> p.page AND NOT o.pending
                       AND o.first_lexeme COLLATE "C" <= p.last_lexeme
                       AND p.first_lexeme COLLATE "C" <= o.last_lexeme);
@@ -1316,12 +1359,13 @@ END;
 
 -- Moves a scope's small lists into pages (lexical_pages), for the classifications up to
 -- p_ceiling. A small lexeme is one whose blocks in a classification are all not full; the
--- buckets rewritten are those holding one, or a tombstone. In each, the pages no other
--- transaction holds are taken with the small lexemes' blocks (FOR UPDATE SKIP LOCKED: a bucket
--- with a page held elsewhere is left for a later run, a block held elsewhere stays a block), and
--- their postings, less the tombstoned ones (whose tombstones go), are written again: a lexeme
--- with 128 or more in blocks of 128, the others packed into pages of about 1,024 postings in
--- bytewise lexeme order. A page's time range spans its lexemes' sources' ranges (a superset's
+-- groups of 16 buckets rewritten are those holding one, or a tombstone, or pages to merge. In
+-- each, the pages no other transaction holds are taken with the small lexemes' blocks (FOR
+-- UPDATE SKIP LOCKED: a group with a page held elsewhere is left for a later run, a block held
+-- elsewhere stays a block), and their postings, less the tombstoned ones (whose tombstones go),
+-- are written again: a lexeme with 128 or more in blocks of 128, the others packed into pages of
+-- about 1,024 postings in bytewise lexeme order, one page of the group's own where they are
+-- fewer than 1,024. A page's time range spans its lexemes' sources' ranges (a superset's
 -- range still bounds its fragments). Returns the rows read and written and the postings moved.
 CREATE FUNCTION pyretrieve.compact_lexical_postings(
     p_workspace text, p_project text, p_ceiling pyretrieve.classification)
@@ -1359,12 +1403,14 @@ BEGIN
             OFFSET 0) s
      WHERE NOT s.full_block;
 
-    -- The buckets to rewrite (of a small lexeme, of a tombstone, with pages that overlap, or
-    -- with a bulk write's pending pages),
-    -- the pages of each that no other transaction holds (taken), and the buckets with a page
-    -- held elsewhere (left alone).
+    -- The groups of 16 buckets to rewrite (of a small lexeme, of a tombstone, with pages that
+    -- overlap, with a bulk write's pending pages, or whose pages are not as a compaction leaves
+    -- them: one page of the group's own where its postings are fewer than 1,024, else none),
+    -- the pages of each that no other transaction holds (taken), and the groups with a page held
+    -- elsewhere (left alone). A group is rewritten whole, its buckets' pages and its own, so
+    -- that the write sees all of its postings to choose between the two.
     WITH wanted AS (
-        SELECT DISTINCT x.classification, x.bucket
+        SELECT DISTINCT x.classification, pyretrieve.lexical_page_group(x.bucket) AS grp
           FROM (SELECT u.classification, u.bucket FROM unnest(v_classes, v_buckets) AS u(classification, bucket)
                 UNION ALL
                 SELECT t.classification, pyretrieve.lexeme_bucket(t.lexeme)
@@ -1378,31 +1424,43 @@ BEGIN
                 SELECT p.classification, p.bucket
                   FROM pyretrieve.lexical_pages p
                  WHERE p.workspace_id = p_workspace AND p.project_id = p_project
-                   AND p.classification <= p_ceiling AND p.pending) x
+                   AND p.classification <= p_ceiling AND p.pending
+                UNION ALL
+                SELECT c.classification, (256 + c.grp)::smallint
+                  FROM (SELECT p.classification, pyretrieve.lexical_page_group(p.bucket) AS grp,
+                               sum(p.postings) AS n, count(*) AS pages,
+                               count(*) FILTER (WHERE p.bucket >= 256) AS own
+                          FROM pyretrieve.lexical_pages p
+                         WHERE p.workspace_id = p_workspace AND p.project_id = p_project
+                           AND p.classification <= p_ceiling AND NOT p.pending
+                         GROUP BY 1, 2) c
+                 WHERE CASE WHEN c.n < 1024 THEN c.pages > 1 OR c.own = 0 ELSE c.own > 0 END) x
     ), seen AS MATERIALIZED (
-        SELECT w.classification, w.bucket, c.pages, t.page
+        SELECT w.classification, w.grp, c.pages, t.page
           FROM wanted w
          CROSS JOIN LATERAL (
                SELECT count(*) AS pages FROM pyretrieve.lexical_pages p
                 WHERE p.workspace_id = p_workspace AND p.project_id = p_project
-                  AND p.bucket = w.bucket AND p.classification = w.classification) c
+                  AND p.bucket = ANY (pyretrieve.lexical_page_keys((256 + w.grp)::smallint))
+                  AND p.classification = w.classification) c
           LEFT JOIN LATERAL (
                SELECT p.ctid AS page FROM pyretrieve.lexical_pages p
                 WHERE p.workspace_id = p_workspace AND p.project_id = p_project
-                  AND p.bucket = w.bucket AND p.classification = w.classification
+                  AND p.bucket = ANY (pyretrieve.lexical_page_keys((256 + w.grp)::smallint))
+                  AND p.classification = w.classification
                   FOR UPDATE SKIP LOCKED) t ON true
-    ), bucket AS (
-        SELECT s.classification, s.bucket, count(s.page) < max(s.pages) AS held,
+    ), grouped AS (
+        SELECT s.classification, s.grp, count(s.page) < max(s.pages) AS held,
                array_agg(s.page) FILTER (WHERE s.page IS NOT NULL) AS pages
           FROM seen s
-         GROUP BY s.classification, s.bucket
+         GROUP BY s.classification, s.grp
     )
-    SELECT (SELECT array_agg(u.page) FROM bucket k CROSS JOIN LATERAL unnest(k.pages) AS u(page)
+    SELECT (SELECT array_agg(u.page) FROM grouped k CROSS JOIN LATERAL unnest(k.pages) AS u(page)
              WHERE NOT k.held),
-           (SELECT array_agg(k.classification::text || '/' || k.bucket) FROM bucket k WHERE k.held)
+           (SELECT array_agg(k.classification::text || '/' || k.grp) FROM grouped k WHERE k.held)
       INTO v_pages, v_held;
 
-    -- The small lexemes' blocks not full in the buckets taken, as far as no other transaction
+    -- The small lexemes' blocks not full in the groups taken, as far as no other transaction
     -- holds them: one read of the scope's blocks not full (the partial index) against the
     -- lexemes, where a probe per lexeme cost three times as much after a first load.
     SELECT array_agg(b.ctid) INTO v_blocks
@@ -1414,7 +1472,8 @@ BEGIN
                      SELECT c.classification, c.lexeme
                        FROM unnest(v_classes, v_lexemes, v_buckets) AS c(classification, lexeme, bucket)
                       WHERE v_held IS NULL
-                         OR NOT (c.classification::text || '/' || c.bucket = ANY (v_held)))
+                         OR NOT (c.classification::text || '/' || pyretrieve.lexical_page_group(c.bucket)
+                                 = ANY (v_held)))
                FOR UPDATE OF b SKIP LOCKED) b;
 
     WITH gone_pages AS (
@@ -2272,9 +2331,11 @@ BEGIN
     RETURN QUERY
     WITH ql AS MATERIALIZED (
         -- The query's lexemes, numbered in bytewise order (the order every sum runs in), each
-        -- with its tombstones' document numbers (one probe of their key per term).
+        -- with the keys of the pages that may hold its small list (lexical_page_keys of its
+        -- bucket: the bucket's own and its group's, 256 + bucket / 16) and its tombstones'
+        -- document numbers (one probe of their key per term).
         SELECT q.lexeme, q.qtf, (row_number() OVER (ORDER BY q.lexeme COLLATE "C"))::integer AS ti,
-               pyretrieve.lexeme_bucket(q.lexeme) AS bucket,
+               ARRAY[k.bucket, (256 + (k.bucket >> 4))::smallint] AS keys,
                (SELECT array_agg(x.docno ORDER BY x.docno)
                   FROM pyretrieve.lexical_tombstones x
                  WHERE x.workspace_id = d.workspace_id AND x.project_id = d.project_id
@@ -2284,6 +2345,7 @@ BEGIN
                  CROSS JOIN LATERAL unnest(to_tsvector(c.ts_config, p_query)) AS u
                  WHERE c.workspace_id = d.workspace_id AND c.project_id = d.project_id
                  GROUP BY u.lexeme) q
+         CROSS JOIN LATERAL (SELECT pyretrieve.lexeme_bucket(q.lexeme) AS bucket OFFSET 0) k
     ), st AS MATERIALIZED (
         -- The admitted fragments' count and average length, from the statistics log: a few rows
         -- per writing statement rather than one index entry per fragment. The average is the
@@ -2336,7 +2398,7 @@ BEGIN
                       SELECT p.entries[p.starts[i.i] : coalesce(p.starts[i.i + 1] - 1, p.postings)] AS e
                       OFFSET 0) x
                 WHERE p.workspace_id = d.workspace_id AND p.project_id = d.project_id
-                  AND p.bucket = ql.bucket
+                  AND p.bucket = ANY (ql.keys)
                   AND p.classification <= d.ceiling
                   AND ql.lexeme COLLATE "C" BETWEEN p.first_lexeme AND p.last_lexeme
                   AND p.min_observed_at <= d.evaluated_at
@@ -3573,12 +3635,14 @@ BEGIN
           FROM pyretrieve.lexical_pages p
          WHERE p.workspace_id = p_workspace AND p.project_id = p_project
            AND p.classification <= v_ceiling;
+        -- The most pending pages a term reads: of its bucket, and of its bucket's group.
         SELECT coalesce(max(c.pages), 0) INTO v_most_pending
           FROM (SELECT count(*) AS pages
                   FROM pyretrieve.lexical_pages p
+                 CROSS JOIN LATERAL unnest(pyretrieve.lexical_page_keys(p.bucket)) AS k(bucket)
                  WHERE p.workspace_id = p_workspace AND p.project_id = p_project
-                   AND p.classification <= v_ceiling AND p.pending
-                 GROUP BY p.classification, p.bucket) c;
+                   AND p.classification <= v_ceiling AND p.pending AND k.bucket < 256
+                 GROUP BY p.classification, k.bucket) c;
         IF v_small + v_pending < p_min_share * v_paged AND v_most_pending < 16 THEN
             RETURN QUERY SELECT 0, 0, 0;
             RETURN;
@@ -3589,7 +3653,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION pyretrieve.compact_lexical_index(text, text, double precision) IS
-    'Compact the write scope''s lexical index, for the writer''s classifications: the postings of lexemes with fewer than 128 in a classification move from their blocks into pages shared by the lexemes of a bucket (a row per rare lexeme is most of the index otherwise), lexemes that reached 128 move back to blocks, tombstoned postings of the rewritten pages go, and pages that overlap, and the pending pages of bulk writes, are merged into their buckets'' pages. Rows another transaction holds are left for a later run (it never waits on a writer). p_min_share > 0 compacts only when the postings in blocks not full, the tombstones, the postings of pages whose lexeme range meets another''s in their bucket (two first writes at once) and those of pending pages are at least that share of the postings in the other pages, or when a bucket holds 16 pending pages, else returns zeros (the Ingestor runs it with 1 after each ingest run and every 16 batches of one, so a growing scope rewrites each posting a bounded number of times); 0, the default, always compacts. Raises PR010 for a share that is negative, infinite or not a number. Returns the rows read and written and the postings moved. Searches return the same rows, scores and terms before and after. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+    'Compact the write scope''s lexical index, for the writer''s classifications: the postings of lexemes with fewer than 128 in a classification move from their blocks into pages shared by the lexemes of a bucket (a row per rare lexeme is most of the index otherwise), lexemes that reached 128 move back to blocks, tombstoned postings of the rewritten pages go, and pages that overlap, and the pending pages of bulk writes, are merged into their buckets'' pages (a group of 16 buckets whose small lists hold fewer than 1,024 postings shares one page). Rows another transaction holds are left for a later run (it never waits on a writer). p_min_share > 0 compacts only when the postings in blocks not full, the tombstones, the postings of pages whose lexeme range meets another''s in their bucket (two first writes at once) and those of pending pages are at least that share of the postings in the other pages, or when a term would read 16 pending pages (of its bucket and of its bucket''s group of 16), else returns zeros (the Ingestor runs it with 1 after each ingest run and every 16 batches of one, so a growing scope rewrites each posting a bounded number of times); 0, the default, always compacts. Raises PR010 for a share that is negative, infinite or not a number. Returns the rows read and written and the postings moved. Searches return the same rows, scores and terms before and after. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
 
 CREATE FUNCTION pyretrieve.put_embedding(
     p_workspace text,
@@ -5952,7 +6016,8 @@ GRANT EXECUTE ON FUNCTION pyretrieve.caller(), pyretrieve.caller_in(name), pyret
     pyretrieve.log_statistics(pyretrieve.statistics_delta[]),
     pyretrieve.write_lexical_postings(text, text, text[], pyretrieve.classification[], bigint[],
         timestamptz[], timestamptz[]),
-    pyretrieve.lexeme_bucket(text),
+    pyretrieve.lexeme_bucket(text), pyretrieve.lexical_page_keys(smallint),
+    pyretrieve.lexical_page_group(smallint),
     pyretrieve.write_lexical_lists(text, text, pyretrieve.lexical_list[], boolean, boolean),
     pyretrieve.overlapping_pages(text, text, pyretrieve.classification),
     pyretrieve.compact_lexical_postings(text, text, pyretrieve.classification),
@@ -7071,7 +7136,7 @@ SET LOCAL ROLE pyretrieve_owner;
 SELECT pg_catalog.count(*) AS decision_partitions FROM pyretrieve.ensure_decision_partitions();
 
 INSERT INTO pyretrieve.installation (schema_version, created_vector)
-VALUES ('0058', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
+VALUES ('0059', pg_catalog.current_setting('pyretrieve.install_creates_vector')::boolean);
 
 RESET ROLE;
 -- pyretrieve_api created the API functions; it may not create anything else.

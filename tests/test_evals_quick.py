@@ -510,6 +510,7 @@ def test_lexical_storage_quick(fresh_dsn: str, tmp_path: Path) -> None:
     result = lexical_storage.main(args)
     assert json.loads(out.read_text()) == result
     assert result["load"]["rows"] == result["load"]["planned"] > 0
+    assert result["load"]["vocabulary"]  # which words the text was drawn from
     assert result["rows"]["postings"] > result["rows"]["lexical_blocks"] > 0
     assert result["gin"]["mb"] > 0
     # The GIN index the load maintained was measured, compared with, and dropped.

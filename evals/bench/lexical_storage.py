@@ -164,8 +164,9 @@ def _vacuum(conn: psycopg.Connection[Any], full: bool) -> float:
 def load(dsn: str, s: scale.Settings, principals: Principals) -> dict[str, Any]:
     """The scale benchmark's scopes, fragments only, through the writer API."""
     plans, _sample = scale.plan_scopes(s)
+    vocabulary = scale._vocabulary(s)
     gen = synth.Generator(
-        scale._vocabulary(s), clusters=s.clusters or max(16, s.fragments // 500), seed=s.seed
+        vocabulary, clusters=s.clusters or max(16, s.fragments // 500), seed=s.seed
     )
     with psycopg.connect(dsn, autocommit=True) as conn, tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
@@ -191,6 +192,9 @@ def load(dsn: str, s: scale.Settings, principals: Principals) -> dict[str, Any]:
             )
 
         loaded = scale._parallel(dsn, plans, s.threads, put_fragments)
+    # The words the text was drawn from: the datasets' SciFact frequencies, or a Zipf
+    # vocabulary where they are not found (a different corpus: its bytes do not compare).
+    loaded["vocabulary"] = vocabulary.source
     loaded["planned"] = sum(p.rows for p in plans)
     loaded["largest_scopes"] = sorted((p.rows for p in plans), reverse=True)[:6]
     return loaded

@@ -223,11 +223,19 @@ COMMENT ON TABLE pyretrieve.lexical_blocks IS
 -- and compaction deleted (a 200,000-fragment load left the blocks' heap at 504 MB for 81 MB
 -- of live rows, evals/bench/lexical-storage-*.json). The leg reads pending pages as any page;
 -- compaction merges them into their buckets' pages.
+-- Where a group of 16 buckets (16g to 16g + 15) holds fewer than 1,024 small postings of a
+-- classification, its lexemes share one page instead, keyed by bucket 256 + g: in a scope of a
+-- few hundred fragments a bucket's page held about 30 postings, and the rows' own bytes (their
+-- header, keys, ranges and array headers) were two thirds of its small lists (61.6 MB for 3.1
+-- million postings in 202 such scopes, evals/bench/lexical-storage-0058-200k.json). A term's
+-- pages are those of its bucket and of its group, and compaction rewrites a group whole, so it
+-- decides which of the two its group keeps from all of the group's postings.
 CREATE SEQUENCE pyretrieve.lexical_page_seq AS bigint;
 CREATE TABLE pyretrieve.lexical_pages (
     workspace_id    pyretrieve.identifier NOT NULL,
     project_id      pyretrieve.identifier NOT NULL,
-    bucket          smallint NOT NULL CHECK (bucket BETWEEN 0 AND 255),
+    -- 0 to 255: a bucket's own pages; 256 + g: the pages of group g's 16 buckets.
+    bucket          smallint NOT NULL CHECK (bucket BETWEEN 0 AND 271),
     classification  pyretrieve.classification NOT NULL,
     page            bigint NOT NULL DEFAULT nextval('pyretrieve.lexical_page_seq'),
     first_lexeme    text NOT NULL,
@@ -251,7 +259,7 @@ CREATE TABLE pyretrieve.lexical_pages (
     CHECK (cardinality(entries) = postings AND cardinality(starts) = cardinality(lexemes))
 );
 COMMENT ON TABLE pyretrieve.lexical_pages IS
-    'The lexical index''s small lists: per scope, lexeme bucket and classification, pages holding the postings of lexemes with fewer than 128 (the lexemes in bytewise order, where each one''s postings start, the entries packed as in lexical_blocks), with their lexeme, document-number and time ranges; written by a scope''s first write, by bulk writes (pending, until compaction merges them) and by compact_lexical_index.';
+    'The lexical index''s small lists: per scope, lexeme bucket (0 to 255; or 256 + g for a group of 16 buckets whose small lists hold fewer than 1,024 postings) and classification, pages holding the postings of lexemes with fewer than 128 (the lexemes in bytewise order, where each one''s postings start, the entries packed as in lexical_blocks), with their lexeme, document-number and time ranges; written by a scope''s first write, by bulk writes (pending, until compaction merges them) and by compact_lexical_index.';
 
 -- Postings of fragments that left the active set (superseded, retracted) and are still inside a
 -- block, because another writer held the block when they left, or inside a page. A block (or a

@@ -319,11 +319,35 @@ AS $$
     SELECT get_byte(sha256(convert_to(p_lexeme, 'UTF8')), 0)::smallint
 $$;
 
+-- The page keys (lexical_pages.bucket) whose pages may hold lexemes of a page key's: of a
+-- bucket (0 to 255), its own and its group's (256 + bucket / 16); of a group (256 + g), its own
+-- and its 16 buckets' (16g to 16g + 15).
+CREATE FUNCTION pyretrieve.lexical_page_keys(p_key smallint)
+RETURNS smallint[]
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN p_key < 256 THEN ARRAY[p_key, (256 + (p_key >> 4))::smallint]
+                ELSE p_key || ARRAY(SELECT k::smallint
+                                      FROM generate_series((p_key - 256) * 16, (p_key - 256) * 16 + 15) AS k)
+           END
+$$;
+
+-- A page key's group of 16 buckets: a bucket's (bucket / 16), a group's own (key - 256).
+CREATE FUNCTION pyretrieve.lexical_page_group(p_key smallint)
+RETURNS smallint
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN p_key < 256 THEN p_key >> 4 ELSE p_key - 256 END::smallint
+$$;
+
 -- Writes lists of postings into a scope's lexical index, each (lexeme, classification) once,
 -- its entries in document-number order: a list of 128 or more (every list, with p_pages false:
 -- a write's lists waiting for compaction) in blocks of 128 (each with its
 -- count, largest tf, smallest length, document-number range and the time range of its sources),
--- the others packed into pages of about 1,024 postings per bucket and classification, in
+-- the others packed into pages of about 1,024 postings per bucket and classification (per
+-- group of 16 buckets where the group's lists here hold fewer than 1,024), in
 -- bytewise lexeme order (a page closes once 1,024 postings precede the next lexeme), each with
 -- where its lexemes start and the time range of their sources. Compaction writes what it takes
 -- back through here, and so does every write of postings (into pages only when the scope's
@@ -361,13 +385,22 @@ BEGIN
                                FROM unnest(c.e) AS x(v)) s
          WHERE g.n >= 128 OR NOT p_pages
         RETURNING 1
+    ), slotted AS (
+        -- Each small lexeme's page key: its group's (256 + bucket / 16) where the small lists
+        -- written here of its group and classification hold fewer than 1,024 postings, else its
+        -- bucket's. Compaction writes a group whole, so it decides from the group's postings.
+        SELECT g.classification, g.lexeme, g.min_observed_at, g.max_observed_at,
+               g.min_expires_at, g.max_expires_at, g.entries, g.n,
+               CASE WHEN sum(g.n) OVER (PARTITION BY g.classification, g.bucket >> 4) < 1024
+                    THEN (256 + (g.bucket >> 4))::smallint ELSE g.bucket END AS bucket
+          FROM grouped g
+         WHERE g.n < 128 AND p_pages
     ), placed AS (
-        -- Each small lexeme's page in its bucket and where its postings start there.
+        -- Each small lexeme's page under its key and where its postings start there.
         SELECT p.*, p.before / 1024 AS page_no
-          FROM (SELECT g.*, sum(g.n) OVER (PARTITION BY g.classification, g.bucket
-                                           ORDER BY g.lexeme COLLATE "C") - g.n AS before
-                  FROM grouped g
-                 WHERE g.n < 128 AND p_pages) p
+          FROM (SELECT s.*, sum(s.n) OVER (PARTITION BY s.classification, s.bucket
+                                           ORDER BY s.lexeme COLLATE "C") - s.n AS before
+                  FROM slotted s) p
     ), paged AS (
         SELECT p.*, (p.before - min(p.before) OVER (PARTITION BY p.classification, p.bucket, p.page_no))::integer + 1
                         AS start
@@ -407,9 +440,10 @@ END;
 $$;
 
 -- A scope's pages (of the classifications up to p_ceiling) whose lexeme range meets that of
--- another page of their bucket and classification: written by two first writes at once, or two
+-- another page that may hold lexemes of the same bucket and classification (of its bucket, or a
+-- group's page and a page of one of its buckets): written by two first writes at once, or two
 -- compactions at once. The leg reads them all, so they are correct; compaction counts their
--- postings as waiting and rewrites their buckets, so they do not stay. Pending pages (a bulk
+-- postings as waiting and rewrites their groups, so they do not stay. Pending pages (a bulk
 -- write's) are counted on their own, and are left out here on both sides: a bulk write's page
 -- overlaps its bucket's pages as a rule, and counting those would count every page.
 CREATE FUNCTION pyretrieve.overlapping_pages(
@@ -425,7 +459,8 @@ BEGIN ATOMIC
        AND NOT p.pending
        AND EXISTS (SELECT 1 FROM pyretrieve.lexical_pages o
                     WHERE o.workspace_id = p.workspace_id AND o.project_id = p.project_id
-                      AND o.bucket = p.bucket AND o.classification = p.classification
+                      AND o.bucket = ANY (pyretrieve.lexical_page_keys(p.bucket))
+                      AND o.classification = p.classification
                       AND o.page <> p.page AND NOT o.pending
                       AND o.first_lexeme COLLATE "C" <= p.last_lexeme
                       AND p.first_lexeme COLLATE "C" <= o.last_lexeme);
@@ -433,12 +468,13 @@ END;
 
 -- Moves a scope's small lists into pages (lexical_pages), for the classifications up to
 -- p_ceiling. A small lexeme is one whose blocks in a classification are all not full; the
--- buckets rewritten are those holding one, or a tombstone. In each, the pages no other
--- transaction holds are taken with the small lexemes' blocks (FOR UPDATE SKIP LOCKED: a bucket
--- with a page held elsewhere is left for a later run, a block held elsewhere stays a block), and
--- their postings, less the tombstoned ones (whose tombstones go), are written again: a lexeme
--- with 128 or more in blocks of 128, the others packed into pages of about 1,024 postings in
--- bytewise lexeme order. A page's time range spans its lexemes' sources' ranges (a superset's
+-- groups of 16 buckets rewritten are those holding one, or a tombstone, or pages to merge. In
+-- each, the pages no other transaction holds are taken with the small lexemes' blocks (FOR
+-- UPDATE SKIP LOCKED: a group with a page held elsewhere is left for a later run, a block held
+-- elsewhere stays a block), and their postings, less the tombstoned ones (whose tombstones go),
+-- are written again: a lexeme with 128 or more in blocks of 128, the others packed into pages of
+-- about 1,024 postings in bytewise lexeme order, one page of the group's own where they are
+-- fewer than 1,024. A page's time range spans its lexemes' sources' ranges (a superset's
 -- range still bounds its fragments). Returns the rows read and written and the postings moved.
 CREATE FUNCTION pyretrieve.compact_lexical_postings(
     p_workspace text, p_project text, p_ceiling pyretrieve.classification)
@@ -476,12 +512,14 @@ BEGIN
             OFFSET 0) s
      WHERE NOT s.full_block;
 
-    -- The buckets to rewrite (of a small lexeme, of a tombstone, with pages that overlap, or
-    -- with a bulk write's pending pages),
-    -- the pages of each that no other transaction holds (taken), and the buckets with a page
-    -- held elsewhere (left alone).
+    -- The groups of 16 buckets to rewrite (of a small lexeme, of a tombstone, with pages that
+    -- overlap, with a bulk write's pending pages, or whose pages are not as a compaction leaves
+    -- them: one page of the group's own where its postings are fewer than 1,024, else none),
+    -- the pages of each that no other transaction holds (taken), and the groups with a page held
+    -- elsewhere (left alone). A group is rewritten whole, its buckets' pages and its own, so
+    -- that the write sees all of its postings to choose between the two.
     WITH wanted AS (
-        SELECT DISTINCT x.classification, x.bucket
+        SELECT DISTINCT x.classification, pyretrieve.lexical_page_group(x.bucket) AS grp
           FROM (SELECT u.classification, u.bucket FROM unnest(v_classes, v_buckets) AS u(classification, bucket)
                 UNION ALL
                 SELECT t.classification, pyretrieve.lexeme_bucket(t.lexeme)
@@ -495,31 +533,43 @@ BEGIN
                 SELECT p.classification, p.bucket
                   FROM pyretrieve.lexical_pages p
                  WHERE p.workspace_id = p_workspace AND p.project_id = p_project
-                   AND p.classification <= p_ceiling AND p.pending) x
+                   AND p.classification <= p_ceiling AND p.pending
+                UNION ALL
+                SELECT c.classification, (256 + c.grp)::smallint
+                  FROM (SELECT p.classification, pyretrieve.lexical_page_group(p.bucket) AS grp,
+                               sum(p.postings) AS n, count(*) AS pages,
+                               count(*) FILTER (WHERE p.bucket >= 256) AS own
+                          FROM pyretrieve.lexical_pages p
+                         WHERE p.workspace_id = p_workspace AND p.project_id = p_project
+                           AND p.classification <= p_ceiling AND NOT p.pending
+                         GROUP BY 1, 2) c
+                 WHERE CASE WHEN c.n < 1024 THEN c.pages > 1 OR c.own = 0 ELSE c.own > 0 END) x
     ), seen AS MATERIALIZED (
-        SELECT w.classification, w.bucket, c.pages, t.page
+        SELECT w.classification, w.grp, c.pages, t.page
           FROM wanted w
          CROSS JOIN LATERAL (
                SELECT count(*) AS pages FROM pyretrieve.lexical_pages p
                 WHERE p.workspace_id = p_workspace AND p.project_id = p_project
-                  AND p.bucket = w.bucket AND p.classification = w.classification) c
+                  AND p.bucket = ANY (pyretrieve.lexical_page_keys((256 + w.grp)::smallint))
+                  AND p.classification = w.classification) c
           LEFT JOIN LATERAL (
                SELECT p.ctid AS page FROM pyretrieve.lexical_pages p
                 WHERE p.workspace_id = p_workspace AND p.project_id = p_project
-                  AND p.bucket = w.bucket AND p.classification = w.classification
+                  AND p.bucket = ANY (pyretrieve.lexical_page_keys((256 + w.grp)::smallint))
+                  AND p.classification = w.classification
                   FOR UPDATE SKIP LOCKED) t ON true
-    ), bucket AS (
-        SELECT s.classification, s.bucket, count(s.page) < max(s.pages) AS held,
+    ), grouped AS (
+        SELECT s.classification, s.grp, count(s.page) < max(s.pages) AS held,
                array_agg(s.page) FILTER (WHERE s.page IS NOT NULL) AS pages
           FROM seen s
-         GROUP BY s.classification, s.bucket
+         GROUP BY s.classification, s.grp
     )
-    SELECT (SELECT array_agg(u.page) FROM bucket k CROSS JOIN LATERAL unnest(k.pages) AS u(page)
+    SELECT (SELECT array_agg(u.page) FROM grouped k CROSS JOIN LATERAL unnest(k.pages) AS u(page)
              WHERE NOT k.held),
-           (SELECT array_agg(k.classification::text || '/' || k.bucket) FROM bucket k WHERE k.held)
+           (SELECT array_agg(k.classification::text || '/' || k.grp) FROM grouped k WHERE k.held)
       INTO v_pages, v_held;
 
-    -- The small lexemes' blocks not full in the buckets taken, as far as no other transaction
+    -- The small lexemes' blocks not full in the groups taken, as far as no other transaction
     -- holds them: one read of the scope's blocks not full (the partial index) against the
     -- lexemes, where a probe per lexeme cost three times as much after a first load.
     SELECT array_agg(b.ctid) INTO v_blocks
@@ -531,7 +581,8 @@ BEGIN
                      SELECT c.classification, c.lexeme
                        FROM unnest(v_classes, v_lexemes, v_buckets) AS c(classification, lexeme, bucket)
                       WHERE v_held IS NULL
-                         OR NOT (c.classification::text || '/' || c.bucket = ANY (v_held)))
+                         OR NOT (c.classification::text || '/' || pyretrieve.lexical_page_group(c.bucket)
+                                 = ANY (v_held)))
                FOR UPDATE OF b SKIP LOCKED) b;
 
     WITH gone_pages AS (

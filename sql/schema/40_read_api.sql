@@ -302,9 +302,11 @@ BEGIN
     RETURN QUERY
     WITH ql AS MATERIALIZED (
         -- The query's lexemes, numbered in bytewise order (the order every sum runs in), each
-        -- with its tombstones' document numbers (one probe of their key per term).
+        -- with the keys of the pages that may hold its small list (lexical_page_keys of its
+        -- bucket: the bucket's own and its group's, 256 + bucket / 16) and its tombstones'
+        -- document numbers (one probe of their key per term).
         SELECT q.lexeme, q.qtf, (row_number() OVER (ORDER BY q.lexeme COLLATE "C"))::integer AS ti,
-               pyretrieve.lexeme_bucket(q.lexeme) AS bucket,
+               ARRAY[k.bucket, (256 + (k.bucket >> 4))::smallint] AS keys,
                (SELECT array_agg(x.docno ORDER BY x.docno)
                   FROM pyretrieve.lexical_tombstones x
                  WHERE x.workspace_id = d.workspace_id AND x.project_id = d.project_id
@@ -314,6 +316,7 @@ BEGIN
                  CROSS JOIN LATERAL unnest(to_tsvector(c.ts_config, p_query)) AS u
                  WHERE c.workspace_id = d.workspace_id AND c.project_id = d.project_id
                  GROUP BY u.lexeme) q
+         CROSS JOIN LATERAL (SELECT pyretrieve.lexeme_bucket(q.lexeme) AS bucket OFFSET 0) k
     ), st AS MATERIALIZED (
         -- The admitted fragments' count and average length, from the statistics log: a few rows
         -- per writing statement rather than one index entry per fragment. The average is the
@@ -366,7 +369,7 @@ BEGIN
                       SELECT p.entries[p.starts[i.i] : coalesce(p.starts[i.i + 1] - 1, p.postings)] AS e
                       OFFSET 0) x
                 WHERE p.workspace_id = d.workspace_id AND p.project_id = d.project_id
-                  AND p.bucket = ql.bucket
+                  AND p.bucket = ANY (ql.keys)
                   AND p.classification <= d.ceiling
                   AND ql.lexeme COLLATE "C" BETWEEN p.first_lexeme AND p.last_lexeme
                   AND p.min_observed_at <= d.evaluated_at

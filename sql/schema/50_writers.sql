@@ -271,12 +271,14 @@ BEGIN
           FROM pyretrieve.lexical_pages p
          WHERE p.workspace_id = p_workspace AND p.project_id = p_project
            AND p.classification <= v_ceiling;
+        -- The most pending pages a term reads: of its bucket, and of its bucket's group.
         SELECT coalesce(max(c.pages), 0) INTO v_most_pending
           FROM (SELECT count(*) AS pages
                   FROM pyretrieve.lexical_pages p
+                 CROSS JOIN LATERAL unnest(pyretrieve.lexical_page_keys(p.bucket)) AS k(bucket)
                  WHERE p.workspace_id = p_workspace AND p.project_id = p_project
-                   AND p.classification <= v_ceiling AND p.pending
-                 GROUP BY p.classification, p.bucket) c;
+                   AND p.classification <= v_ceiling AND p.pending AND k.bucket < 256
+                 GROUP BY p.classification, k.bucket) c;
         IF v_small + v_pending < p_min_share * v_paged AND v_most_pending < 16 THEN
             RETURN QUERY SELECT 0, 0, 0;
             RETURN;
@@ -287,7 +289,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION pyretrieve.compact_lexical_index(text, text, double precision) IS
-    'Compact the write scope''s lexical index, for the writer''s classifications: the postings of lexemes with fewer than 128 in a classification move from their blocks into pages shared by the lexemes of a bucket (a row per rare lexeme is most of the index otherwise), lexemes that reached 128 move back to blocks, tombstoned postings of the rewritten pages go, and pages that overlap, and the pending pages of bulk writes, are merged into their buckets'' pages. Rows another transaction holds are left for a later run (it never waits on a writer). p_min_share > 0 compacts only when the postings in blocks not full, the tombstones, the postings of pages whose lexeme range meets another''s in their bucket (two first writes at once) and those of pending pages are at least that share of the postings in the other pages, or when a bucket holds 16 pending pages, else returns zeros (the Ingestor runs it with 1 after each ingest run and every 16 batches of one, so a growing scope rewrites each posting a bounded number of times); 0, the default, always compacts. Raises PR010 for a share that is negative, infinite or not a number. Returns the rows read and written and the postings moved. Searches return the same rows, scores and terms before and after. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
+    'Compact the write scope''s lexical index, for the writer''s classifications: the postings of lexemes with fewer than 128 in a classification move from their blocks into pages shared by the lexemes of a bucket (a row per rare lexeme is most of the index otherwise), lexemes that reached 128 move back to blocks, tombstoned postings of the rewritten pages go, and pages that overlap, and the pending pages of bulk writes, are merged into their buckets'' pages (a group of 16 buckets whose small lists hold fewer than 1,024 postings shares one page). Rows another transaction holds are left for a later run (it never waits on a writer). p_min_share > 0 compacts only when the postings in blocks not full, the tombstones, the postings of pages whose lexeme range meets another''s in their bucket (two first writes at once) and those of pending pages are at least that share of the postings in the other pages, or when a term would read 16 pending pages (of its bucket and of its bucket''s group of 16), else returns zeros (the Ingestor runs it with 1 after each ingest run and every 16 batches of one, so a growing scope rewrites each posting a bounded number of times); 0, the default, always compacts. Raises PR010 for a share that is negative, infinite or not a number. Returns the rows read and written and the postings moved. Searches return the same rows, scores and terms before and after. SECURITY DEFINER (runs as pyretrieve_api): principals reach the tables only through the SQL API.';
 
 CREATE FUNCTION pyretrieve.put_embedding(
     p_workspace text,

@@ -512,7 +512,11 @@ LEXICAL_INDEX_CHECKS = {
                SELECT bool_and(l.lexeme COLLATE "C" > coalesce(l.prev, '') COLLATE "C"
                                AND l.start = coalesce(l.prev_end, 0) + 1
                                AND l.stop >= l.start AND l.stop - l.start < 127
-                               AND pyretrieve.lexeme_bucket(l.lexeme) = p.bucket) AS ok,
+                               -- A bucket's page (0 to 255), or its group's (256 + g).
+                               AND CASE WHEN p.bucket < 256
+                                        THEN pyretrieve.lexeme_bucket(l.lexeme) = p.bucket
+                                        ELSE pyretrieve.lexeme_bucket(l.lexeme) >> 4 = p.bucket - 256
+                                   END) AS ok,
                       max(l.stop) AS last_stop
                  FROM (SELECT t.lexeme, t.start,
                               coalesce(p.starts[t.n + 1] - 1, p.postings) AS stop,

@@ -166,9 +166,34 @@ def test_the_lexical_index_sizes_are_the_contracts(catalog: dict[str, str]) -> N
         contract.LEXICAL_BULK_POSTINGS
     }
     assert _numbers(r"count\(t\.entry\) >= (\d+)", writes) == {block}
+    # A page's key: a bucket's (0 to 255), or a group's of 16 buckets (256 + g).
+    groups = contract.LEXICAL_BUCKETS // contract.LEXICAL_BUCKET_GROUP
     assert _numbers(r"bucket <= (\d+)", catalog["check:lexical_pages"]) == {
-        contract.LEXICAL_BUCKETS - 1
+        contract.LEXICAL_BUCKETS + groups - 1
     }
+    shift = contract.LEXICAL_BUCKET_GROUP.bit_length() - 1
+    assert 2**shift == contract.LEXICAL_BUCKET_GROUP
+    keys = catalog["function:lexical_page_keys"]
+    assert _numbers(r">> (\d+)", keys) == {shift}
+    assert _numbers(r"\* (\d+)", keys) == {contract.LEXICAL_BUCKET_GROUP}
+    assert _numbers(r"\+ (\d+)\)", keys) == {contract.LEXICAL_BUCKET_GROUP - 1}
+    assert _numbers(r"\((\d+) \+", keys) | _numbers(r"p_key [<-] (\d+)", keys) == {
+        contract.LEXICAL_BUCKETS
+    }
+    group = catalog["function:lexical_page_group"]
+    assert _numbers(r">> (\d+)", group) == {shift}
+    assert _numbers(r"p_key [<-] (\d+)", group) == {contract.LEXICAL_BUCKETS}
+    # The writer keys a group's page as the helpers do, below a page's postings; the leg reads
+    # a term's pages under the same two keys.
+    assert _numbers(r"bucket >> (\d+)", lists) == {shift}
+    assert _numbers(r"(\d+) \+ \(g\.bucket", lists) == {contract.LEXICAL_BUCKETS}
+    assert _numbers(r"bucket >> \d+\) < (\d+)", lists) == {contract.LEXICAL_PAGE_POSTINGS}
+    leg = catalog["function:lexical_candidates"]
+    assert _numbers(r"\((\d+) \+ \(k\.bucket >> \d+\)\)", leg) == {contract.LEXICAL_BUCKETS}
+    assert _numbers(r"\(k\.bucket >> (\d+)\)", leg) == {shift}
+    compacts_groups = catalog["function:compact_lexical_postings"]
+    assert _numbers(r"c\.n < (\d+)", compacts_groups) == {contract.LEXICAL_PAGE_POSTINGS}
+    assert _numbers(r"(\d+) \+ c\.grp", compacts_groups) == {contract.LEXICAL_BUCKETS}
     # The bucket is one byte of a digest: 256 values exactly.
     assert "get_byte(sha256(" in _flat(catalog["function:lexeme_bucket"])
     assert contract.LEXICAL_BUCKETS == 2**8

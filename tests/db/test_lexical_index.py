@@ -10,7 +10,13 @@ from typing import Any
 import psycopg
 import pytest
 
-from pyretrieve.contract import LEXICAL_BULK_POSTINGS, LEXICAL_MAX_PENDING_PAGES
+from pyretrieve.contract import (
+    LEXICAL_BUCKET_GROUP,
+    LEXICAL_BUCKETS,
+    LEXICAL_BULK_POSTINGS,
+    LEXICAL_MAX_PENDING_PAGES,
+    LEXICAL_PAGE_POSTINGS,
+)
 from tests.conftest import Database, acting_as, role, rows_read
 from tests.db.seed import (
     RAW_LEXICAL_ENTRIES,
@@ -963,3 +969,100 @@ def test_a_block_admitted_but_for_its_tombstones_is_read_without_its_fragments(
     compact(conn)
     assert tombstones(db) == 0
     assert [*legs(conn), lexical(conn, query)] == held
+
+
+def _word(n: int) -> str:
+    """A word of its own for each number, letters only (no stem of one is another's)."""
+    letters = "bcdfghjklmnpqrstvwxz"
+    out = ""
+    while True:
+        n, r = divmod(n, len(letters))
+        out += letters[r]
+        if n == 0:
+            return "qu" + out + "o"
+
+
+def groups(db: Database) -> dict[tuple[str, int], tuple[int, int, int]]:
+    """Per classification and group of 16 buckets of acme/docs, its pages that are not pending:
+    (postings, pages, pages under the group's own key)."""
+    with db.admin() as admin:
+        rows = admin.execute(
+            "SELECT classification::text AS cls, pyretrieve.lexical_page_group(bucket) AS g,"
+            "       sum(postings) AS n, count(*) AS pages, count(*) FILTER (WHERE bucket >= %s) AS own"
+            "  FROM pyretrieve.lexical_pages"
+            " WHERE workspace_id = 'acme' AND project_id = 'docs' AND NOT pending"
+            " GROUP BY 1, 2",
+            (LEXICAL_BUCKETS,),
+        ).fetchall()
+    return {(r["cls"], int(r["g"])): (int(r["n"]), int(r["pages"]), int(r["own"])) for r in rows}
+
+
+def as_compaction_leaves_them(layout: dict[tuple[str, int], tuple[int, int, int]]) -> bool:
+    """One page of the group's own where its postings are fewer than a page's, else none."""
+    return all(
+        (pages, own) == (1, 1) if n < LEXICAL_PAGE_POSTINGS else own == 0
+        for n, pages, own in layout.values()
+    )
+
+
+def test_a_group_with_few_small_postings_shares_one_page_and_splits_as_it_grows(
+    db: Database, conn: Conn
+) -> None:
+    """Since 0059 a group of 16 buckets whose small lists of a classification hold fewer than
+    1,024 postings keeps them in one page under its own key (256 + group), not in a page per
+    bucket of a few postings each. A first write into a small scope writes one page per group;
+    once a group holds 1,024 or more, compaction writes its buckets' pages instead (and no page
+    of the group's own), and once retracts bring it below again, one page of its own. Through
+    every step the index is exact, the leg equals an independent BM25, and compaction changes
+    no row, score or term (the leg's best 100 are an independent BM25's)."""
+    setup(conn, corpus=())
+    queries = [f"{_word(3)} {_word(700)} {_word(4500)} okapi", f"okapi {_word(12)}"]
+
+    def rows(first: int, n: int) -> list[dict[str, Any]]:
+        # Ten words of its own for each row, and okapi in every one.
+        words = lambda i: " ".join(_word(10 * i + k) for k in range(10))  # noqa: E731
+        return [row(i, f"okapi {words(i)}") for i in range(first, first + n)]
+
+    with acting_as(conn, "wally"):
+        small = call_batch(conn, rows(0, 60))
+    layout = groups(db)
+    assert errors(db) == {}
+    # 660 small postings (okapi's 60 among them): a page of its own for each group, none per
+    # bucket.
+    assert len(layout) == LEXICAL_BUCKETS // LEXICAL_BUCKET_GROUP
+    assert sum(n for n, _, _ in layout.values()) == 660
+    assert as_compaction_leaves_them(layout)
+    assert {own for _, _, own in layout.values()} == {1}
+    for q in queries:
+        matches_python_bm25_top(conn, q)
+    assert compact(conn, min_share=0.01) == (0, 0, 0)  # nothing to merge
+
+    with acting_as(conn, "wally"):
+        grown = call_batch(conn, rows(60, 2000))  # a bulk write: pending pages
+    assert errors(db) == {}
+    before = [lexical(conn, q) for q in queries]
+    assert compact(conn)[0] > 0
+    layout = groups(db)
+    assert errors(db) == {}
+    assert as_compaction_leaves_them(layout)
+    assert min(n for n, _, _ in layout.values()) >= LEXICAL_PAGE_POSTINGS  # every group split
+    assert {own for _, _, own in layout.values()} == {0}
+    assert [lexical(conn, q) for q in queries] == before
+    for q in queries:
+        matches_python_bm25_top(conn, q)
+
+    with acting_as(conn, "wally"):
+        for r in [*small, *grown][:1300]:
+            conn.execute(
+                "SELECT pyretrieve.retract_fragment('acme', 'docs', %s)", (r["fragment_id"],)
+            )
+    before = [lexical(conn, q) for q in queries]
+    assert compact(conn)[0] > 0
+    layout = groups(db)
+    assert errors(db) == {}
+    assert tombstones(db) == 0
+    assert as_compaction_leaves_them(layout)
+    assert {own for _, _, own in layout.values()} == {1}  # 7,600 small postings left
+    assert [lexical(conn, q) for q in queries] == before
+    for q in queries:
+        matches_python_bm25_top(conn, q)

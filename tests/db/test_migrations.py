@@ -1567,3 +1567,56 @@ def test_upgrading_to_0036_keeps_every_search_explanation(server: Server, templa
         migrate.downgrade(dsn, "pyretrieve_0035")
         with psycopg.connect(app, autocommit=True) as conn:
             assert _zebra_search(conn) == before
+
+
+def _page_keys(dsn: str) -> dict[str, int]:
+    """Pages under a bucket's key and under a group's, and postings in pages (superuser)."""
+    with psycopg.connect(dsn, row_factory=psycopg.rows.dict_row) as admin:
+        got = admin.execute(
+            "SELECT count(*) FILTER (WHERE bucket < 256) AS buckets,"
+            "       count(*) FILTER (WHERE bucket >= 256) AS groups,"
+            "       coalesce(sum(postings), 0) AS postings"
+            "  FROM pyretrieve.lexical_pages"
+        ).fetchone()
+    assert got is not None
+    return {k: int(v) for k, v in got.items()}
+
+
+def test_upgrading_to_0059_merges_each_small_group_into_one_page_and_keeps_every_score(
+    server: Server, template_db: str
+) -> None:
+    """0059 keeps a group of 16 buckets' small lists in one page of its own where they hold
+    fewer than 1,024 postings: the upgrade compacts every scope, after which the zebra scopes'
+    pages are the groups' own, fewer than the buckets' they replace, with the same postings, the
+    index exact and every row, score and term of the lexical leg 0058's; the downgrade writes
+    them back as the buckets' pages, the same rows again."""
+    from tests.db.seed import lexical_index_errors
+
+    with _zebra_database(server, "pyretrieve_0058") as (dsn, app):
+        with psycopg.connect(app, autocommit=True) as conn:
+            # Compacted at 0058: every small list in its bucket's pages.
+            with acting_as(conn, "wally"):
+                for project in ("docs", "wiki"):
+                    conn.execute("SELECT pyretrieve.compact_lexical_index('acme', %s)", (project,))
+            before = _zebra_leg(conn)
+        assert len(before) > 20
+        old = _page_keys(dsn)
+        assert old["groups"] == 0
+        assert old["buckets"] > 0
+        migrate.upgrade(dsn, "pyretrieve_0059")
+        new = _page_keys(dsn)
+        assert new["buckets"] == 0
+        assert 0 < new["groups"] < old["buckets"]
+        assert new["postings"] == old["postings"]
+        with psycopg.connect(dsn, row_factory=psycopg.rows.dict_row) as admin:
+            assert lexical_index_errors(admin) == {}
+        with psycopg.connect(app, autocommit=True) as conn:
+            assert _zebra_leg(conn) == before
+        migrate.downgrade(dsn, "pyretrieve_0058")
+        back = _page_keys(dsn)
+        assert back["groups"] == 0
+        assert back["postings"] == old["postings"]
+        with psycopg.connect(dsn, row_factory=psycopg.rows.dict_row) as admin:
+            assert lexical_index_errors(admin) == {}
+        with psycopg.connect(app, autocommit=True) as conn:
+            assert _zebra_leg(conn) == before

@@ -308,7 +308,8 @@ def test_the_lexical_leg_reads_the_blocks_of_the_query_terms_only(
     """The lexical index is read through its keys, once per query term, bounded by scope and
     term: the plan reads the blocks of the query's terms and no other (a block holds up to 128
     postings, so a term's blocks are a few rows where its postings were as many rows), and the
-    pages of the terms' buckets and no other (a rare term's small list is a slice of one);
+    pages of the terms' buckets and of their groups of 16 and no other (a rare term's small
+    list is a slice of one);
     each term's tombstones are one probe of their key; and fragments are read only for the
     rows the leg returns, each by its document number."""
     terms = ["topic5", "document", *paged_lexemes(corpus, scope, 1)]
@@ -332,7 +333,8 @@ def test_the_lexical_leg_reads_the_blocks_of_the_query_terms_only(
         buckets = admin.execute(
             "SELECT count(*) AS n FROM pyretrieve.lexical_pages"
             " WHERE workspace_id = %s AND project_id = %s"
-            "   AND bucket IN (SELECT pyretrieve.lexeme_bucket(t) FROM unnest(%s::text[]) t)",
+            "   AND bucket IN (SELECT unnest(pyretrieve.lexical_page_keys(pyretrieve.lexeme_bucket(t)))"
+            "                    FROM unnest(%s::text[]) t)",
             (*scope, terms),
         ).fetchone()
     assert held is not None
@@ -344,7 +346,7 @@ def test_the_lexical_leg_reads_the_blocks_of_the_query_terms_only(
     for column in ("workspace_id", "project_id", "bucket"):
         assert column in cond, cond
     assert page_scan["Actual Loops"] == len(terms)
-    # The rare term's page at least, and no page outside the terms' buckets.
+    # The rare term's page at least, and no page outside the terms' buckets and their groups.
     assert 0 < round(page_scan["Actual Rows"] * page_scan["Actual Loops"]) <= buckets["n"]
     tombstones = [n for n in every if n.get("Relation Name") == "lexical_tombstones"]
     assert [n["Actual Loops"] for n in tombstones] == [len(terms)]  # one read per term
