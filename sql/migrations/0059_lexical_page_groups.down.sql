@@ -6,8 +6,6 @@ GRANT USAGE, CREATE ON SCHEMA pyretrieve TO pyretrieve_api;
 SET LOCAL ROLE pyretrieve_owner;
 SET LOCAL search_path = pg_catalog, pg_temp;
 
-DROP FUNCTION pyretrieve.lexical_page_group(smallint) CASCADE;
-DROP FUNCTION pyretrieve.lexical_page_keys(smallint) CASCADE;
 CREATE OR REPLACE FUNCTION pyretrieve.compact_lexical_postings(p_workspace text, p_project text, p_ceiling pyretrieve.classification)
  RETURNS TABLE(rows_read integer, rows_written integer, postings integer)
  LANGUAGE plpgsql

@@ -14,31 +14,6 @@ GRANT USAGE, CREATE ON SCHEMA pyretrieve TO pyretrieve_api;
 SET LOCAL ROLE pyretrieve_owner;
 SET LOCAL search_path = pg_catalog, pg_temp;
 
-CREATE OR REPLACE FUNCTION pyretrieve.lexical_page_keys(p_key smallint)
- RETURNS smallint[]
- LANGUAGE sql
- IMMUTABLE PARALLEL SAFE STRICT
- SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$
-    SELECT CASE WHEN p_key < 256 THEN ARRAY[p_key, (256 + (p_key >> 4))::smallint]
-                ELSE p_key || ARRAY(SELECT k::smallint
-                                      FROM generate_series((p_key - 256) * 16, (p_key - 256) * 16 + 15) AS k)
-           END
-$function$;
-COMMENT ON FUNCTION pyretrieve.lexical_page_keys(smallint) IS NULL;
-REVOKE ALL ON FUNCTION pyretrieve.lexical_page_keys(smallint) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION pyretrieve.lexical_page_keys(smallint) TO pyretrieve_api;
-CREATE OR REPLACE FUNCTION pyretrieve.lexical_page_group(p_key smallint)
- RETURNS smallint
- LANGUAGE sql
- IMMUTABLE PARALLEL SAFE STRICT
- SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$
-    SELECT CASE WHEN p_key < 256 THEN p_key >> 4 ELSE p_key - 256 END::smallint
-$function$;
-COMMENT ON FUNCTION pyretrieve.lexical_page_group(smallint) IS NULL;
-REVOKE ALL ON FUNCTION pyretrieve.lexical_page_group(smallint) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION pyretrieve.lexical_page_group(smallint) TO pyretrieve_api;
 CREATE OR REPLACE FUNCTION pyretrieve.write_lexical_lists(p_workspace text, p_project text, p_lists pyretrieve.lexical_list[], p_pages boolean DEFAULT true, p_pending boolean DEFAULT false)
  RETURNS integer
  LANGUAGE plpgsql
@@ -137,7 +112,15 @@ BEGIN ATOMIC
     FROM pyretrieve.lexical_pages p
    WHERE (((p.workspace_id)::text = overlapping_pages.p_workspace) AND ((p.project_id)::text = overlapping_pages.p_project) AND (p.classification <= overlapping_pages.p_ceiling) AND (NOT p.pending) AND (EXISTS ( SELECT 1
             FROM pyretrieve.lexical_pages o
-           WHERE (((o.workspace_id)::text = (p.workspace_id)::text) AND ((o.project_id)::text = (p.project_id)::text) AND (o.bucket = ANY (pyretrieve.lexical_page_keys(p.bucket))) AND (o.classification = p.classification) AND (o.page <> p.page) AND (NOT o.pending) AND ((o.first_lexeme COLLATE "C") <= p.last_lexeme) AND ((p.first_lexeme COLLATE "C") <= o.last_lexeme)))));
+           WHERE (((o.workspace_id)::text = (p.workspace_id)::text) AND ((o.project_id)::text = (p.project_id)::text) AND (
+                 CASE
+                     WHEN (o.bucket < 256) THEN ((o.bucket >> 4))::integer
+                     ELSE (o.bucket - 256)
+                 END =
+                 CASE
+                     WHEN (p.bucket < 256) THEN ((p.bucket >> 4))::integer
+                     ELSE (p.bucket - 256)
+                 END) AND ((o.bucket = p.bucket) OR (o.bucket >= 256) OR (p.bucket >= 256)) AND (o.classification = p.classification) AND (o.page <> p.page) AND (NOT o.pending) AND ((o.first_lexeme COLLATE "C") <= p.last_lexeme) AND ((p.first_lexeme COLLATE "C") <= o.last_lexeme)))));
 END;
 COMMENT ON FUNCTION pyretrieve.overlapping_pages(text,text,pyretrieve.classification) IS NULL;
 REVOKE ALL ON FUNCTION pyretrieve.overlapping_pages(text,text,pyretrieve.classification) FROM PUBLIC;
@@ -184,7 +167,8 @@ BEGIN
     -- elsewhere (left alone). A group is rewritten whole, its buckets' pages and its own, so
     -- that the write sees all of its postings to choose between the two.
     WITH wanted AS (
-        SELECT DISTINCT x.classification, pyretrieve.lexical_page_group(x.bucket) AS grp
+        SELECT DISTINCT x.classification,
+               CASE WHEN x.bucket < 256 THEN x.bucket >> 4 ELSE x.bucket - 256 END AS grp
           FROM (SELECT u.classification, u.bucket FROM unnest(v_classes, v_buckets) AS u(classification, bucket)
                 UNION ALL
                 SELECT t.classification, pyretrieve.lexeme_bucket(t.lexeme)
@@ -200,8 +184,9 @@ BEGIN
                  WHERE p.workspace_id = p_workspace AND p.project_id = p_project
                    AND p.classification <= p_ceiling AND p.pending
                 UNION ALL
-                SELECT c.classification, (256 + c.grp)::smallint
-                  FROM (SELECT p.classification, pyretrieve.lexical_page_group(p.bucket) AS grp,
+                SELECT c.classification, (256 + c.grp)::smallint  -- its group's key
+                  FROM (SELECT p.classification,
+                               CASE WHEN p.bucket < 256 THEN p.bucket >> 4 ELSE p.bucket - 256 END AS grp,
                                sum(p.postings) AS n, count(*) AS pages,
                                count(*) FILTER (WHERE p.bucket >= 256) AS own
                           FROM pyretrieve.lexical_pages p
@@ -210,17 +195,23 @@ BEGIN
                          GROUP BY 1, 2) c
                  WHERE CASE WHEN c.n < 1024 THEN c.pages > 1 OR c.own = 0 ELSE c.own > 0 END) x
     ), seen AS MATERIALIZED (
+        -- A group's keys: its 16 buckets' and its own.
         SELECT w.classification, w.grp, c.pages, t.page
           FROM wanted w
          CROSS JOIN LATERAL (
+               SELECT (256 + w.grp)::smallint
+                      || ARRAY(SELECT b::smallint FROM generate_series(w.grp * 16, w.grp * 16 + 15) AS b)
+                          AS keys
+               OFFSET 0) k
+         CROSS JOIN LATERAL (
                SELECT count(*) AS pages FROM pyretrieve.lexical_pages p
                 WHERE p.workspace_id = p_workspace AND p.project_id = p_project
-                  AND p.bucket = ANY (pyretrieve.lexical_page_keys((256 + w.grp)::smallint))
+                  AND p.bucket = ANY (k.keys)
                   AND p.classification = w.classification) c
           LEFT JOIN LATERAL (
                SELECT p.ctid AS page FROM pyretrieve.lexical_pages p
                 WHERE p.workspace_id = p_workspace AND p.project_id = p_project
-                  AND p.bucket = ANY (pyretrieve.lexical_page_keys((256 + w.grp)::smallint))
+                  AND p.bucket = ANY (k.keys)
                   AND p.classification = w.classification
                   FOR UPDATE SKIP LOCKED) t ON true
     ), grouped AS (
@@ -246,8 +237,7 @@ BEGIN
                      SELECT c.classification, c.lexeme
                        FROM unnest(v_classes, v_lexemes, v_buckets) AS c(classification, lexeme, bucket)
                       WHERE v_held IS NULL
-                         OR NOT (c.classification::text || '/' || pyretrieve.lexical_page_group(c.bucket)
-                                 = ANY (v_held)))
+                         OR NOT (c.classification::text || '/' || (c.bucket >> 4) = ANY (v_held)))
                FOR UPDATE OF b SKIP LOCKED) b;
 
     WITH gone_pages AS (
@@ -401,9 +391,9 @@ BEGIN
     RETURN QUERY
     WITH ql AS MATERIALIZED (
         -- The query's lexemes, numbered in bytewise order (the order every sum runs in), each
-        -- with the keys of the pages that may hold its small list (lexical_page_keys of its
-        -- bucket: the bucket's own and its group's, 256 + bucket / 16) and its tombstones'
-        -- document numbers (one probe of their key per term).
+        -- with the keys of the pages that may hold its small list (its bucket's and its group
+        -- of 16's, 256 + bucket / 16) and its tombstones' document numbers (one probe of their
+        -- key per term).
         SELECT q.lexeme, q.qtf, (row_number() OVER (ORDER BY q.lexeme COLLATE "C"))::integer AS ti,
                ARRAY[k.bucket, (256 + (k.bucket >> 4))::smallint] AS keys,
                (SELECT array_agg(x.docno ORDER BY x.docno)
@@ -654,9 +644,13 @@ BEGIN
         SELECT coalesce(max(c.pages), 0) INTO v_most_pending
           FROM (SELECT count(*) AS pages
                   FROM pyretrieve.lexical_pages p
-                 CROSS JOIN LATERAL unnest(pyretrieve.lexical_page_keys(p.bucket)) AS k(bucket)
+                 -- A bucket's page is read for the bucket's terms, a group's for its 16 buckets'.
+                 CROSS JOIN LATERAL generate_series(
+                       CASE WHEN p.bucket < 256 THEN p.bucket ELSE (p.bucket - 256) * 16 END,
+                       CASE WHEN p.bucket < 256 THEN p.bucket ELSE (p.bucket - 256) * 16 + 15 END)
+                       AS k(bucket)
                  WHERE p.workspace_id = p_workspace AND p.project_id = p_project
-                   AND p.classification <= v_ceiling AND p.pending AND k.bucket < 256
+                   AND p.classification <= v_ceiling AND p.pending
                  GROUP BY p.classification, k.bucket) c;
         IF v_small + v_pending < p_min_share * v_paged AND v_most_pending < 16 THEN
             RETURN QUERY SELECT 0, 0, 0;

@@ -319,28 +319,6 @@ AS $$
     SELECT get_byte(sha256(convert_to(p_lexeme, 'UTF8')), 0)::smallint
 $$;
 
--- The page keys (lexical_pages.bucket) whose pages may hold lexemes of a page key's: of a
--- bucket (0 to 255), its own and its group's (256 + bucket / 16); of a group (256 + g), its own
--- and its 16 buckets' (16g to 16g + 15).
-CREATE FUNCTION pyretrieve.lexical_page_keys(p_key smallint)
-RETURNS smallint[]
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT CASE WHEN p_key < 256 THEN ARRAY[p_key, (256 + (p_key >> 4))::smallint]
-                ELSE p_key || ARRAY(SELECT k::smallint
-                                      FROM generate_series((p_key - 256) * 16, (p_key - 256) * 16 + 15) AS k)
-           END
-$$;
-
--- A page key's group of 16 buckets: a bucket's (bucket / 16), a group's own (key - 256).
-CREATE FUNCTION pyretrieve.lexical_page_group(p_key smallint)
-RETURNS smallint
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT CASE WHEN p_key < 256 THEN p_key >> 4 ELSE p_key - 256 END::smallint
-$$;
 
 -- Writes lists of postings into a scope's lexical index, each (lexeme, classification) once,
 -- its entries in document-number order: a list of 128 or more (every list, with p_pages false:
@@ -459,7 +437,12 @@ BEGIN ATOMIC
        AND NOT p.pending
        AND EXISTS (SELECT 1 FROM pyretrieve.lexical_pages o
                     WHERE o.workspace_id = p.workspace_id AND o.project_id = p.project_id
-                      AND o.bucket = ANY (pyretrieve.lexical_page_keys(p.bucket))
+                      -- The same group of 16 (an expression a hash join keys on: a function
+                      -- call here, compared for every pair of the scope's pages, took 420 ms
+                      -- at 241 pages), and a key of the other's: the same, or one a group's.
+                      AND CASE WHEN o.bucket < 256 THEN o.bucket >> 4 ELSE o.bucket - 256 END
+                          = CASE WHEN p.bucket < 256 THEN p.bucket >> 4 ELSE p.bucket - 256 END
+                      AND (o.bucket = p.bucket OR o.bucket >= 256 OR p.bucket >= 256)
                       AND o.classification = p.classification
                       AND o.page <> p.page AND NOT o.pending
                       AND o.first_lexeme COLLATE "C" <= p.last_lexeme
@@ -519,7 +502,8 @@ BEGIN
     -- elsewhere (left alone). A group is rewritten whole, its buckets' pages and its own, so
     -- that the write sees all of its postings to choose between the two.
     WITH wanted AS (
-        SELECT DISTINCT x.classification, pyretrieve.lexical_page_group(x.bucket) AS grp
+        SELECT DISTINCT x.classification,
+               CASE WHEN x.bucket < 256 THEN x.bucket >> 4 ELSE x.bucket - 256 END AS grp
           FROM (SELECT u.classification, u.bucket FROM unnest(v_classes, v_buckets) AS u(classification, bucket)
                 UNION ALL
                 SELECT t.classification, pyretrieve.lexeme_bucket(t.lexeme)
@@ -535,8 +519,9 @@ BEGIN
                  WHERE p.workspace_id = p_workspace AND p.project_id = p_project
                    AND p.classification <= p_ceiling AND p.pending
                 UNION ALL
-                SELECT c.classification, (256 + c.grp)::smallint
-                  FROM (SELECT p.classification, pyretrieve.lexical_page_group(p.bucket) AS grp,
+                SELECT c.classification, (256 + c.grp)::smallint  -- its group's key
+                  FROM (SELECT p.classification,
+                               CASE WHEN p.bucket < 256 THEN p.bucket >> 4 ELSE p.bucket - 256 END AS grp,
                                sum(p.postings) AS n, count(*) AS pages,
                                count(*) FILTER (WHERE p.bucket >= 256) AS own
                           FROM pyretrieve.lexical_pages p
@@ -545,17 +530,23 @@ BEGIN
                          GROUP BY 1, 2) c
                  WHERE CASE WHEN c.n < 1024 THEN c.pages > 1 OR c.own = 0 ELSE c.own > 0 END) x
     ), seen AS MATERIALIZED (
+        -- A group's keys: its 16 buckets' and its own.
         SELECT w.classification, w.grp, c.pages, t.page
           FROM wanted w
          CROSS JOIN LATERAL (
+               SELECT (256 + w.grp)::smallint
+                      || ARRAY(SELECT b::smallint FROM generate_series(w.grp * 16, w.grp * 16 + 15) AS b)
+                          AS keys
+               OFFSET 0) k
+         CROSS JOIN LATERAL (
                SELECT count(*) AS pages FROM pyretrieve.lexical_pages p
                 WHERE p.workspace_id = p_workspace AND p.project_id = p_project
-                  AND p.bucket = ANY (pyretrieve.lexical_page_keys((256 + w.grp)::smallint))
+                  AND p.bucket = ANY (k.keys)
                   AND p.classification = w.classification) c
           LEFT JOIN LATERAL (
                SELECT p.ctid AS page FROM pyretrieve.lexical_pages p
                 WHERE p.workspace_id = p_workspace AND p.project_id = p_project
-                  AND p.bucket = ANY (pyretrieve.lexical_page_keys((256 + w.grp)::smallint))
+                  AND p.bucket = ANY (k.keys)
                   AND p.classification = w.classification
                   FOR UPDATE SKIP LOCKED) t ON true
     ), grouped AS (
@@ -581,8 +572,7 @@ BEGIN
                      SELECT c.classification, c.lexeme
                        FROM unnest(v_classes, v_lexemes, v_buckets) AS c(classification, lexeme, bucket)
                       WHERE v_held IS NULL
-                         OR NOT (c.classification::text || '/' || pyretrieve.lexical_page_group(c.bucket)
-                                 = ANY (v_held)))
+                         OR NOT (c.classification::text || '/' || (c.bucket >> 4) = ANY (v_held)))
                FOR UPDATE OF b SKIP LOCKED) b;
 
     WITH gone_pages AS (

@@ -302,9 +302,9 @@ BEGIN
     RETURN QUERY
     WITH ql AS MATERIALIZED (
         -- The query's lexemes, numbered in bytewise order (the order every sum runs in), each
-        -- with the keys of the pages that may hold its small list (lexical_page_keys of its
-        -- bucket: the bucket's own and its group's, 256 + bucket / 16) and its tombstones'
-        -- document numbers (one probe of their key per term).
+        -- with the keys of the pages that may hold its small list (its bucket's and its group
+        -- of 16's, 256 + bucket / 16) and its tombstones' document numbers (one probe of their
+        -- key per term).
         SELECT q.lexeme, q.qtf, (row_number() OVER (ORDER BY q.lexeme COLLATE "C"))::integer AS ti,
                ARRAY[k.bucket, (256 + (k.bucket >> 4))::smallint] AS keys,
                (SELECT array_agg(x.docno ORDER BY x.docno)

@@ -275,9 +275,13 @@ BEGIN
         SELECT coalesce(max(c.pages), 0) INTO v_most_pending
           FROM (SELECT count(*) AS pages
                   FROM pyretrieve.lexical_pages p
-                 CROSS JOIN LATERAL unnest(pyretrieve.lexical_page_keys(p.bucket)) AS k(bucket)
+                 -- A bucket's page is read for the bucket's terms, a group's for its 16 buckets'.
+                 CROSS JOIN LATERAL generate_series(
+                       CASE WHEN p.bucket < 256 THEN p.bucket ELSE (p.bucket - 256) * 16 END,
+                       CASE WHEN p.bucket < 256 THEN p.bucket ELSE (p.bucket - 256) * 16 + 15 END)
+                       AS k(bucket)
                  WHERE p.workspace_id = p_workspace AND p.project_id = p_project
-                   AND p.classification <= v_ceiling AND p.pending AND k.bucket < 256
+                   AND p.classification <= v_ceiling AND p.pending
                  GROUP BY p.classification, k.bucket) c;
         IF v_small + v_pending < p_min_share * v_paged AND v_most_pending < 16 THEN
             RETURN QUERY SELECT 0, 0, 0;

@@ -173,16 +173,6 @@ def test_the_lexical_index_sizes_are_the_contracts(catalog: dict[str, str]) -> N
     }
     shift = contract.LEXICAL_BUCKET_GROUP.bit_length() - 1
     assert 2**shift == contract.LEXICAL_BUCKET_GROUP
-    keys = catalog["function:lexical_page_keys"]
-    assert _numbers(r">> (\d+)", keys) == {shift}
-    assert _numbers(r"\* (\d+)", keys) == {contract.LEXICAL_BUCKET_GROUP}
-    assert _numbers(r"\+ (\d+)\)", keys) == {contract.LEXICAL_BUCKET_GROUP - 1}
-    assert _numbers(r"\((\d+) \+", keys) | _numbers(r"p_key [<-] (\d+)", keys) == {
-        contract.LEXICAL_BUCKETS
-    }
-    group = catalog["function:lexical_page_group"]
-    assert _numbers(r">> (\d+)", group) == {shift}
-    assert _numbers(r"p_key [<-] (\d+)", group) == {contract.LEXICAL_BUCKETS}
     # The writer keys a group's page as the helpers do, below a page's postings; the leg reads
     # a term's pages under the same two keys.
     assert _numbers(r"bucket >> (\d+)", lists) == {shift}
@@ -191,9 +181,22 @@ def test_the_lexical_index_sizes_are_the_contracts(catalog: dict[str, str]) -> N
     leg = catalog["function:lexical_candidates"]
     assert _numbers(r"\((\d+) \+ \(k\.bucket >> \d+\)\)", leg) == {contract.LEXICAL_BUCKETS}
     assert _numbers(r"\(k\.bucket >> (\d+)\)", leg) == {shift}
+    # Compaction, the overlap check and the share rule map keys to groups, and groups to their
+    # keys, with the same numbers.
+    width, last = contract.LEXICAL_BUCKET_GROUP, contract.LEXICAL_BUCKET_GROUP - 1
+    overlap = catalog["function:overlapping_pages"]
+    assert _numbers(r"bucket >> (\d+)", overlap) == {shift}
+    assert _numbers(r"bucket (?:<|-|>=) (\d+)", overlap) == {contract.LEXICAL_BUCKETS}
     compacts_groups = catalog["function:compact_lexical_postings"]
     assert _numbers(r"c\.n < (\d+)", compacts_groups) == {contract.LEXICAL_PAGE_POSTINGS}
-    assert _numbers(r"(\d+) \+ c\.grp", compacts_groups) == {contract.LEXICAL_BUCKETS}
+    assert _numbers(r"bucket >> (\d+)", compacts_groups) == {shift}
+    assert _numbers(r"bucket (?:<|-|>=) (\d+)", compacts_groups) == {contract.LEXICAL_BUCKETS}
+    assert _numbers(r"(\d+) \+ [cw]\.grp", compacts_groups) == {contract.LEXICAL_BUCKETS}
+    assert _numbers(r"grp \* (\d+)", compacts_groups) == {width}
+    assert _numbers(r"grp \* \d+ \+ (\d+)", compacts_groups) == {last}
+    assert _numbers(r"bucket (?:<|-) (\d+)", share) == {contract.LEXICAL_BUCKETS}
+    assert _numbers(r"\) \* (\d+)", share) == {width}
+    assert _numbers(r"\* \d+ \+ (\d+) END", share) == {last}
     # The bucket is one byte of a digest: 256 values exactly.
     assert "get_byte(sha256(" in _flat(catalog["function:lexeme_bucket"])
     assert contract.LEXICAL_BUCKETS == 2**8

@@ -987,7 +987,8 @@ def groups(db: Database) -> dict[tuple[str, int], tuple[int, int, int]]:
     (postings, pages, pages under the group's own key)."""
     with db.admin() as admin:
         rows = admin.execute(
-            "SELECT classification::text AS cls, pyretrieve.lexical_page_group(bucket) AS g,"
+            "SELECT classification::text AS cls,"
+            "       CASE WHEN bucket < 256 THEN bucket >> 4 ELSE bucket - 256 END AS g,"
             "       sum(postings) AS n, count(*) AS pages, count(*) FILTER (WHERE bucket >= %s) AS own"
             "  FROM pyretrieve.lexical_pages"
             " WHERE workspace_id = 'acme' AND project_id = 'docs' AND NOT pending"

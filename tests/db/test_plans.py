@@ -333,8 +333,9 @@ def test_the_lexical_leg_reads_the_blocks_of_the_query_terms_only(
         buckets = admin.execute(
             "SELECT count(*) AS n FROM pyretrieve.lexical_pages"
             " WHERE workspace_id = %s AND project_id = %s"
-            "   AND bucket IN (SELECT unnest(pyretrieve.lexical_page_keys(pyretrieve.lexeme_bucket(t)))"
-            "                    FROM unnest(%s::text[]) t)",
+            "   AND bucket IN (SELECT unnest(ARRAY[b, 256 + (b >> 4)])"
+            "                    FROM (SELECT pyretrieve.lexeme_bucket(t) AS b"
+            "                            FROM unnest(%s::text[]) t) x)",
             (*scope, terms),
         ).fetchone()
     assert held is not None
