@@ -1210,7 +1210,6 @@ AS $$
     SELECT get_byte(sha256(convert_to(p_lexeme, 'UTF8')), 0)::smallint
 $$;
 
-
 -- Writes lists of postings into a scope's lexical index, each (lexeme, classification) once,
 -- its entries in document-number order: a list of 128 or more (every list, with p_pages false:
 -- a write's lists waiting for compaction) in blocks of 128 (each with its

@@ -40,9 +40,12 @@ from evals.bench.runtime import (  # noqa: E402
     LEXICAL_TABLES,
     Principals,
     acting_as,
+    create_gin_index,
+    drop_gin_index,
     ensure_installed,
     exit_cleanly_on_sigterm,
     gin_index_bytes,
+    gin_size,
     provenance,
     throwaway_database,
 )
@@ -200,18 +203,12 @@ def load(dsn: str, s: scale.Settings, principals: Principals) -> dict[str, Any]:
     return loaded
 
 
-def _gin_mb(conn: psycopg.Connection[Any]) -> float:
-    row = conn.execute(
-        "SELECT pg_relation_size(to_regclass(%s))", (f"pyretrieve.{MAINTAINED_GIN}",)
-    ).fetchone()
-    return round(int(row[0]) / MB, 2) if row and row[0] is not None else 0.0
-
-
-def _maintained_gin(conn: psycopg.Connection[Any], as_loaded_mb: float) -> dict[str, Any]:
+def _maintained_gin(conn: psycopg.Connection[Any]) -> dict[str, Any]:
     """The GIN index the load maintained: as loaded, after VACUUM of its table; then dropped."""
+    as_loaded_mb = round(gin_size(conn, MAINTAINED_GIN) / MB, 2)
     conn.execute("VACUUM pyretrieve.fragments")
-    vacuumed_mb = _gin_mb(conn)
-    conn.execute(sql.SQL("DROP INDEX pyretrieve.{}").format(sql.Identifier(MAINTAINED_GIN)))
+    vacuumed_mb = round(gin_size(conn, MAINTAINED_GIN) / MB, 2)
+    drop_gin_index(conn, MAINTAINED_GIN)
     return {"as_loaded_mb": as_loaded_mb, "vacuumed_mb": vacuumed_mb}
 
 
@@ -227,15 +224,13 @@ def run(s: scale.Settings, dsn: str | None = None, gin_during_load: bool = False
         principals = Principals.create(conn, "storage")
         stack.callback(principals.drop, conn)
         if gin_during_load:
-            conn.execute(
-                sql.SQL("CREATE INDEX {} ON pyretrieve.fragments USING gin (tsv)").format(
-                    sql.Identifier(MAINTAINED_GIN)
-                )
-            )
+            create_gin_index(conn, MAINTAINED_GIN)
+            # Not left behind in the database given, whatever happens to the load.
+            stack.callback(drop_gin_index, conn, MAINTAINED_GIN)
         loaded = load(url, s, principals)
         print(f"fragments: {loaded}", file=sys.stderr)
         as_loaded = relations(conn)
-        maintained = _maintained_gin(conn, _gin_mb(conn)) if gin_during_load else None
+        maintained = _maintained_gin(conn) if gin_during_load else None
         rows = counts(conn)
         gin, gin_seconds = gin_index_bytes(conn)
         gin_mb = round(gin / MB, 2)

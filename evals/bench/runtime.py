@@ -48,17 +48,35 @@ SERVER_SETTINGS = (
 LEXICAL_TABLES = ("postings", "lexical_blocks", "lexical_pages", "lexical_tombstones")
 
 
+def create_gin_index(conn: psycopg.Connection[Any], name: str) -> None:
+    """A GIN index over every fragment's tsvector, named ``name``: the lexical index's yardstick."""
+    conn.execute(
+        sql.SQL("CREATE INDEX {} ON pyretrieve.fragments USING gin (tsv)").format(
+            sql.Identifier(name)
+        )
+    )
+
+
+def gin_size(conn: psycopg.Connection[Any], name: str) -> int:
+    """Bytes of the index ``name`` of the pyretrieve schema."""
+    row = conn.execute("SELECT pg_relation_size(%s::regclass)", (f"pyretrieve.{name}",)).fetchone()
+    return int(row[0]) if row else 0
+
+
+def drop_gin_index(conn: psycopg.Connection[Any], name: str) -> None:
+    conn.execute(sql.SQL("DROP INDEX IF EXISTS pyretrieve.{}").format(sql.Identifier(name)))
+
+
 def gin_index_bytes(conn: psycopg.Connection[Any]) -> tuple[int, float]:
     """A GIN index over every fragment's tsvector, built here as the superuser, measured and
     dropped: what the lexical index's size is compared with. Returns (bytes, build seconds)."""
     started = time.perf_counter()
-    conn.execute("CREATE INDEX pyretrieve_bench_gin ON pyretrieve.fragments USING gin (tsv)")
+    create_gin_index(conn, "pyretrieve_bench_gin")
     built = time.perf_counter() - started
     try:
-        row = conn.execute("SELECT pg_relation_size('pyretrieve.pyretrieve_bench_gin')").fetchone()
-        return (int(row[0]) if row else 0), built
+        return gin_size(conn, "pyretrieve_bench_gin"), built
     finally:
-        conn.execute("DROP INDEX pyretrieve.pyretrieve_bench_gin")
+        drop_gin_index(conn, "pyretrieve_bench_gin")
 
 
 def display_path(path: Path) -> str:
