@@ -971,17 +971,6 @@ def test_a_block_admitted_but_for_its_tombstones_is_read_without_its_fragments(
     assert [*legs(conn), lexical(conn, query)] == held
 
 
-def _word(n: int) -> str:
-    """A word of its own for each number, letters only (no stem of one is another's)."""
-    letters = "bcdfghjklmnpqrstvwxz"
-    out = ""
-    while True:
-        n, r = divmod(n, len(letters))
-        out += letters[r]
-        if n == 0:
-            return "qu" + out + "o"
-
-
 def groups(db: Database) -> dict[tuple[str, int], tuple[int, int, int]]:
     """Per classification and group of 16 buckets of acme/docs, its pages that are not pending:
     (postings, pages, pages under the group's own key)."""
@@ -1017,12 +1006,14 @@ def test_a_group_with_few_small_postings_shares_one_page_and_splits_as_it_grows(
     every step the index is exact, the leg equals an independent BM25, and compaction changes
     no row, score or term (the leg's best 100 are an independent BM25's)."""
     setup(conn, corpus=())
-    queries = [f"{_word(3)} {_word(700)} {_word(4500)} okapi", f"okapi {_word(12)}"]
+    # Ten lexemes of its own for each row (q<row>x<k>, as bulk_rows names them), and okapi.
+    queries = ["q0x3 q70x0 q450x0 okapi", "okapi q1x2"]
 
     def rows(first: int, n: int) -> list[dict[str, Any]]:
-        # Ten words of its own for each row, and okapi in every one.
-        words = lambda i: " ".join(_word(10 * i + k) for k in range(10))  # noqa: E731
-        return [row(i, f"okapi {words(i)}") for i in range(first, first + n)]
+        return [
+            row(i, "okapi " + " ".join(f"q{i}x{k}" for k in range(10)))
+            for i in range(first, first + n)
+        ]
 
     with acting_as(conn, "wally"):
         small = call_batch(conn, rows(0, 60))
